@@ -1,0 +1,140 @@
+"""The ``cutefi`` command: ``env``, ``aot``, ``cache ls|clear|path``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from ._version import __version__
+
+
+def _env(_args: argparse.Namespace) -> int:
+    from .jit import driver as drv
+    from .jit.lookup import cache_store, pack_stores
+    from .jit.policy import ARCH_LIST_ENV, Family, TargetPolicy
+    from .jit.toolchain import dsl_toolchain, nvrtc_toolchain
+
+    print(f"cutefi {__version__}")
+    available, why = drv.gpu_available()
+    devices = drv.devices()
+    if devices:
+        for d in devices:
+            print(f"GPU {d.index}: {d.name}, compute capability {d.cc[0]}.{d.cc[1]}, "
+                  f"{d.sms} SMs, {d.memory_bytes / 2**30:.1f} GiB")
+    else:
+        print(f"GPU: none ({why})")
+    driver = drv.driver_cuda_version()
+    print(f"driver: CUDA {driver[0]}.{driver[1]}" if driver else "driver: none")
+    try:
+        import torch
+
+        print(f"torch: {torch.__version__} (CUDA {torch.version.cuda or 'none'})")
+    except ImportError:
+        print("torch: not installed")
+
+    toolchains = []
+    for probe in (dsl_toolchain, nvrtc_toolchain):
+        try:
+            chain = probe()
+        except Exception as exc:  # report, don't fail: env must work on any machine
+            print(f"toolchain: unavailable ({exc})")
+            continue
+        toolchains.append(chain)
+        print(f"toolchain: {chain.name} {chain.version} (CUDA {chain.cuda_version[0]}.{chain.cuda_version[1]})")
+
+    ccs = [d.cc for d in devices]
+    for chain in toolchains:
+        try:
+            policy = TargetPolicy.from_environment(chain, ccs, driver)
+        except ValueError as exc:
+            print(f"policy ({chain.name}): {exc}")
+            break
+        source = ARCH_LIST_ENV if not ccs or _arch_env_set() else "visible devices"
+        print(f"policy ({chain.name}, targets from {source}: {' '.join(t.dotted for t in policy.requested)}):")
+        for family in Family:
+            decision = policy.decide(family)
+            kept = " ".join(t.sm for t in decision.kept) or "-"
+            print(f"  {family.value:9s} build {kept}")
+            for reason in decision.reasons():
+                print(f"  {'':9s} {reason}")
+
+    cache = cache_store()
+    print(f"cache: {cache.root} ({len(cache.entries())} entries, {cache.size_bytes() / 2**20:.1f} MiB)")
+    packs = pack_stores()
+    print("packs: " + (", ".join(f"{p.root} ({len(p.entries())} entries)" for p in packs) or "none"))
+    return 0
+
+
+def _arch_env_set() -> bool:
+    import os
+
+    from .jit.policy import ARCH_LIST_ENV
+
+    return bool(os.environ.get(ARCH_LIST_ENV))
+
+
+def _aot(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .jit import driver as drv
+    from .jit.aot import build_pack, plan
+    from .jit.registry import all_specs
+
+    specs = all_specs()
+    if args.only:
+        specs = [s for s in specs if any(pattern in s.name for pattern in args.only)]
+        if not specs:
+            print(f"cutefi aot: no kernel matches --only {' '.join(args.only)}", file=sys.stderr)
+            return 2
+    try:
+        jobs, report = plan(args.arch, specs, [d.cc for d in drv.devices()] if not args.arch else None)
+    except (ValueError, ImportError) as exc:
+        print(f"cutefi aot: {exc}", file=sys.stderr)
+        return 2
+    for spec, reason in report.dropped:
+        print(f"{spec.describe()}: {reason}")
+    with tqdm(total=len(jobs), desc="building", unit="cubin") as bar:
+        build_pack(args.out, jobs, report, workers=args.jobs, progress=bar.update)
+    for spec, target, seconds, size in sorted(report.built, key=lambda r: (r[0].describe(), r[1])):
+        print(f"built {spec.describe()} {target.sm}: {size} bytes in {seconds:.2f} s")
+    for spec, target, error in report.failed:
+        print(f"FAILED {spec.describe()} {target.sm}: {error}", file=sys.stderr)
+    print(f"{len(report.built)} built, {len(report.failed)} failed, pack: {args.out}")
+    return 1 if report.failed else 0
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from .jit.lookup import cache_store
+
+    store = cache_store()
+    if args.action == "path":
+        print(store.root)
+    elif args.action == "ls":
+        for entry in store.entries():
+            print(f"{entry.get('target', '?'):8s} {entry['_bytes']:8d} B  {entry.get('spec', '?')}  "
+                  f"[{entry.get('toolchain', '?')}]")
+    elif args.action == "clear":
+        print(f"removed {store.clear()} entries from {store.root}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cutefi", description="cutefi kernels: environment, AOT packs, cache")
+    parser.add_argument("--version", action="version", version=f"cutefi {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("env", help="GPUs, driver, toolchains, target policy, cache and packs")
+    aot = sub.add_parser("aot", help="build every kernel for a target list into a pack directory")
+    aot.add_argument("--arch", help="targets, e.g. '8.0 9.0a 12.0a' (default: $CUTEFI_CUDA_ARCH_LIST or the visible GPUs)")
+    aot.add_argument("--out", required=True, help="pack directory to write")
+    aot.add_argument("--jobs", type=int, default=None, help="worker processes (default: CPU count)")
+    aot.add_argument("--only", nargs="*", help="build only kernels whose name contains one of these")
+    cache = sub.add_parser("cache", help="the on-disk cubin cache")
+    cache.add_argument("action", choices=["ls", "clear", "path"])
+    args = parser.parse_args(argv)
+    handler = {"env": _env, "aot": _aot, "cache": _cache}[args.command]
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Kernel specs: what to build (builder + specialisation) and the keys that name the result.
+
+A spec specialises only on what changes the code (dtype, size class, tile shape, flags);
+runtime sizes such as rows, batch or sequence length are kernel arguments and never part of
+a key. Builders and contracts are named by ``"module:function"`` strings so a spec is a small
+hashable value and nothing is imported until it is needed.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.util
+import json
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Callable
+
+from .._version import __version__
+from .contract import LaunchContract
+from .policy import Family
+from .targets import Target
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One buildable kernel variant.
+
+    name:     readable id, e.g. ``"norm.rmsnorm"``.
+    kind:     ``"cute"`` (CuTe DSL; builder returns ``(jit_fn, fake_args)``) or ``"nvrtc"``
+              (builder returns ``(cuda_source, kernel_name)``).
+    builder:  ``"module:function"`` called with ``**options``.
+    contract: ``"module:function"`` called with ``**options``; returns a LaunchContract.
+              Must not import cutlass (it is used at run time).
+    family:   the kernel's hardware requirement, for the target policy.
+    options:  the specialisation, as sorted ``(name, value)`` pairs.
+    sources:  modules whose source files are fingerprinted into the key (the builder's own
+              module is always included).
+    """
+
+    name: str
+    kind: str
+    builder: str
+    contract: str
+    family: Family
+    options: tuple[tuple[str, Any], ...] = ()
+    sources: tuple[str, ...] = ()
+
+    @classmethod
+    def make(cls, name: str, kind: str, builder: str, contract: str, family: Family,
+             sources: tuple[str, ...] = (), **options: Any) -> "KernelSpec":
+        return cls(name, kind, builder, contract, family, tuple(sorted(options.items())), sources)
+
+    @property
+    def option_dict(self) -> dict[str, Any]:
+        return dict(self.options)
+
+    def launch_contract(self) -> LaunchContract:
+        return _contract(self.contract, self.options)
+
+    def builder_fn(self) -> Callable[..., Any]:
+        return resolve(self.builder)
+
+    def fingerprint(self) -> str:
+        modules = (self.builder.split(":")[0], self.contract.split(":")[0]) + self.sources
+        return _fingerprint(tuple(sorted(set(modules))))
+
+    def lookup_key(self, target: Target) -> str:
+        """Names the artifact independently of the toolchain that built it."""
+        payload = {
+            "name": self.name, "kind": self.kind, "builder": self.builder,
+            "options": [[k, repr(v)] for k, v in self.options],
+            "fingerprint": self.fingerprint(), "target": target.sm, "cutefi": __version__,
+        }
+        return _digest(payload)[:32]
+
+    def describe(self) -> str:
+        opts = ", ".join(f"{k}={v}" for k, v in self.options)
+        return f"{self.name}({opts})"
+
+
+def toolchain_id(kind: str) -> str:
+    """Identifies the toolchain in hand without importing it (package metadata only)."""
+    if kind == "cute":
+        return "cute-dsl-" + "+".join(_installed("nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-cu12",
+                                                "nvidia-cutlass-dsl-libs-cu13"))
+    if kind == "nvrtc":
+        from cuda.bindings import nvrtc
+
+        _, major, minor = nvrtc.nvrtcVersion()
+        return f"nvrtc-{major}.{minor}"
+    raise ValueError(f"unknown builder kind {kind!r}")
+
+
+def toolchain_key(kind: str) -> str:
+    return _digest({"toolchain": toolchain_id(kind)})[:16]
+
+
+def resolve(path: str) -> Callable[..., Any]:
+    module_name, _, attr = path.partition(":")
+    if not attr:
+        raise ValueError(f"expected 'module:function', got {path!r}")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+@functools.lru_cache(maxsize=None)
+def _contract(path: str, options: tuple[tuple[str, Any], ...]) -> LaunchContract:
+    return resolve(path)(**dict(options))
+
+
+@functools.lru_cache(maxsize=None)
+def _fingerprint(modules: tuple[str, ...]) -> str:
+    digest = hashlib.sha256()
+    for module in modules:
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None:
+            raise ImportError(f"kernel source module {module!r} not found")
+        with open(spec.origin, "rb") as handle:
+            digest.update(module.encode() + b"\0" + handle.read())
+    return digest.hexdigest()[:16]
+
+
+def _installed(*distributions: str) -> list[str]:
+    found = []
+    for name in distributions:
+        try:
+            found.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return found or ["none"]
+
+
+def _digest(payload: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

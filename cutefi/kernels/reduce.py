@@ -1,0 +1,91 @@
+"""Warp / block reduction helpers for CuTe DSL kernels (cutefi).
+
+Conventions
+-----------
+* A "row group" is ``threads_per_row`` consecutive threads (tidx-contiguous)
+  that cooperate on one row.  ``threads_per_row`` is a compile-time power of
+  two; groups narrower than a warp are aligned sub-warp lane groups.
+* ``warp_reduce`` reduces across the aligned ``group`` lanes of the calling
+  thread with a shuffle butterfly (every lane gets the result).
+* ``block_reduce`` combines per-warp partials of each row through a shared
+  memory buffer of shape ``(rows_per_cta, warps_per_row)`` (fp32) and one
+  ``bar.sync``; every thread of the row gets the result.
+* ``row_reduce_sum`` = warp stage + (if the row spans several warps) block stage.
+
+All functions must be called by every thread of the CTA (they contain warp
+shuffles with a full mask and, for multi-warp rows, a CTA barrier).
+"""
+
+import operator
+from typing import Callable, Optional
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, const_expr
+
+WARP_SIZE = 32
+
+
+@cute.jit
+def warp_reduce(
+    val: cute.Numeric,
+    op: Callable,
+    group: cutlass.Constexpr[int] = WARP_SIZE,
+) -> cute.Numeric:
+    """Butterfly all-reduce over aligned groups of ``group`` lanes (power of 2 <= 32)."""
+    assert group >= 1 and group <= WARP_SIZE and (group & (group - 1)) == 0
+    offset = group // 2
+    for _ in cutlass.range_constexpr(group.bit_length() - 1 if group > 1 else 0):
+        val = op(val, cute.arch.shuffle_sync_bfly(val, offset=offset))
+        offset = offset // 2
+    return val
+
+
+@cute.jit
+def warp_reduce_sum(val: Float32, group: cutlass.Constexpr[int] = WARP_SIZE) -> Float32:
+    return warp_reduce(val, operator.add, group)
+
+
+@cute.jit
+def block_reduce(
+    val: cute.Numeric,
+    op: Callable,
+    reduction_buffer: cute.Tensor,
+) -> cute.Numeric:
+    """Cross-warp stage.  ``val`` must already be warp-reduced.
+
+    ``reduction_buffer``: smem tensor of shape ``(rows_per_cta, warps_per_row)``
+    (static, warps_per_row <= 32).  Warps are assigned to rows in tidx order:
+    warp w handles row ``w // warps_per_row``.
+    """
+    warps_per_row = const_expr(cute.size(reduction_buffer, mode=[1]))
+    assert warps_per_row <= WARP_SIZE and (warps_per_row & (warps_per_row - 1)) == 0
+    lane = cute.arch.lane_idx()
+    warp = cute.arch.warp_idx()
+    row_idx = warp // warps_per_row
+    col_idx = warp % warps_per_row
+    if lane == 0:
+        reduction_buffer[row_idx, col_idx] = val
+    cute.arch.barrier()
+    # Every aligned group of ``warps_per_row`` lanes reads the whole row of
+    # partials (smem broadcast), so a log2(warps_per_row)-step butterfly gives
+    # the total to *every* lane, not just the first warps_per_row lanes.
+    partial = reduction_buffer[row_idx, lane % warps_per_row]
+    return warp_reduce(partial, op, warps_per_row)
+
+
+@cute.jit
+def row_reduce_sum(
+    val: Float32,
+    threads_per_row: cutlass.Constexpr[int],
+    reduction_buffer: Optional[cute.Tensor] = None,
+) -> Float32:
+    """Sum ``val`` over the ``threads_per_row`` threads of this thread's row.
+
+    ``reduction_buffer`` is required iff ``threads_per_row > 32``.
+    """
+    val = warp_reduce(val, operator.add, min(threads_per_row, WARP_SIZE))
+    if const_expr(threads_per_row > WARP_SIZE):
+        assert reduction_buffer is not None, "multi-warp rows need a smem reduction buffer"
+        val = block_reduce(val, operator.add, reduction_buffer)
+    return val

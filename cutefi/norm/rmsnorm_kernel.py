@@ -1,0 +1,265 @@
+"""Row-wise RMSNorm family kernel in CuTe DSL with an author-controlled ABI.
+
+    out[m, :] = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w'        w' = w or (1 + w)
+
+fused_add variant (in place on residual, output may alias x):
+
+    residual[m, :] = round(x[m, :] + residual[m, :])
+    out[m, :]      = rmsnorm(residual[m, :])   (computed from the rounded residual)
+
+ABI: the kernel takes only raw pointers and scalars (see ``rmsnorm_launch`` for
+the parameter table, grid/block/smem contract and size-class heuristics).  The
+CuTe tensors are built from the pointers inside the kernel, so the compiled
+cubin has a fixed, documented parameter list:
+
+    (x_ptr, w_ptr, out_ptr, residual_ptr,
+     M: i32, N: i32, x_row_stride: i64, out_row_stride: i64,
+     residual_row_stride: i64, eps: f32)
+
+Compile-time specialisation: dtype (bf16/fp16), hidden-size class ``n_class``
+(any N % 8 == 0, N <= n_class runs on the build), ``fused_add``, ``gemma``.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32, Int64, const_expr
+from cutlass.cute.runtime import make_ptr
+
+from cutefi.kernels.reduce import row_reduce_sum
+from cutefi.norm import rmsnorm_launch as launch
+
+_DTYPES = {
+    "bf16": cutlass.BFloat16,
+    "bfloat16": cutlass.BFloat16,
+    "fp16": cutlass.Float16,
+    "float16": cutlass.Float16,
+}
+
+
+class RMSNormKernel:
+    # ------------------------------------------------------------------ #
+    # 1. heuristics (compile-time), all numbers from rmsnorm_launch
+    # ------------------------------------------------------------------ #
+    def __init__(self, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False):
+        if dtype_name not in _DTYPES:
+            raise ValueError(f"unsupported dtype {dtype_name!r}")
+        self.dtype_name = dtype_name
+        self.dtype = _DTYPES[dtype_name]
+        self.n_class = n_class
+        self.fused_add = fused_add
+        self.gemma = gemma
+        self.vec = launch.vec_elems(dtype_name)  # 8 elems = 128 bit
+        self.threads_per_row = launch.threads_per_row(n_class, dtype_name)
+        self.num_threads = launch.block_threads(n_class, dtype_name)
+        self.rows_per_cta = launch.rows_per_cta(n_class, dtype_name)
+        self.warps_per_row = launch.warps_per_row(n_class, dtype_name)
+        self.chunks = launch.chunks_per_thread(n_class, dtype_name)  # K
+        self.tile_n = launch.tile_n(n_class, dtype_name)
+        self.static_smem_bytes = launch.static_smem_bytes(n_class, dtype_name)
+        self.delay_w_load = launch.delay_weight_load(n_class, dtype_name, fused_add)
+        self.entry_name = launch.entry_name(dtype_name, n_class, fused_add, gemma)
+        assert self.num_threads % 32 == 0
+        assert self.threads_per_row <= 32 or self.threads_per_row % 32 == 0
+
+    def _tiled_copy(self) -> cute.TiledCopy:
+        # 128-bit universal copy atom; threads (rows_per_cta, threads_per_row)
+        # row-major, each thread owns 1 x vec contiguous elements per chunk.
+        atom = cute.make_copy_atom(
+            cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=self.vec * self.dtype.width
+        )
+        thr_layout = cute.make_ordered_layout(
+            (self.rows_per_cta, self.threads_per_row), order=(1, 0)
+        )
+        val_layout = cute.make_layout((1, self.vec))
+        return cute.make_tiled_copy_tv(atom, thr_layout, val_layout)
+
+    # ------------------------------------------------------------------ #
+    # 2. host wrapper: same parameters, same order as the kernel
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def __call__(
+        self,
+        x_ptr: cute.Pointer,
+        w_ptr: cute.Pointer,
+        out_ptr: cute.Pointer,
+        residual_ptr: cute.Pointer,
+        M: Int32,
+        N: Int32,
+        x_row_stride: Int64,
+        out_row_stride: Int64,
+        residual_row_stride: Int64,
+        eps: Float32,
+    ):
+        # Launch numbers come from rmsnorm_launch (the loader uses the same
+        # functions): grid = (ceil(M / rows_per_cta), 1, 1),
+        # block = (block_threads, 1, 1), dynamic smem = 0.
+        # Deterministic, build-specific PTX entry name (trace-time setting).
+        self.kernel.set_name_prefix(
+            self.entry_name, remove_cutlass_symbol=True, keep_mangled_name=False
+        )
+        self.kernel(
+            x_ptr, w_ptr, out_ptr, residual_ptr,
+            M, N, x_row_stride, out_row_stride, residual_row_stride, eps,
+        ).launch(
+            grid=[launch.grid_x(M, self.n_class, self.dtype_name), 1, 1],
+            block=[launch.block_threads(self.n_class, self.dtype_name), 1, 1],
+            smem=launch.dynamic_smem_bytes(self.n_class, self.dtype_name),
+            # .minnctapersm -> caps ptxas at 128 regs/thread (16 warps/SM); a
+            # compile-time hint only.  carveout -1 = "no preference" (needed so
+            # the DSL does not query a device for its smem size at compile time).
+            min_blocks_per_mp=launch.min_ctas_per_sm(self.n_class, self.dtype_name),
+            preferred_smem_carveout=-1,
+        )
+
+    # ------------------------------------------------------------------ #
+    # 3. device kernel
+    # ------------------------------------------------------------------ #
+    @cute.kernel
+    def kernel(
+        self,
+        x_ptr: cute.Pointer,
+        w_ptr: cute.Pointer,
+        out_ptr: cute.Pointer,
+        residual_ptr: cute.Pointer,
+        M: Int32,
+        N: Int32,
+        x_row_stride: Int64,
+        out_row_stride: Int64,
+        residual_row_stride: Int64,
+        eps: Float32,
+    ):
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, _, _ = cute.arch.block_idx()
+        tiler = (self.rows_per_cta, self.tile_n)
+
+        # ---- stage 0: global views built from raw pointers ---------------
+        # Row strides are multiples of 8 elements (contract) -> every 8-wide
+        # chunk starts on a 16-byte boundary, enabling 128-bit accesses.
+        def row_major(ptr, stride):
+            stride = cute.assume(stride, divby=self.vec)
+            return cute.make_tensor(ptr, cute.make_layout((M, N), stride=(stride, 1)))
+
+        mX = row_major(x_ptr, x_row_stride)
+        mO = row_major(out_ptr, out_row_stride)
+        # weight broadcast over the rows of the CTA tile (stride 0 in m)
+        mW = cute.make_tensor(w_ptr, cute.make_layout((self.rows_per_cta, N), stride=(0, 1)))
+        mC = cute.make_identity_tensor((M, N))  # (row, col) coordinates for predication
+
+        # ---- stage 1: tile (one CTA = rows_per_cta rows x tile_n cols) ----
+        gX = cute.local_tile(mX, tiler, (bidx, 0))
+        gO = cute.local_tile(mO, tiler, (bidx, 0))
+        gW = cute.local_tile(mW, tiler, (0, 0))
+        cX = cute.local_tile(mC, tiler, (bidx, 0))
+
+        # ---- stage 2: partition over threads -----------------------------
+        tiled_copy = self._tiled_copy()
+        thr = tiled_copy.get_slice(tidx)
+        tXgX = thr.partition_S(gX)  # ((vec,1), 1, K)
+        tXgO = thr.partition_D(gO)
+        tXgW = thr.partition_S(gW)
+        tXcX = thr.partition_S(cX)
+
+        tXrX = cute.make_rmem_tensor_like(tXgX)
+        tXrW = cute.make_rmem_tensor_like(tXgW)
+        tXrO = cute.make_rmem_tensor_like(tXgO)
+        tXrX.fill(0.0)
+        tXrW.fill(0.0)
+        if const_expr(self.fused_add):
+            mR = row_major(residual_ptr, residual_row_stride)
+            gR = cute.local_tile(mR, tiler, (bidx, 0))
+            tXgR = thr.partition_S(gR)
+            tXrR = cute.make_rmem_tensor_like(tXgR)
+            tXrR.fill(0.0)
+
+        # ---- stage 3: predicates (one bool per 128-bit chunk) -------------
+        # N % 8 == 0, so a chunk is either fully in or fully out of the row.
+        K = const_expr(cute.size(tXgX, mode=[2]))
+        pred_layout = cute.make_layout((1, 1, K), stride=(0, 0, 1))
+        tXpX = cute.make_rmem_tensor(pred_layout, cutlass.Boolean)  # row & col in bounds
+        tXpW = cute.make_rmem_tensor(pred_layout, cutlass.Boolean)  # col in bounds
+        row = tXcX[(0, 0), 0, 0][0]
+        row_ok = row < M
+        for k in cutlass.range_constexpr(K):
+            col_ok = tXcX[(0, 0), 0, k][1] < N
+            tXpW[0, 0, k] = col_ok
+            tXpX[0, 0, k] = col_ok and row_ok
+
+        # ---- stage 4: load (128-bit, predicated; OOB chunks stay 0) -------
+        cute.copy(tiled_copy, tXgX, tXrX, pred=tXpX)
+        if const_expr(self.fused_add):
+            cute.copy(tiled_copy, tXgR, tXrR, pred=tXpX)
+        # weight: loaded once per thread (same columns for every row it handles).
+        # Unfused: issued with x so its latency overlaps the reduction.
+        # Fused: deferred past the reduction (x, residual and w in flight at once
+        # would exceed the 128-register budget and spill); w is L2-resident.
+        if const_expr(not self.delay_w_load):
+            cute.copy(tiled_copy, tXgW, tXrW, pred=tXpW)
+
+        x = tXrX.load().to(Float32)
+        if const_expr(self.fused_add):
+            # residual <- round(x + residual); normalise the rounded value
+            s = (x + tXrR.load().to(Float32)).to(self.dtype)
+            tXrR.store(s)
+            cute.copy(tiled_copy, tXrR, tXgR, pred=tXpX)
+            x = s.to(Float32)
+
+        # ---- stage 5: reduce sum(x^2) over the row ------------------------
+        sum_sq = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
+        red_buf = None
+        if const_expr(self.warps_per_row > 1):
+            # static shared array (no dynamic smem needed at launch)
+            red_layout = cute.make_ordered_layout(
+                (self.rows_per_cta, self.warps_per_row), order=(1, 0)
+            )
+            red_buf = cute.make_tensor(
+                cute.arch.alloc_smem(Float32, cute.cosize(red_layout), alignment=16), red_layout
+            )
+        inv_n = cute.arch.rcp_approx(Float32(N))  # avoids the IEEE div slow path
+        sum_sq = row_reduce_sum(sum_sq, self.threads_per_row, red_buf)
+        rstd = cute.math.rsqrt(sum_sq * inv_n + eps, fastmath=True)
+
+        # ---- stage 6: scale, apply weight, store (128-bit, predicated) ----
+        if const_expr(self.delay_w_load):
+            cute.copy(tiled_copy, tXgW, tXrW, pred=tXpW)
+        w = tXrW.load().to(Float32)
+        if const_expr(self.gemma):
+            w = w + Float32(1.0)
+        # Re-expand x from its packed 16-bit register copy instead of keeping
+        # the fp32 copy live across the reduction: halves the registers held
+        # across the barrier (keeps every build <= 128 regs, no spills).
+        tXrXh = tXrR if const_expr(self.fused_add) else tXrX
+        x = tXrXh.load().to(Float32)
+        y = x * rstd * w
+        tXrO.store(y.to(self.dtype))
+        cute.copy(tiled_copy, tXrO, tXgO, pred=tXpX)
+
+
+# ---------------------------------------------------------------------- #
+# 4. compile entry
+# ---------------------------------------------------------------------- #
+def dsl_entry(dtype_name: str, n_class: int, fused_add: bool, gemma: bool):
+    """Return ``(jit_fn, fake_args)`` for ``cute.compile(jit_fn, *fake_args, options=...)``.
+
+    fake_args follow the ABI order: 4 x 16B-aligned gmem pointers of the storage
+    dtype, then M (Int32), N (Int32), three row strides (Int64), eps (Float32).
+    """
+    k = RMSNormKernel(dtype_name, n_class, fused_add, gemma)
+
+    def ptr():
+        return make_ptr(k.dtype, 16, cute.AddressSpace.gmem, assumed_align=16)
+
+    fake_args = (
+        ptr(),  # x_ptr
+        ptr(),  # w_ptr
+        ptr(),  # out_ptr
+        ptr(),  # residual_ptr
+        Int32(1),  # M
+        Int32(n_class),  # N
+        Int64(n_class),  # x_row_stride
+        Int64(n_class),  # out_row_stride
+        Int64(n_class),  # residual_row_stride
+        Float32(1e-6),  # eps
+    )
+    return k, fake_args
