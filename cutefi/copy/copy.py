@@ -10,6 +10,8 @@ from ..jit.spec import KernelSpec
 THREADS = 256
 VECTORS_PER_THREAD = 4
 CHUNK_BYTES = 16
+# chunk indices are Int32 in the kernel; keep index + one block's span below 2**31
+MAX_VECTORS = 2**31 - 2**20
 
 
 def copy_grid(num_vectors):
@@ -55,8 +57,8 @@ def copy_(dst: "torch.Tensor", src: "torch.Tensor") -> "torch.Tensor":
     if nbytes % CHUNK_BYTES:
         raise ValueError(f"copy_ moves 16-byte chunks; src has {nbytes} bytes (not a multiple of 16)")
     num_vectors = nbytes // CHUNK_BYTES
-    if num_vectors >= 2**31:
-        raise ValueError(f"copy_ takes fewer than 2**31 16-byte chunks (32 GiB); got {num_vectors}")
+    if num_vectors > MAX_VECTORS:
+        raise ValueError(f"copy_ takes at most {MAX_VECTORS} 16-byte chunks (~32 GiB); got {num_vectors}")
     if num_vectors == 0:
         return dst
     kernel = get_kernel(COPY_SPEC, device)

@@ -33,7 +33,7 @@ Limits:
     4096 x 4096): with a single static tile the compiler folds bidx/bidy away.
 
 TMA descriptors (both identical except the base address), for
-cuTensorMapEncodeTiled, see ``tma_descriptor_recipe``: rank 2,
+cuTensorMapEncodeTiled, see ``cutefi/copy/tma_copy.py``: rank 2,
 globalDim = [N, M], globalStrides = [N * elem_bytes], boxDim = [TILE_N, TILE_M],
 elementStrides = [1, 1], INTERLEAVE_NONE, SWIZZLE_{TILE_N * elem_bytes}B,
 L2_PROMOTION_L2_128B, FLOAT_OOB_FILL_NONE.  The kernel takes exactly two
@@ -42,61 +42,26 @@ params: the src and dst CUtensorMap by value (.param .align 64 .b8 [128]).
 
 import cutlass
 import cutlass.cute as cute
-import cutlass.utils as utils
+import cutlass.memory
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.cute.runtime import make_fake_compact_tensor
 
+from cutefi.copy.tma_copy import CLUSTER as CLUSTER_SHAPE
+from cutefi.copy.tma_copy import SMEM_ALIGN_BYTES, THREADS as THREADS_PER_CTA
+
 PLACEHOLDER_SHAPE = (4096, 4096)
-CLUSTER_SHAPE = (2, 1, 1)
-THREADS_PER_CTA = 32
-SMEM_ALIGN_BYTES = 1024  # 128B-swizzle atoms must start on a 1 KiB boundary
 
 _DTYPES = {
     "bf16": cutlass.BFloat16,
     "fp16": cutlass.Float16,
     "fp32": cutlass.Float32,
 }
-_CU_DATA_TYPE = {
-    "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
-    "fp16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
-    "fp32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
-}
-
 # row bytes of the tile -> (smem swizzle atom kind, CU_TENSOR_MAP_SWIZZLE_* name)
 _SWIZZLE_BY_ROW_BYTES = {
     32: (warpgroup.SmemLayoutAtomKind.K_SW32, "CU_TENSOR_MAP_SWIZZLE_32B"),
     64: (warpgroup.SmemLayoutAtomKind.K_SW64, "CU_TENSOR_MAP_SWIZZLE_64B"),
     128: (warpgroup.SmemLayoutAtomKind.K_SW128, "CU_TENSOR_MAP_SWIZZLE_128B"),
 }
-
-
-def grid_for(m: int, n: int, tile_m: int, tile_n: int) -> tuple[int, int, int]:
-    """Launch grid for an (m, n) problem; x is rounded up to the cluster size."""
-    tiles_m = -(-m // tile_m)
-    tiles_m = -(-tiles_m // CLUSTER_SHAPE[0]) * CLUSTER_SHAPE[0]
-    return (tiles_m, -(-n // tile_n), 1)
-
-
-def tma_descriptor_recipe(dtype_name: str, tile_m: int, tile_n: int) -> dict:
-    """cuTensorMapEncodeTiled arguments (enum names) shared by src and dst.
-
-    ``globalDim = [N, M]`` and ``globalStrides = [N * elem_bytes]`` come from
-    the real tensor; everything else is fixed by the build.
-    """
-    dtype = _DTYPES[dtype_name]
-    _check_config(dtype, tile_m, tile_n)
-    return {
-        "dataType": _CU_DATA_TYPE[dtype_name],
-        "rank": 2,
-        "elem_bytes": dtype.width // 8,
-        "boxDim": [tile_n, tile_m],
-        "elementStrides": [1, 1],
-        "interleave": "CU_TENSOR_MAP_INTERLEAVE_NONE",
-        "swizzle": _SWIZZLE_BY_ROW_BYTES[tile_n * dtype.width // 8][1],
-        "l2Promotion": "CU_TENSOR_MAP_L2_PROMOTION_L2_128B",
-        "oobFill": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE",
-        "smem_bytes": SMEM_ALIGN_BYTES + tile_m * tile_n * dtype.width // 8,
-    }
 
 
 def _check_config(dtype, tile_m: int, tile_n: int) -> None:
@@ -143,7 +108,7 @@ def tma_copy_kernel(
             SMEM_ALIGN_BYTES,
         ]
 
-    storage = utils.SmemAllocator().allocate(SharedStorage)
+    storage = cutlass.memory.SmemAllocator().allocate(SharedStorage)
     load_mbar = storage.load_mbar.data_ptr()
     s_tile = storage.tile.get_tensor(smem_layout.outer, swizzle=smem_layout.inner)
 
@@ -237,14 +202,14 @@ def tma_copy_2d(
     )
 
 
-def dsl_entry(dtype_name: str, tile_m: int, tile_n: int):
+def dsl_entry(dtype: str, tile_m: int, tile_n: int):
     """Return ``(jit_fn, fake_args)`` for ``cute.compile(jit_fn, *fake_args)``.
 
     The fake tensors are static PLACEHOLDER_SHAPE row-major placeholders; the
     compiled kernel does not depend on them beyond the (externally re-encoded)
     TMA descriptors.  Static shapes keep the kernel ABI to the two descriptors.
     """
-    dtype = _DTYPES[dtype_name]
+    dtype = _DTYPES[dtype]
     _check_config(dtype, tile_m, tile_n)
     # >= 2 tiles per mode, else the compiler folds the block index away.
     assert PLACEHOLDER_SHAPE[0] >= 2 * tile_m and PLACEHOLDER_SHAPE[1] >= 2 * tile_n

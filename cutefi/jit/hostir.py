@@ -4,10 +4,9 @@ The DSL's host function fills a launch-config struct
 ``(array<3 x i32> grid, array<3 x i32> block, i64 smem, ptr stream, ptr attrs, i32 nattrs)``
 and an attribute array of ``(i32 id, pad, array<64 x i8> value)`` before calling
 ``_cudaLaunchKernelEx``. Grid sizes are computed from the host function's arguments, so this
-module evaluates the straight-line integer arithmetic of that function with the sample's
-argument values, following the first edge into each block (enough for the DSL's
-"find a free attribute slot" loop, which starts empty). Anything it cannot evaluate stays
-unknown, and the contract check then refuses to pass on guesses.
+module evaluates the integer arithmetic and control flow of that function with the sample's argument values up
+to the launch call. Anything it cannot evaluate stays unknown (or raises, for a branch),
+and the contract check then refuses to pass on guesses.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ CLUSTER_ATTRIBUTE_ID = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
 _FUNC = re.compile(r"llvm\.func @([\w$]+)\(([^)]*)\)[^{]*\{")
 _ASSIGN = re.compile(r"^(%[\w]+)\s*=\s*llvm\.([\w.]+)\s*(.*)$")
 _BLOCK = re.compile(r"^\^(\w+)(?:\(([^)]*)\))?:")
-_BRANCH_TARGET = re.compile(r"\^(\w+)(?:\(([^):]*)(?::[^)]*)?\))?")
 _CONST = re.compile(r"^\(?(-?\d+|true|false)\s*(?::\s*(\w+))?\)?")
 
 
@@ -119,41 +117,84 @@ def _launching_function(host_ir: str) -> tuple[list[str], list[str]]:
     raise ValueError("no host function calling _cudaLaunchKernelEx in the lowered module")
 
 
-def evaluate_launch(host_ir: str, arg_values: Sequence[Any]) -> LaunchGeometry:
-    """Evaluate the launch geometry the DSL host code would use for ``arg_values``."""
+def _split_blocks(body: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+    """Basic blocks: name -> (argument names, lines); the entry block is named ''."""
+    blocks: dict[str, tuple[list[str], list[str]]] = {"": ([], [])}
+    current = ""
+    for line in body:
+        label = _BLOCK.match(line)
+        if label:
+            current = label.group(1)
+            blocks[current] = (re.findall(r"(%\w+)\s*:", label.group(2) or ""), [])
+        else:
+            blocks[current][1].append(line)
+    return blocks
+
+
+def _branch_targets(line: str) -> list[tuple[str, list[str]]]:
+    targets = []
+    for name, operands in re.findall(r"\^(\w+)(?:\(([^)]*)\))?", line):
+        names = operands.split(":")[0] if operands else ""
+        targets.append((name, [o.strip() for o in names.split(",") if o.strip()]))
+    return targets
+
+
+def evaluate_launch(host_ir: str, arg_values: Sequence[Any], max_steps: int = 200_000) -> LaunchGeometry:
+    """Run the host function up to its launch call and read the launch geometry it set up.
+
+    Control flow is followed for real (the DSL's attribute bookkeeping has loops); a branch
+    on a value this evaluator cannot compute raises ``ValueError``.
+    """
     arg_names, body = _launching_function(host_ir)
+    blocks = _split_blocks(body)
     env: dict[str, Any] = dict(zip(arg_names, arg_values))
     memory: dict[_Ptr, Any] = {}
     config_base = attrs_base = None
-    pending_block_args: dict[str, list[Any]] = {}
-
-    for line in body:
-        block = _BLOCK.match(line)
-        if block:
-            names = re.findall(r"(%\w+)\s*:", block.group(2) or "")
-            for name, value in zip(names, pending_block_args.get(block.group(1), [])):
-                env[name] = value
-            continue
-        if line.startswith("llvm.br") or line.startswith("llvm.cond_br"):
-            for target, operands in _BRANCH_TARGET.findall(line):
-                if target not in pending_block_args and operands:
-                    pending_block_args[target] = [env.get(o.strip()) for o in operands.split(",")]
-            continue
-        if line.startswith("llvm.store"):
-            match = re.match(r"llvm\.store\s+(%\w+),\s*(%\w+)", line)
-            if match and isinstance(env.get(match.group(2)), _Ptr):
-                memory[env[match.group(2)]] = env.get(match.group(1))
-            continue
-        assign = _ASSIGN.match(line)
-        if not assign:
-            continue
-        result, op, rest = assign.groups()
-        env[result] = _evaluate(op, rest, result, env, memory)
-        if op == "alloca":
-            if "array<3 x i32>, array<3 x i32>, i64" in rest and config_base is None:
-                config_base = result
-            elif "x struct<(i32, array<4 x i8>, array<64 x i8>)>" in rest and attrs_base is None:
-                attrs_base = result
+    block, steps, launched = "", 0, False
+    while not launched:
+        _, lines = blocks[block]
+        next_block = None
+        for line in lines:
+            steps += 1
+            if steps > max_steps:
+                raise ValueError("host function did not reach its launch within the step limit")
+            if "@_cudaLaunchKernelEx" in line:
+                launched = True
+                break
+            if line.startswith("llvm.return") or line.startswith("llvm.unreachable"):
+                raise ValueError("host function returned before launching (it would fail at run time)")
+            if line.startswith("llvm.br") or line.startswith("llvm.cond_br"):
+                targets = _branch_targets(line)
+                if line.startswith("llvm.cond_br"):
+                    condition = env.get(re.match(r"llvm\.cond_br\s+(%\w+)", line).group(1))
+                    if not isinstance(condition, int):
+                        raise ValueError(f"cannot evaluate branch condition in: {line}")
+                    target, operands = targets[0] if condition else targets[1]
+                else:
+                    target, operands = targets[0]
+                values = [env.get(o) for o in operands]
+                env.update(zip(blocks[target][0], values))
+                next_block = target
+                break
+            if line.startswith("llvm.store"):
+                match = re.match(r"llvm\.store\s+(%\w+),\s*(%\w+)", line)
+                if match and isinstance(env.get(match.group(2)), _Ptr):
+                    memory[env[match.group(2)]] = env.get(match.group(1))
+                continue
+            assign = _ASSIGN.match(line)
+            if not assign:
+                continue
+            result, op, rest = assign.groups()
+            env[result] = _evaluate(op, rest, result, env, memory)
+            if op == "alloca":
+                if "array<3 x i32>, array<3 x i32>, i64" in rest and config_base is None:
+                    config_base = result
+                elif "x struct<(i32, array<4 x i8>, array<64 x i8>)>" in rest and attrs_base is None:
+                    attrs_base = result
+        if not launched:
+            if next_block is None:
+                raise ValueError(f"block {block or 'entry'} ends without a branch")
+            block = next_block
     if config_base is None:
         raise ValueError("no launch-config struct found in the host function")
 

@@ -136,6 +136,11 @@ class TargetPolicy:
         kept: list[Target] = []
         dropped: list[tuple[Target, str]] = []
         for requested in self.requested:
+            # a chip the toolchain cannot build at all is reported as such, before the family
+            toolchain_reason = self.toolchain.why_not(Target(*requested.cc))
+            if toolchain_reason is not None:
+                dropped.append((requested, toolchain_reason))
+                continue
             built = family_target(family, requested)
             if isinstance(built, str):
                 dropped.append((requested, built))

@@ -12,6 +12,7 @@ from .spec import KernelSpec
 
 KERNEL_MODULES = (
     "cutefi.copy.copy",
+    "cutefi.copy.tma_copy",
     "cutefi.utils.fill",
 )
 

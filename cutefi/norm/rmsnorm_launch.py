@@ -27,7 +27,7 @@ The PTX entry symbol is ``entry_name(...) + "_0"`` (single kernel per cubin).
 from __future__ import annotations
 
 # element width in bits for the supported storage dtypes
-_DTYPE_BITS = {"bf16": 16, "bfloat16": 16, "fp16": 16, "float16": 16, "half": 16}
+_DTYPE_BITS = {"bf16": 16, "bfloat16": 16, "fp16": 16, "float16": 16}
 
 # Elements per 128-bit vector access (8 x 16-bit).
 VEC_BITS = 128
