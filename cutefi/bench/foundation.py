@@ -120,6 +120,21 @@ def first_call(runs: int = 5) -> dict[str, Any]:
     }
 
 
+def profile_first_call(path: str) -> None:
+    """cProfile of one first call (new process, warm cache), top entries by cumulative time."""
+    code = ("import cProfile, pstats, io, torch\n"
+            "x = torch.randn(1 << 20, device='cuda', dtype=torch.float16); y = torch.empty_like(x)\n"
+            "torch.cuda.synchronize()\n"
+            "profile = cProfile.Profile(); profile.enable()\n"
+            "import cutefi; cutefi.copy_(y, x); torch.cuda.synchronize()\n"
+            "profile.disable(); out = io.StringIO()\n"
+            "pstats.Stats(profile, stream=out).sort_stats('cumulative').print_stats(40)\n"
+            "print(out.getvalue())\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    with open(path, "w") as handle:
+        handle.write(result.stdout + result.stderr)
+
+
 def bandwidth() -> dict[str, Any]:
     results = {}
     numel = 1 << 30  # 2 GiB of bf16: far past the 60 MB L2
@@ -138,7 +153,10 @@ def bandwidth() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--profile", help="also write a cProfile of the first call to this file")
     args = parser.parse_args(argv)
+    if args.profile:
+        profile_first_call(args.profile)
     report = {"env": environment(), "launch_overhead": launch_overhead(), "first_call": first_call(),
               "bandwidth": bandwidth()}
     with open(args.out, "w") as handle:

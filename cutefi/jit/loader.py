@@ -72,7 +72,11 @@ class Kernel:
                 driver.cuLibraryGetKernel(self._library, self.entry.encode()), "cuLibraryGetKernel"
             )
         except drv.CudaDriverError as exc:
-            raise KernelLoadError(f"cannot load {self.name} (cubin for {self.target}): {exc}") from exc
+            raise KernelLoadError(
+                f"cannot load {self.name}: the cubin is built for {self.target}, which "
+                f"{_describe_current_device()} cannot run ({exc}); build for this device's target "
+                f"(see `cutefi env`)"
+            ) from exc
         self._config = self._make_config()
 
     # -- set-up, once per kernel and device --------------------------------------------
@@ -98,14 +102,13 @@ class Kernel:
         driver = self._driver
         device = drv.check(driver.cuDeviceGet(device_index), "cuDeviceGet")
         _ensure_context(device)
-        info = next((d for d in drv.devices() if d.index == device_index), None)
-        described = f"device {device_index}" + (f" ({info.name}, CC {info.cc[0]}.{info.cc[1]})" if info else "")
         try:
             drv.check(driver.cuKernelGetFunction(self._kernel), "cuKernelGetFunction")
         except drv.CudaDriverError as exc:
             raise KernelLoadError(
-                f"cannot load {self.name}: the cubin is built for {self.target}, which {described} "
-                f"cannot run ({exc}); build for this device's target (see `cutefi env`)"
+                f"cannot load {self.name}: the cubin is built for {self.target}, which "
+                f"{_describe_current_device()} cannot run ({exc}); build for this device's target "
+                f"(see `cutefi env`)"
             ) from exc
         self._check_params()
         attr = driver.CUfunction_attribute
@@ -160,6 +163,17 @@ class Kernel:
             drv.check((err,), f"cuLaunchKernelEx({self.name}, grid={grid})")
 
 
+def _describe_current_device() -> str:
+    driver = drv._driver()
+    index = 0
+    try:
+        index = int(drv.check(driver.cuCtxGetDevice(), "cuCtxGetDevice"))
+    except drv.CudaDriverError:
+        pass  # no current context: torch's default device 0
+    info = next((d for d in drv.devices() if d.index == index), None)
+    return f"device {index}" + (f" ({info.name}, CC {info.cc[0]}.{info.cc[1]})" if info else "")
+
+
 def _ensure_context(device: Any) -> None:
     """Make ``device``'s primary context current on this thread (torch uses the same one)."""
     driver = drv._driver()
@@ -193,10 +207,10 @@ def _encode_tma(driver: Any, recipe: TmaRecipe, tensor: Any, slot: Any) -> None:
         getattr(enum, _DTYPE_TO_TMA[recipe.dtype]),
         recipe.rank,
         address,
-        [int(s) for s in reversed(shape)],
-        [int(s) * element for s in reversed(strides[:-1])],
-        list(recipe.box),
-        [1] * recipe.rank,
+        [driver.cuuint64_t(int(s)) for s in reversed(shape)],
+        [driver.cuuint64_t(int(s) * element) for s in reversed(strides[:-1])],
+        [driver.cuuint32_t(b) for b in recipe.box],
+        [driver.cuuint32_t(1)] * recipe.rank,
         driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(swizzle, {"none": "CU_TENSOR_MAP_SWIZZLE_NONE", "32B": "CU_TENSOR_MAP_SWIZZLE_32B",
                           "64B": "CU_TENSOR_MAP_SWIZZLE_64B", "128B": "CU_TENSOR_MAP_SWIZZLE_128B"}[recipe.swizzle]),

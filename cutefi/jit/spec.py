@@ -47,6 +47,13 @@ class KernelSpec:
     options: tuple[tuple[str, Any], ...] = ()
     sources: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # specs key the loaded-kernel table on every call: hash once, not per lookup
+        object.__setattr__(self, "_hash", hash((self.name, self.kind, self.builder, self.options)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined]
+
     @classmethod
     def make(cls, name: str, kind: str, builder: str, contract: str, family: Family,
              sources: tuple[str, ...] = (), **options: Any) -> "KernelSpec":
