@@ -22,4 +22,5 @@ if command -v compute-sanitizer >/dev/null; then
 fi
 python3 -m cutefi.bench.foundation --out "$out/foundation.json" --profile "$out/first_call_profile.txt" > "$out/foundation.log" 2>&1 || rc=1
 tail -n 40 "$out/foundation.log"
+python3 -m cutefi.bench.norm --out "$out/norm.json" 2>&1 | tee "$out/norm.log" | tail -n 100 || rc=1
 exit $rc

@@ -17,6 +17,10 @@ _EXPORTS = {
     "tma_copy_": "cutefi.copy.tma_copy:tma_copy_",
     "fill_": "cutefi.utils.fill:fill_",
     "poison_": "cutefi.utils.fill:poison_",
+    "rmsnorm": "cutefi.norm.rmsnorm:rmsnorm",
+    "fused_add_rmsnorm": "cutefi.norm.rmsnorm:fused_add_rmsnorm",
+    "gemma_rmsnorm": "cutefi.norm.rmsnorm:gemma_rmsnorm",
+    "gemma_fused_add_rmsnorm": "cutefi.norm.rmsnorm:gemma_fused_add_rmsnorm",
 }
 
 __all__ = ["__version__", *_EXPORTS]

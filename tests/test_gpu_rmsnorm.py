@@ -1,0 +1,126 @@
+"""GPU tier: the RMSNorm family against a float32 reference on fresh random inputs."""
+
+import pytest
+import torch
+
+import cutefi
+
+pytestmark = pytest.mark.gpu
+
+HIDDEN = [64, 136, 2048, 4096, 5120, 16384]
+ROWS = [1, 7, 128, 4096, 65536]
+TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 2e-3}  # relative L2 error
+
+
+def reference(x, weight, eps, gemma=False):
+    x32 = x.float()
+    w32 = weight.float() + (1.0 if gemma else 0.0)
+    return x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * w32
+
+
+def assert_close(out, ref, dtype):
+    assert not torch.isnan(out).any(), "unwritten (poisoned) elements remain"
+    rel = ((out.float() - ref).norm() / ref.norm()).item()
+    assert rel < TOLERANCE[dtype], f"relative error {rel:.2e}"
+    torch.testing.assert_close(out.float(), ref, rtol=3e-2, atol=3e-2)
+
+
+def make_input(rows, hidden, dtype, strided):
+    if strided:  # rows padded to a larger stride: the kernel must skip the gap
+        base = torch.randn(rows, hidden + 24, device="cuda", dtype=dtype)
+        return base[:, :hidden]
+    return torch.randn(rows, hidden, device="cuda", dtype=dtype)
+
+
+def cases():
+    for dtype in (torch.bfloat16, torch.float16):
+        for hidden in HIDDEN:
+            for rows in ROWS:
+                if rows * hidden > 2**28:
+                    continue
+                for strided in (False, True):
+                    yield pytest.param(dtype, hidden, rows, strided,
+                                       id=f"{str(dtype)[6:]}-N{hidden}-M{rows}-{'strided' if strided else 'contig'}")
+
+
+@pytest.mark.parametrize("dtype, hidden, rows, strided", list(cases()))
+@pytest.mark.parametrize("gemma", [False, True], ids=["plain", "gemma"])
+def test_rmsnorm(dtype, hidden, rows, strided, gemma):
+    x = make_input(rows, hidden, dtype, strided)
+    weight = torch.randn(hidden, device="cuda", dtype=dtype)
+    out = torch.empty(rows, hidden, device="cuda", dtype=dtype)
+    cutefi.poison_(out)
+    fn = cutefi.gemma_rmsnorm if gemma else cutefi.rmsnorm
+    result = fn(x, weight, eps=1e-6, out=out)
+    assert result is out
+    assert_close(out, reference(x, weight, 1e-6, gemma), dtype)
+
+
+@pytest.mark.parametrize("dtype, hidden, rows, strided", list(cases()))
+@pytest.mark.parametrize("gemma", [False, True], ids=["plain", "gemma"])
+def test_fused_add_rmsnorm_in_place(dtype, hidden, rows, strided, gemma):
+    x = make_input(rows, hidden, dtype, strided)
+    residual = make_input(rows, hidden, dtype, strided)
+    weight = torch.randn(hidden, device="cuda", dtype=dtype)
+    expected_residual = (x.float() + residual.float()).to(dtype)
+    expected = reference(expected_residual, weight, 1e-5, gemma)
+    fn = cutefi.gemma_fused_add_rmsnorm if gemma else cutefi.fused_add_rmsnorm
+    assert fn(x, residual, weight, eps=1e-5) is None
+    torch.testing.assert_close(residual, expected_residual, rtol=0, atol=0)
+    assert_close(x, expected, dtype)
+
+
+def test_padding_between_rows_is_untouched():
+    base = torch.full((64, 4096 + 64), float("nan"), device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+    out = base[:, :4096]
+    cutefi.rmsnorm(x, torch.randn(4096, device="cuda", dtype=torch.bfloat16), out=out)
+    assert not torch.isnan(out).any()
+    assert torch.isnan(base[:, 4096:]).all()
+
+
+def test_qk_norm_per_head_3d():
+    q = torch.randn(33, 8, 128, device="cuda", dtype=torch.bfloat16)
+    weight = torch.randn(128, device="cuda", dtype=torch.bfloat16)
+    out = cutefi.rmsnorm(q, weight)
+    assert out.shape == q.shape
+    assert_close(out, reference(q, weight, 1e-6), torch.bfloat16)
+    # a head slice of a fused qkv buffer: rows evenly spaced
+    qkv = torch.randn(33, 3, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k = qkv[:, 1]
+    with pytest.raises(ValueError, match="evenly spaced"):
+        cutefi.rmsnorm(k, weight)
+
+
+def test_in_place_output_aliasing_input():
+    x = torch.randn(300, 2048, device="cuda", dtype=torch.float16)
+    weight = torch.randn(2048, device="cuda", dtype=torch.float16)
+    expected = reference(x, weight, 1e-6)
+    cutefi.rmsnorm(x, weight, out=x)
+    assert_close(x, expected, torch.float16)
+
+
+def test_zero_rows_is_a_no_op():
+    x = torch.empty(0, 4096, device="cuda", dtype=torch.bfloat16)
+    assert cutefi.rmsnorm(x, torch.randn(4096, device="cuda", dtype=torch.bfloat16)).shape == (0, 4096)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: (torch.randn(4, 64, device="cuda"), torch.randn(64, device="cuda")), "dtype bfloat16, float16"),
+    (lambda: (torch.randn(4, 60, device="cuda", dtype=torch.bfloat16),
+              torch.randn(60, device="cuda", dtype=torch.bfloat16)), "multiple of 8"),
+    (lambda: (torch.randn(4, 64, device="cuda", dtype=torch.bfloat16),
+              torch.randn(32, device="cuda", dtype=torch.bfloat16)), "weight must be 1-D of size 64"),
+    (lambda: (torch.randn(4, 64, device="cuda", dtype=torch.bfloat16),
+              torch.randn(64, device="cuda", dtype=torch.float16)), "must match input dtype"),
+    (lambda: (torch.randn(64, 4, device="cuda", dtype=torch.bfloat16).t(),
+              torch.randn(64, device="cuda", dtype=torch.bfloat16)), "contiguous in its last dimension"),
+    (lambda: (torch.randn(4, 64, device="cuda", dtype=torch.bfloat16),
+              torch.randn(64, dtype=torch.bfloat16)), "one device"),
+    (lambda: (torch.randn(4, 40000, device="cuda", dtype=torch.bfloat16),
+              torch.randn(40000, device="cuda", dtype=torch.bfloat16)), "hidden size must be"),
+])
+def test_bad_inputs(make, message):
+    x, weight = make()
+    with pytest.raises((ValueError, TypeError), match=message):
+        cutefi.rmsnorm(x, weight)
