@@ -40,12 +40,20 @@ def torch_fused_add(x, residual, weight, eps):
     x.copy_(F.rms_norm(residual, (x.shape[-1],), weight, eps))
 
 
+def torch_norm(x, weight):
+    return F.rms_norm(x, (x.shape[-1],), weight, 1e-6)
+
+
 def run(dtype: torch.dtype = torch.bfloat16) -> list[dict[str, Any]]:
-    compiled_norm = torch.compile(lambda x, w: F.rms_norm(x, (x.shape[-1],), w, 1e-6), dynamic=False)
-    compiled_fused = torch.compile(torch_fused_add, dynamic=False)
+    # one specialised graph per shape, as a server with fixed shapes would have; without a
+    # higher limit dynamo silently falls back to eager after 8 shapes
+    torch._dynamo.config.recompile_limit = 1024
     rows_out = []
     for rows in ROWS:
         for hidden in HIDDEN:
+            torch._dynamo.reset()
+            compiled_norm = torch.compile(torch_norm, dynamic=False)
+            compiled_fused = torch.compile(torch_fused_add, dynamic=False)
             x = torch.randn(rows, hidden, device="cuda", dtype=dtype)
             residual = torch.randn_like(x)
             weight = torch.randn(hidden, device="cuda", dtype=dtype)
