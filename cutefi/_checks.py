@@ -16,9 +16,9 @@ def require_tensor(name: str, value: object) -> torch.Tensor:
 def require_cuda(name: str, tensor: torch.Tensor) -> int:
     """The CUDA device index of ``tensor``; raises for CPU (or other) tensors."""
     require_tensor(name, tensor)
-    if tensor.device.type != "cuda":
+    if not tensor.is_cuda:
         raise ValueError(f"{name} must be on a CUDA device, got {tensor.device}")
-    return tensor.device.index if tensor.device.index is not None else torch.cuda.current_device()
+    return tensor.get_device()
 
 
 def require_dtype(name: str, tensor: torch.Tensor, accepted: Iterable[torch.dtype]) -> None:
@@ -39,8 +39,8 @@ def require_aligned(name: str, tensor: torch.Tensor, alignment: int = 16) -> Non
 
 
 def require_same_device(*named: tuple[str, torch.Tensor]) -> None:
-    devices = {tensor.device for _, tensor in named}
-    if len(devices) > 1:
+    first = named[0][1].get_device()
+    if any(tensor.get_device() != first for _, tensor in named[1:]):
         listed = ", ".join(f"{name} on {tensor.device}" for name, tensor in named)
         raise ValueError(f"tensors must be on one device: {listed}")
 

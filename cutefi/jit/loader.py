@@ -72,11 +72,7 @@ class Kernel:
                 driver.cuLibraryGetKernel(self._library, self.entry.encode()), "cuLibraryGetKernel"
             )
         except drv.CudaDriverError as exc:
-            raise KernelLoadError(
-                f"cannot load {self.name}: the cubin is built for {self.target}, which "
-                f"{_describe_current_device()} cannot run ({exc}); build for this device's target "
-                f"(see `cutefi env`)"
-            ) from exc
+            raise self._load_error(exc) from exc
         self._config = self._make_config()
 
     # -- set-up, once per kernel and device --------------------------------------------
@@ -105,11 +101,7 @@ class Kernel:
         try:
             drv.check(driver.cuKernelGetFunction(self._kernel), "cuKernelGetFunction")
         except drv.CudaDriverError as exc:
-            raise KernelLoadError(
-                f"cannot load {self.name}: the cubin is built for {self.target}, which "
-                f"{_describe_current_device()} cannot run ({exc}); build for this device's target "
-                f"(see `cutefi env`)"
-            ) from exc
+            raise self._load_error(exc) from exc
         self._check_params()
         attr = driver.CUfunction_attribute
         if self.contract.smem_bytes > _SMEM_DEFAULT_LIMIT:
@@ -122,6 +114,13 @@ class Kernel:
                 attr.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1, self._kernel, device),
                 "cuKernelSetAttribute(non-portable cluster)")
         self._ready_devices.add(device_index)
+
+    def _load_error(self, exc: Exception) -> KernelLoadError:
+        return KernelLoadError(
+            f"cannot load {self.name}: the cubin is built for {self.target}, which "
+            f"{_describe_current_device()} cannot run ({exc}); build for this device's target "
+            f"(see `cutefi env`)"
+        )
 
     def _check_params(self) -> None:
         driver = self._driver

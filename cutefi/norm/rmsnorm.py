@@ -7,6 +7,8 @@ and eps are runtime arguments: no new build for a new batch or sequence length.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .._checks import current_stream, require_cuda, require_dtype, require_same_device, require_tensor
@@ -72,9 +74,13 @@ def _rows_view(name: str, tensor: torch.Tensor) -> tuple[int, int, int]:
 
 
 def _check_rows(name: str, tensor: torch.Tensor) -> tuple[int, int, int]:
-    rows, n, stride = _rows_view(name, tensor)
-    if tensor.stride(-1) != 1:
-        raise ValueError(f"{name} must be contiguous in its last dimension; got strides {tuple(tensor.stride())}")
+    if tensor.is_contiguous() and tensor.dim() in (2, 3):  # the common case, checked cheaply
+        n = tensor.shape[-1]
+        rows, stride = tensor.numel() // n if n else 0, n
+    else:
+        rows, n, stride = _rows_view(name, tensor)
+        if tensor.stride(-1) != 1:
+            raise ValueError(f"{name} must be contiguous in its last dimension; got strides {tuple(tensor.stride())}")
     if rows > 1 and (stride % N_MULTIPLE or stride < n):
         raise ValueError(f"{name} row stride must be a multiple of 8 elements and >= {n}; got {stride}")
     if tensor.data_ptr() % 16:
@@ -82,16 +88,26 @@ def _check_rows(name: str, tensor: torch.Tensor) -> tuple[int, int, int]:
     return rows, n, max(stride, n)
 
 
+@functools.lru_cache(maxsize=None)
+def _plan(dtype: torch.dtype, n: int, fused: bool, gemma: bool) -> tuple[KernelSpec, int]:
+    """(spec, rows per CTA) for a dtype and hidden size; raises for unsupported sizes."""
+    if not MIN_N <= n <= MAX_N or n % N_MULTIPLE:
+        raise ValueError(f"hidden size must be a multiple of {N_MULTIPLE} in [{MIN_N}, {MAX_N}]; got {n}")
+    dtype_name = _DTYPE_NAME[dtype]
+    n_class = launch.pick_n_class(n)
+    return RMSNORM_SPECS[(dtype_name, n_class, fused, gemma)], launch.rows_per_cta(n_class, dtype_name)
+
+
 def _launch(input: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, residual: torch.Tensor | None,
             eps: float, gemma: bool) -> None:
     device = require_cuda("input", input)
     require_tensor("weight", weight)
-    require_dtype("input", input, _DTYPE_NAME)
+    if input.dtype not in _DTYPE_NAME:
+        require_dtype("input", input, _DTYPE_NAME)
     named = [("input", input), ("weight", weight), ("out", out)] + ([("residual", residual)] if residual is not None else [])
     require_same_device(*named)
     rows, n, x_stride = _check_rows("input", input)
-    if not MIN_N <= n <= MAX_N or n % N_MULTIPLE:
-        raise ValueError(f"hidden size must be a multiple of {N_MULTIPLE} in [{MIN_N}, {MAX_N}]; got {n}")
+    spec, rows_per_cta = _plan(input.dtype, n, residual is not None, gemma)
     if weight.dim() != 1 or weight.shape[0] != n:
         raise ValueError(f"weight must be 1-D of size {n} (the hidden size); got shape {tuple(weight.shape)}")
     if weight.dtype != input.dtype:
@@ -102,16 +118,13 @@ def _launch(input: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, residu
         if tensor.shape != input.shape or tensor.dtype != input.dtype:
             raise ValueError(f"{name} {tuple(tensor.shape)} {tensor.dtype} must match input "
                              f"{tuple(input.shape)} {input.dtype}")
-    _, _, out_stride = _check_rows("out", out)
+    out_stride = _check_rows("out", out)[2] if out is not input else x_stride
     res_stride = _check_rows("residual", residual)[2] if residual is not None else x_stride
     if rows == 0:
         return
     if rows > MAX_ROWS:
         raise ValueError(f"at most {MAX_ROWS} rows; got {rows}")
-    dtype_name = _DTYPE_NAME[input.dtype]
-    n_class = launch.pick_n_class(n)
-    kernel = get_kernel(RMSNORM_SPECS[(dtype_name, n_class, residual is not None, gemma)], device)
-    rows_per_cta = launch.rows_per_cta(n_class, dtype_name)
+    kernel = get_kernel(spec, device)
     args = (input.data_ptr(), weight.data_ptr(), out.data_ptr(),
             residual.data_ptr() if residual is not None else input.data_ptr(),
             rows, n, x_stride, out_stride, res_stride, float(eps))
