@@ -2,7 +2,6 @@
 launch contract is checked against what the compiler produced."""
 
 import dataclasses
-import re
 
 import pytest
 

@@ -82,7 +82,6 @@ def run(dtype: torch.dtype = torch.bfloat16) -> list[dict[str, Any]]:
                     print(f"{op:18s} M={rows:6d} N={hidden:6d} {backend:14s} {ms * 1e3:9.2f} us "
                           f"{row['gbps']:7.0f} GB/s" + (f"  wall {row['wall_us']:.2f} us" if "wall_us" in row else ""),
                           flush=True)
-            del x, residual, out
     return rows_out
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from ..jit.contract import LaunchContract, Param, ceil_div
+import torch
+
+from .._checks import current_stream, require_aligned, require_contiguous, require_cuda, require_same_device
+from ..jit.contract import LaunchContract, Param
+from ..jit.lookup import get_kernel
 from ..jit.policy import Family
 from ..jit.registry import register
 from ..jit.spec import KernelSpec
@@ -36,15 +40,9 @@ COPY_SPEC = KernelSpec.make(
 register(COPY_SPEC)
 
 
-def copy_(dst: "torch.Tensor", src: "torch.Tensor") -> "torch.Tensor":
+def copy_(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     """Copy ``src`` into ``dst`` (same dtype, shape and device; both contiguous, 16-byte aligned,
     size a multiple of 16 bytes) with 128-bit loads and stores. Returns ``dst``."""
-    import torch
-
-    from .._checks import (current_stream, require_aligned, require_contiguous, require_cuda,
-                           require_same_device)
-    from ..jit.lookup import get_kernel
-
     device = require_cuda("src", src)
     require_cuda("dst", dst)
     require_same_device(("src", src), ("dst", dst))

@@ -11,6 +11,7 @@ import torch
 
 from .._checks import current_stream, require_aligned, require_cuda, require_dtype, require_same_device
 from ..jit.contract import LaunchContract, Param, TmaRecipe, ceil_div
+from ..jit.lookup import get_kernel
 from ..jit.policy import Family
 from ..jit.registry import register
 from ..jit.spec import KernelSpec
@@ -95,8 +96,6 @@ def tma_copy_(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     grid = grid_for(m, n, tile_m, tile_n)
     if grid[1] > MAX_GRID_Y:
         raise ValueError(f"N must be at most {MAX_GRID_Y * tile_n} for {dtype}, got {n}")
-    from ..jit.lookup import get_kernel
-
     kernel = get_kernel(spec, device)
     kernel.launch(grid, (src, dst), current_stream(device), device)
     return dst

@@ -131,6 +131,14 @@ def _launch(input: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, residu
     kernel.launch(((rows + rows_per_cta - 1) // rows_per_cta, 1, 1), args, current_stream(device), device)
 
 
+def _normalize(input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None,
+               gemma: bool) -> torch.Tensor:
+    if out is None:
+        out = torch.empty_like(require_tensor("input", input))
+    _launch(input, weight, out, None, eps, gemma)
+    return out
+
+
 def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
             out: torch.Tensor | None = None) -> torch.Tensor:
     """``out = input / sqrt(mean(input**2, -1) + eps) * weight``.
@@ -140,10 +148,7 @@ def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
     of 8 in [8, 32768]. weight: ``[hidden]``, same dtype. fp32 accumulation. ``out`` may be
     ``input`` (in place).
     """
-    if out is None:
-        out = torch.empty_like(require_tensor("input", input))
-    _launch(input, weight, out, None, eps, gemma=False)
-    return out
+    return _normalize(input, weight, eps, out, gemma=False)
 
 
 def fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
@@ -155,10 +160,7 @@ def fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch
 def gemma_rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
                   out: torch.Tensor | None = None) -> torch.Tensor:
     """Gemma's RMSNorm: like :func:`rmsnorm` with the weight applied as ``1 + weight``."""
-    if out is None:
-        out = torch.empty_like(require_tensor("input", input))
-    _launch(input, weight, out, None, eps, gemma=True)
-    return out
+    return _normalize(input, weight, eps, out, gemma=True)
 
 
 def gemma_fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
