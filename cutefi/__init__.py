@@ -21,6 +21,7 @@ _EXPORTS = {
     "fused_add_rmsnorm": "cutefi.norm.rmsnorm:fused_add_rmsnorm",
     "gemma_rmsnorm": "cutefi.norm.rmsnorm:gemma_rmsnorm",
     "gemma_fused_add_rmsnorm": "cutefi.norm.rmsnorm:gemma_fused_add_rmsnorm",
+    "layernorm": "cutefi.norm.layernorm:layernorm",
 }
 
 __all__ = ["__version__", *_EXPORTS]

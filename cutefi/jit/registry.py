@@ -14,7 +14,7 @@ KERNEL_MODULES = (
     "cutefi.copy.copy",
     "cutefi.copy.tma_copy",
     "cutefi.utils.fill",
-    "cutefi.norm.rmsnorm",
+    "cutefi.norm.common",
 )
 
 _SPECS: dict[str, KernelSpec] = {}

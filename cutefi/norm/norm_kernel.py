@@ -1,23 +1,24 @@
-"""Row-wise RMSNorm family kernel in CuTe DSL with an author-controlled ABI.
+"""Row-wise norm kernel (RMSNorm and LayerNorm families) in CuTe DSL with an author-controlled ABI.
 
-    out[m, :] = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w'        w' = w or (1 + w)
+    rms:   out[m, :] = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w'        w' = w or (1 + w)
+    layer: out[m, :] = (x[m, :] - mean) * rsqrt(var + eps) * gamma + beta  (gamma, beta fp32)
 
 fused_add variant (in place on residual, output may alias x):
 
     residual[m, :] = round(x[m, :] + residual[m, :])
     out[m, :]      = rmsnorm(residual[m, :])   (computed from the rounded residual)
 
-ABI: the kernel takes only raw pointers and scalars (see ``rmsnorm_launch`` for
+ABI: the kernel takes only raw pointers and scalars (see ``norm_launch`` for
 the parameter table, grid/block/smem contract and size-class heuristics).  The
 CuTe tensors are built from the pointers inside the kernel, so the compiled
 cubin has a fixed, documented parameter list:
 
-    (x_ptr, w_ptr, out_ptr, residual_ptr,
+    (x_ptr, w_ptr, b_ptr, out_ptr, residual_ptr,
      M: i32, N: i32, x_row_stride: i64, out_row_stride: i64,
      residual_row_stride: i64, eps: f32)
 
-Compile-time specialisation: dtype (bf16/fp16), hidden-size class ``n_class``
-(any N % 8 == 0, N <= n_class runs on the build), ``fused_add``, ``gemma``.
+Compile-time specialisation: kind (rms/layer), dtype (bf16/fp16), hidden-size class
+``n_class`` (any N % 8 == 0, N <= n_class runs on the build), ``fused_add``, ``gemma``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from cutlass import Float32, Int32, Int64, const_expr
 from cutlass.cute.runtime import make_ptr
 
 from cutefi.kernels.reduce import row_reduce_sum
-from cutefi.norm import rmsnorm_launch as launch
+from cutefi.norm import norm_launch as launch
 
 _DTYPES = {
     "bf16": cutlass.BFloat16,
@@ -38,13 +39,19 @@ _DTYPES = {
 }
 
 
-class RMSNormKernel:
+class RowNormKernel:
     # ------------------------------------------------------------------ #
-    # 1. heuristics (compile-time), all numbers from rmsnorm_launch
+    # 1. heuristics (compile-time), all numbers from norm_launch
     # ------------------------------------------------------------------ #
-    def __init__(self, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False):
+    def __init__(self, kind: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False):
         if dtype_name not in _DTYPES:
             raise ValueError(f"unsupported dtype {dtype_name!r}")
+        if kind not in launch.KINDS or (kind == "layer" and (fused_add or gemma)):
+            raise ValueError(f"unsupported norm kind {kind!r} (fused_add={fused_add}, gemma={gemma})")
+        self.kind = kind
+        self.layer = kind == "layer"
+        # layernorm's gamma and beta are fp32; rmsnorm's weight has the input dtype
+        self.param_dtype = Float32 if self.layer else _DTYPES[dtype_name]
         self.dtype_name = dtype_name
         self.dtype = _DTYPES[dtype_name]
         self.n_class = n_class
@@ -57,18 +64,17 @@ class RMSNormKernel:
         self.warps_per_row = launch.warps_per_row(n_class, dtype_name)
         self.chunks = launch.chunks_per_thread(n_class, dtype_name)  # K
         self.tile_n = launch.tile_n(n_class, dtype_name)
-        self.static_smem_bytes = launch.static_smem_bytes(n_class, dtype_name)
-        self.delay_w_load = launch.delay_weight_load(n_class, dtype_name, fused_add)
-        self.entry_name = launch.entry_name(dtype_name, n_class, fused_add, gemma)
+        self.static_smem_bytes = launch.static_smem_bytes(n_class, dtype_name, kind)
+        self.delay_w_load = launch.delay_weight_load(n_class, dtype_name, fused_add, kind)
+        self.entry_name = launch.entry_name(dtype_name, n_class, fused_add, gemma, kind)
         assert self.num_threads % 32 == 0
         assert self.threads_per_row <= 32 or self.threads_per_row % 32 == 0
 
-    def _tiled_copy(self) -> cute.TiledCopy:
+    def _tiled_copy(self, dtype) -> cute.TiledCopy:
         # 128-bit universal copy atom; threads (rows_per_cta, threads_per_row)
-        # row-major, each thread owns 1 x vec contiguous elements per chunk.
-        atom = cute.make_copy_atom(
-            cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=self.vec * self.dtype.width
-        )
+        # row-major, each thread owns 1 x vec contiguous elements per chunk
+        # (two 128-bit accesses per chunk for fp32 parameters).
+        atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=128)
         thr_layout = cute.make_ordered_layout(
             (self.rows_per_cta, self.threads_per_row), order=(1, 0)
         )
@@ -83,6 +89,7 @@ class RMSNormKernel:
         self,
         x_ptr: cute.Pointer,
         w_ptr: cute.Pointer,
+        b_ptr: cute.Pointer,
         out_ptr: cute.Pointer,
         residual_ptr: cute.Pointer,
         M: Int32,
@@ -100,7 +107,7 @@ class RMSNormKernel:
             self.entry_name, remove_cutlass_symbol=True, keep_mangled_name=False
         )
         self.kernel(
-            x_ptr, w_ptr, out_ptr, residual_ptr,
+            x_ptr, w_ptr, b_ptr, out_ptr, residual_ptr,
             M, N, x_row_stride, out_row_stride, residual_row_stride, eps,
         ).launch(
             grid=[launch.grid_x(M, self.n_class, self.dtype_name), 1, 1],
@@ -121,6 +128,7 @@ class RMSNormKernel:
         self,
         x_ptr: cute.Pointer,
         w_ptr: cute.Pointer,
+        b_ptr: cute.Pointer,
         out_ptr: cute.Pointer,
         residual_ptr: cute.Pointer,
         M: Int32,
@@ -141,24 +149,28 @@ class RMSNormKernel:
             stride = cute.assume(stride, divby=self.vec)
             return cute.make_tensor(ptr, cute.make_layout((M, N), stride=(stride, 1)))
 
+        def broadcast_rows(ptr):
+            # a [N] parameter seen by every row of the CTA tile (stride 0 in m)
+            return cute.make_tensor(ptr, cute.make_layout((self.rows_per_cta, N), stride=(0, 1)))
+
         mX = row_major(x_ptr, x_row_stride)
         mO = row_major(out_ptr, out_row_stride)
-        # weight broadcast over the rows of the CTA tile (stride 0 in m)
-        mW = cute.make_tensor(w_ptr, cute.make_layout((self.rows_per_cta, N), stride=(0, 1)))
         mC = cute.make_identity_tensor((M, N))  # (row, col) coordinates for predication
 
         # ---- stage 1: tile (one CTA = rows_per_cta rows x tile_n cols) ----
         gX = cute.local_tile(mX, tiler, (bidx, 0))
         gO = cute.local_tile(mO, tiler, (bidx, 0))
-        gW = cute.local_tile(mW, tiler, (0, 0))
+        gW = cute.local_tile(broadcast_rows(w_ptr), tiler, (0, 0))
         cX = cute.local_tile(mC, tiler, (bidx, 0))
 
         # ---- stage 2: partition over threads -----------------------------
-        tiled_copy = self._tiled_copy()
+        tiled_copy = self._tiled_copy(self.dtype)
+        param_copy = self._tiled_copy(self.param_dtype)  # same thread/value layout
         thr = tiled_copy.get_slice(tidx)
+        thr_param = param_copy.get_slice(tidx)
         tXgX = thr.partition_S(gX)  # ((vec,1), 1, K)
         tXgO = thr.partition_D(gO)
-        tXgW = thr.partition_S(gW)
+        tXgW = thr_param.partition_S(gW)
         tXcX = thr.partition_S(cX)
 
         tXrX = cute.make_rmem_tensor_like(tXgX)
@@ -166,6 +178,10 @@ class RMSNormKernel:
         tXrO = cute.make_rmem_tensor_like(tXgO)
         tXrX.fill(0.0)
         tXrW.fill(0.0)
+        if const_expr(self.layer):
+            tXgB = thr_param.partition_S(cute.local_tile(broadcast_rows(b_ptr), tiler, (0, 0)))
+            tXrB = cute.make_rmem_tensor_like(tXgB)
+            tXrB.fill(0.0)
         if const_expr(self.fused_add):
             mR = row_major(residual_ptr, residual_row_stride)
             gR = cute.local_tile(mR, tiler, (bidx, 0))
@@ -178,7 +194,11 @@ class RMSNormKernel:
         K = const_expr(cute.size(tXgX, mode=[2]))
         pred_layout = cute.make_layout((1, 1, K), stride=(0, 0, 1))
         tXpX = cute.make_rmem_tensor(pred_layout, cutlass.Boolean)  # row & col in bounds
-        tXpW = cute.make_rmem_tensor(pred_layout, cutlass.Boolean)  # col in bounds
+        # col in bounds, per parameter copy: a chunk of fp32 parameters is two 128-bit copies
+        atoms_per_chunk = const_expr(self.vec * self.param_dtype.width // 128)
+        tXpW = cute.make_rmem_tensor(
+            cute.make_layout((atoms_per_chunk, 1, K), stride=(0, 0, 1)), cutlass.Boolean
+        )
         row = tXcX[(0, 0), 0, 0][0]
         row_ok = row < M
         for k in cutlass.range_constexpr(K):
@@ -191,11 +211,12 @@ class RMSNormKernel:
         if const_expr(self.fused_add):
             cute.copy(tiled_copy, tXgR, tXrR, pred=tXpX)
         # weight: loaded once per thread (same columns for every row it handles).
-        # Unfused: issued with x so its latency overlaps the reduction.
-        # Fused: deferred past the reduction (x, residual and w in flight at once
-        # would exceed the 128-register budget and spill); w is L2-resident.
+        # Unfused rmsnorm: issued with x so its latency overlaps the reduction.
+        # Fused / layernorm: deferred past the reduction (x, residual and w in
+        # flight at once would exceed the 128-register budget and spill); the
+        # parameters are L2-resident.
         if const_expr(not self.delay_w_load):
-            cute.copy(tiled_copy, tXgW, tXrW, pred=tXpW)
+            cute.copy(param_copy, tXgW, tXrW, pred=tXpW)
 
         x = tXrX.load().to(Float32)
         if const_expr(self.fused_add):
@@ -205,25 +226,31 @@ class RMSNormKernel:
             cute.copy(tiled_copy, tXrR, tXgR, pred=tXpX)
             x = s.to(Float32)
 
-        # ---- stage 5: reduce sum(x^2) over the row ------------------------
-        sum_sq = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
-        red_buf = None
-        if const_expr(self.warps_per_row > 1):
-            # static shared array (no dynamic smem needed at launch)
-            red_layout = cute.make_ordered_layout(
-                (self.rows_per_cta, self.warps_per_row), order=(1, 0)
-            )
-            red_buf = cute.make_tensor(
-                cute.arch.alloc_smem(Float32, cute.cosize(red_layout), alignment=16), red_layout
-            )
+        # ---- stage 5: row statistics --------------------------------------
         inv_n = cute.arch.rcp_approx(Float32(N))  # avoids the IEEE div slow path
-        sum_sq = row_reduce_sum(sum_sq, self.threads_per_row, red_buf)
+        mean = Float32(0.0)
+        if const_expr(self.layer):
+            sum_x = x.reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
+            mean = row_reduce_sum(sum_x, self.threads_per_row, self._reduction_buffer())
+            mean = mean * inv_n
+            # centred values of in-row columns only: out-of-row chunks hold 0,
+            # which would otherwise add mean^2 each to the variance
+            tXrD = cute.make_rmem_tensor_like(tXrX, Float32)
+            tXrD.store(x - mean)
+            for k in cutlass.range_constexpr(K):
+                if not tXpW[0, 0, k]:
+                    tXrD[None, None, k].fill(0.0)
+            x = tXrD.load()
+        sum_sq = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
+        sum_sq = row_reduce_sum(sum_sq, self.threads_per_row, self._reduction_buffer())
         rstd = cute.math.rsqrt(sum_sq * inv_n + eps, fastmath=True)
 
-        # ---- stage 6: scale, apply weight, store (128-bit, predicated) ----
+        # ---- stage 6: scale, apply parameters, store (128-bit, predicated) -
         if const_expr(self.delay_w_load):
-            cute.copy(tiled_copy, tXgW, tXrW, pred=tXpW)
-        w = tXrW.load().to(Float32)
+            cute.copy(param_copy, tXgW, tXrW, pred=tXpW)
+        if const_expr(self.layer):
+            cute.copy(param_copy, tXgB, tXrB, pred=tXpW)
+        w = self._as_row_values(tXrW, tXrX).to(Float32)
         if const_expr(self.gemma):
             w = w + Float32(1.0)
         # Re-expand x from its packed 16-bit register copy instead of keeping
@@ -231,28 +258,49 @@ class RMSNormKernel:
         # across the barrier (keeps every build <= 128 regs, no spills).
         tXrXh = tXrR if const_expr(self.fused_add) else tXrX
         x = tXrXh.load().to(Float32)
-        y = x * rstd * w
+        if const_expr(self.layer):
+            y = (x - mean) * rstd * w + self._as_row_values(tXrB, tXrX)
+        else:
+            y = x * rstd * w
         tXrO.store(y.to(self.dtype))
         cute.copy(tiled_copy, tXrO, tXgO, pred=tXpX)
+
+    @cute.jit
+    def _as_row_values(self, params: cute.Tensor, like: cute.Tensor) -> cute.TensorSSA:
+        """The parameter registers seen with the layout of the row registers: fp32 chunks are
+        partitioned as (4, 2) values per 128-bit pair, the row as (8, 1); both are compact in
+        the same element order, so this is a view, not a copy."""
+        return cute.make_tensor(params.iterator, like.layout).load()
+
+    @cute.jit
+    def _reduction_buffer(self):
+        """A fresh static smem buffer for one cross-warp row reduction (None when a row
+        fits in one warp). Each reduction gets its own, so no barrier is needed between
+        a reduction's reads and the next one's writes."""
+        if const_expr(self.warps_per_row == 1):
+            return None
+        layout = cute.make_ordered_layout((self.rows_per_cta, self.warps_per_row), order=(1, 0))
+        return cute.make_tensor(cute.arch.alloc_smem(Float32, cute.cosize(layout), alignment=16), layout)
 
 
 # ---------------------------------------------------------------------- #
 # 4. compile entry
 # ---------------------------------------------------------------------- #
-def dsl_entry(dtype_name: str, n_class: int, fused_add: bool, gemma: bool):
+def dsl_entry(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: bool):
     """Return ``(jit_fn, fake_args)`` for ``cute.compile(jit_fn, *fake_args, options=...)``.
 
-    fake_args follow the ABI order: 4 x 16B-aligned gmem pointers of the storage
-    dtype, then M (Int32), N (Int32), three row strides (Int64), eps (Float32).
+    fake_args follow the ABI order: 5 x 16B-aligned gmem pointers (x, weight, bias, out,
+    residual), then M (Int32), N (Int32), three row strides (Int64), eps (Float32).
     """
-    k = RMSNormKernel(dtype_name, n_class, fused_add, gemma)
+    k = RowNormKernel(norm, dtype_name, n_class, fused_add, gemma)
 
-    def ptr():
-        return make_ptr(k.dtype, 16, cute.AddressSpace.gmem, assumed_align=16)
+    def ptr(dtype=k.dtype):
+        return make_ptr(dtype, 16, cute.AddressSpace.gmem, assumed_align=16)
 
     fake_args = (
         ptr(),  # x_ptr
-        ptr(),  # w_ptr
+        ptr(k.param_dtype),  # w_ptr
+        ptr(Float32),  # b_ptr
         ptr(),  # out_ptr
         ptr(),  # residual_ptr
         Int32(1),  # M

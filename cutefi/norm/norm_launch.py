@@ -1,23 +1,25 @@
-"""Launch contract for the CuTe DSL RMSNorm kernel (pure python, no cutlass import).
+"""Launch contract of the CuTe DSL row-norm kernel (RMSNorm and LayerNorm families).
 
-The compiled kernel (see ``rmsnorm_kernel.py``) is specialised at build time on
-``(dtype, n_class, fused_add, gemma)``.  Everything a loader needs to launch the
-cubin directly is derived here from ``(n_class, dtype_name)`` only, and the
-``@cute.jit`` host wrapper imports these same functions, so the two cannot drift.
+Pure python, no cutlass import. The compiled kernel (``norm_kernel.py``) is specialised at
+build time on ``(kind, dtype, n_class, fused_add, gemma)``. Everything a loader needs to
+launch the cubin is derived here from ``(n_class, dtype_name)``, and the ``@cute.jit`` host
+wrapper imports these same functions, so the two cannot drift. The contract lives here, not
+in the API module, so editing the API does not change the kernels' fingerprints.
 
 Kernel parameter order (PTX ``.entry`` order), identical for every build:
 
     0 x_ptr               u64  input  [M, N] row-major, 16-byte aligned
-    1 w_ptr               u64  weight [N], 16-byte aligned
-    2 out_ptr             u64  output [M, N] (may alias x_ptr)
-    3 residual_ptr        u64  residual [M, N], read+written in place when
-                               fused_add (ignored otherwise; pass 0 or any ptr)
-    4 M                   u32  number of rows, >= 1
-    5 N                   u32  hidden size, N % 8 == 0, 8 <= N <= n_class
-    6 x_row_stride        u64  elements between rows of x, % 8 == 0
-    7 out_row_stride      u64  elements between rows of out, % 8 == 0
-    8 residual_row_stride u64  elements between rows of residual, % 8 == 0
-    9 eps                 f32
+    1 w_ptr               u64  weight [N] (input dtype; fp32 gamma for layernorm)
+    2 b_ptr               u64  bias [N] fp32 (layernorm beta; ignored by rmsnorm)
+    3 out_ptr             u64  output [M, N] (may alias x_ptr)
+    4 residual_ptr        u64  residual [M, N], read+written in place when
+                               fused_add (ignored otherwise; pass any ptr)
+    5 M                   u32  number of rows, >= 1
+    6 N                   u32  hidden size, N % 8 == 0, 8 <= N <= n_class
+    7 x_row_stride        u64  elements between rows of x, % 8 == 0
+    8 out_row_stride      u64  elements between rows of out, % 8 == 0
+    9 residual_row_stride u64  elements between rows of residual, % 8 == 0
+   10 eps                 f32
 
 Launch: grid = (ceil(M / rows_per_cta), 1, 1), block = (block_threads, 1, 1),
 dynamic shared memory = dynamic_smem_bytes = 0, no cluster, any stream.
@@ -25,6 +27,10 @@ The PTX entry symbol is ``entry_name(...) + "_0"`` (single kernel per cubin).
 """
 
 from __future__ import annotations
+
+from ..jit.contract import LaunchContract, Param
+
+KINDS = ("rms", "layer")
 
 # element width in bits for the supported storage dtypes
 _DTYPE_BITS = {"bf16": 16, "bfloat16": 16, "fp16": 16, "float16": 16}
@@ -95,10 +101,11 @@ def min_ctas_per_sm(n_class: int, dtype_name: str) -> int:
     return max(1, 512 // block_threads(n_class, dtype_name))
 
 
-def delay_weight_load(n_class: int, dtype_name: str, fused_add: bool) -> bool:
-    """Load w after the row reduction (register budget) -- fused builds only."""
+def delay_weight_load(n_class: int, dtype_name: str, fused_add: bool, kind: str = "rms") -> bool:
+    """Load w (and b) after the row reduction (register budget): fused builds, and layernorm
+    whose fp32 gamma and beta take four times the registers of a 16-bit weight."""
     _check(n_class, dtype_name)
-    return bool(fused_add)
+    return bool(fused_add) or kind == "layer"
 
 
 def warps_per_row(n_class: int, dtype_name: str) -> int:
@@ -119,14 +126,19 @@ def tile_n(n_class: int, dtype_name: str) -> int:
     )
 
 
-def static_smem_bytes(n_class: int, dtype_name: str) -> int:
+def reductions(kind: str) -> int:
+    """Row reductions per row: sum(x^2) for rms; sum(x) then sum((x-mean)^2) for layer."""
+    return {"rms": 1, "layer": 2}[kind]
+
+
+def static_smem_bytes(n_class: int, dtype_name: str, kind: str = "rms") -> int:
     """Statically declared shared memory of the build (``.shared`` array in the
     PTX, not a launch parameter): fp32 cross-warp partial sums, one per
-    (row in CTA, warp of that row); 0 when a row fits in one warp."""
+    (reduction, row in CTA, warp of that row); 0 when a row fits in one warp."""
     wpr = warps_per_row(n_class, dtype_name)
     if wpr == 1:
         return 0
-    return rows_per_cta(n_class, dtype_name) * wpr * 4
+    return reductions(kind) * rows_per_cta(n_class, dtype_name) * wpr * 4
 
 
 def dynamic_smem_bytes(n_class: int, dtype_name: str) -> int:
@@ -173,12 +185,29 @@ def check_runtime_args(M: int, N: int, n_class: int, *strides: int) -> None:
             raise ValueError(f"row stride {s} must be a multiple of 8 elements")
 
 
-def entry_name(dtype_name: str, n_class: int, fused_add: bool, gemma: bool) -> str:
-    """Prefix of the PTX/cubin ``.entry`` symbol of a build (see rmsnorm_kernel)."""
+def entry_name(dtype_name: str, n_class: int, fused_add: bool, gemma: bool, kind: str = "rms") -> str:
+    """Prefix of the PTX/cubin ``.entry`` symbol of a build (see norm_kernel)."""
     dtype_bits(dtype_name)
     canon = "bf16" if "b" in dtype_name else "fp16"
-    return f"cutefi_rmsnorm_{canon}_n{n_class}" + ("_add" if fused_add else "") + (
+    return f"cutefi_{kind}norm_{canon}_n{n_class}" + ("_add" if fused_add else "") + (
         "_gemma" if gemma else ""
+    )
+
+
+def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: bool) -> LaunchContract:
+    rows = rows_per_cta(n_class, dtype_name)
+    return LaunchContract(
+        params=(
+            Param("x", "ptr"), Param("weight", "ptr"), Param("bias", "ptr"), Param("out", "ptr"),
+            Param("residual", "ptr"), Param("M", "i32"), Param("N", "i32"),
+            Param("x_row_stride", "i64"), Param("out_row_stride", "i64"), Param("residual_row_stride", "i64"),
+            Param("eps", "f32"),
+        ),
+        block=block(n_class, dtype_name),
+        grid=lambda problem: ((problem["M"] + rows - 1) // rows, 1, 1),
+        sample={"M": 1000, "N": n_class, "x_row_stride": n_class, "out_row_stride": n_class,
+                "residual_row_stride": n_class, "eps": 0},
+        smem_bytes=dynamic_smem_bytes(n_class, dtype_name),
     )
 
 
