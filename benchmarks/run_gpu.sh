@@ -24,5 +24,8 @@ if command -v compute-sanitizer >/dev/null; then
 fi
 python3 -m cutefi.bench.foundation --out "$out/foundation.json" --profile "$out/first_call_profile.txt" > "$out/foundation.log" 2>&1 || rc=1
 tail -n 40 "$out/foundation.log"
-python3 -m cutefi.bench.norm --out "$out/norm.json" 2>&1 | tee "$out/norm.log" | tail -n 100 || rc=1
+python3 -m cutefi.bench.norm --out "$out/norm.json" > "$out/norm.log" 2>&1 || rc=1
+tail -n 200 "$out/norm.log"
+python3 -m cutefi.bench.rope --out "$out/rope.json" > "$out/rope.log" 2>&1 || rc=1
+tail -n 60 "$out/rope.log"
 exit $rc

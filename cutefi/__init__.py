@@ -22,6 +22,16 @@ _EXPORTS = {
     "gemma_rmsnorm": "cutefi.norm.rmsnorm:gemma_rmsnorm",
     "gemma_fused_add_rmsnorm": "cutefi.norm.rmsnorm:gemma_fused_add_rmsnorm",
     "layernorm": "cutefi.norm.layernorm:layernorm",
+    "apply_rope": "cutefi.rope.rope:apply_rope",
+    "apply_rope_inplace": "cutefi.rope.rope:apply_rope_inplace",
+    "apply_rope_pos_ids": "cutefi.rope.rope:apply_rope_pos_ids",
+    "apply_rope_pos_ids_inplace": "cutefi.rope.rope:apply_rope_pos_ids_inplace",
+    "apply_llama31_rope": "cutefi.rope.rope:apply_llama31_rope",
+    "apply_llama31_rope_inplace": "cutefi.rope.rope:apply_llama31_rope_inplace",
+    "apply_llama31_rope_pos_ids": "cutefi.rope.rope:apply_llama31_rope_pos_ids",
+    "apply_llama31_rope_pos_ids_inplace": "cutefi.rope.rope:apply_llama31_rope_pos_ids_inplace",
+    "apply_rope_with_cos_sin_cache": "cutefi.rope.rope:apply_rope_with_cos_sin_cache",
+    "apply_rope_with_cos_sin_cache_inplace": "cutefi.rope.rope:apply_rope_with_cos_sin_cache_inplace",
 }
 
 __all__ = ["__version__", *_EXPORTS]

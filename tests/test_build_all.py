@@ -17,7 +17,7 @@ from cutefi.jit.targets import Target
 from conftest import requires_dsl
 
 TARGETS = ["sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a", "sm_120a", "sm_121a"]
-FAMILIES = ("norm.",)
+FAMILIES = ("norm.", "rope.")
 LOCAL_MEMORY = re.compile(r"\b(ld|st)\.local\b")
 
 

@@ -112,7 +112,7 @@ def test_zero_rows_is_a_no_op():
     (lambda: (torch.randn(4, 64, device="cuda", dtype=torch.bfloat16),
               torch.randn(32, device="cuda", dtype=torch.bfloat16)), "weight must be 1-D of size 64"),
     (lambda: (torch.randn(4, 64, device="cuda", dtype=torch.bfloat16),
-              torch.randn(64, device="cuda", dtype=torch.float16)), "must match input dtype"),
+              torch.randn(64, device="cuda", dtype=torch.float16)), "weight dtype must be bfloat16"),
     (lambda: (torch.randn(64, 4, device="cuda", dtype=torch.bfloat16).t(),
               torch.randn(64, device="cuda", dtype=torch.bfloat16)), "contiguous in its last dimension"),
     (lambda: (torch.randn(4, 64, device="cuda", dtype=torch.bfloat16),

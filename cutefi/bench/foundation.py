@@ -19,6 +19,7 @@ from typing import Any, Callable
 import torch
 
 import cutefi
+from cutefi.bench.timing import gpu_ms
 
 LAUNCHES = 10_000
 
@@ -57,21 +58,6 @@ def host_overhead_us(call: Callable[[], Any], launches: int = LAUNCHES) -> dict[
     samples.sort()
     return {"median_us": samples[len(samples) // 2] / 1e3, "p10_us": samples[len(samples) // 10] / 1e3,
             "p90_us": samples[len(samples) * 9 // 10] / 1e3, "launches": launches}
-
-
-def gpu_ms(call: Callable[[], Any], iters: int = 50) -> float:
-    """Median device time of ``call`` with CUDA events."""
-    for _ in range(5):
-        call()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def launch_overhead() -> dict[str, Any]:

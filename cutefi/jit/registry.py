@@ -15,6 +15,7 @@ KERNEL_MODULES = (
     "cutefi.copy.tma_copy",
     "cutefi.utils.fill",
     "cutefi.norm.common",
+    "cutefi.rope.specs",
 )
 
 _SPECS: dict[str, KernelSpec] = {}

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import torch
 
-from .._checks import current_stream, require_cuda, require_dtype, require_same_device, require_tensor
+from .._checks import (
+    current_stream,
+    require_cuda,
+    require_dtype,
+    require_same_device,
+    require_tensor,
+)
+from .._plans import PlanCache, signature
+from ..jit.loader import Kernel
 from ..jit.lookup import get_kernel
 from ..jit.policy import Family
 from ..jit.registry import register
@@ -90,6 +99,20 @@ def _check_param(name: str, tensor: torch.Tensor, n: int, dtype: torch.dtype) ->
         raise ValueError(f"{name} must be contiguous and 16-byte aligned")
 
 
+class _Plan(NamedTuple):
+    """Everything about a call that depends only on shapes, strides, dtypes and devices."""
+
+    kernel: Kernel | None  # None: nothing to do (no rows)
+    device: int
+    grid: tuple[int, int, int]
+    rows: int
+    n: int
+    strides: tuple[int, int, int]  # x, out, residual row strides
+
+
+_PLANS = PlanCache()
+
+
 def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                 out: torch.Tensor, residual: torch.Tensor | None, eps: float, gemma: bool,
                 weight_name: str = "weight") -> None:
@@ -98,11 +121,32 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     rms: ``weight`` has the input dtype, ``bias`` is None. layer: ``weight`` (gamma) and
     ``bias`` (beta) are fp32.
     """
+    try:
+        key = (kind, gemma, signature(input), signature(weight), signature(bias),
+               out is input or signature(out), signature(residual))
+    except AttributeError:  # not tensors: the full check below names the argument
+        key = None
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS.put(key, _check_and_plan(kind, input, weight, bias, out, residual, gemma, weight_name))
+    if plan.kernel is None:
+        return
+    x_ptr, w_ptr, o_ptr = input.data_ptr(), weight.data_ptr(), out.data_ptr()
+    b_ptr = bias.data_ptr() if bias is not None else w_ptr
+    r_ptr = residual.data_ptr() if residual is not None else x_ptr
+    if (x_ptr | w_ptr | b_ptr | o_ptr | r_ptr) & 15:
+        _check_and_plan(kind, input, weight, bias, out, residual, gemma, weight_name)  # raises, naming it
+    plan.kernel.launch(plan.grid, (x_ptr, w_ptr, b_ptr, o_ptr, r_ptr, plan.rows, plan.n, *plan.strides, float(eps)),
+                       current_stream(plan.device), plan.device)
+
+
+def _check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                    out: torch.Tensor, residual: torch.Tensor | None, gemma: bool, weight_name: str) -> _Plan:
     device = require_cuda("input", input)
     require_tensor(weight_name, weight)
     if input.dtype not in DTYPE_NAME:
         require_dtype("input", input, DTYPE_NAME)
-    named = [("input", input), (weight_name, weight), ("out", out)]
+    named = [("input", input), (weight_name, weight), ("out", require_tensor("out", out))]
     named += [("residual", residual)] if residual is not None else []
     named += [("beta", require_tensor("beta", bias))] if bias is not None else []
     require_same_device(*named)
@@ -118,13 +162,8 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
                              f"{tuple(input.shape)} {input.dtype}")
     out_stride = check_rows("out", out)[2] if out is not input else x_stride
     res_stride = check_rows("residual", residual)[2] if residual is not None else x_stride
-    if rows == 0:
-        return
     if rows > MAX_ROWS:
         raise ValueError(f"at most {MAX_ROWS} rows; got {rows}")
-    kernel = get_kernel(spec, device)
-    w_ptr = weight.data_ptr()
-    args = (input.data_ptr(), w_ptr, bias.data_ptr() if bias is not None else w_ptr, out.data_ptr(),
-            residual.data_ptr() if residual is not None else input.data_ptr(),
-            rows, n, x_stride, out_stride, res_stride, float(eps))
-    kernel.launch(((rows + rows_per_cta - 1) // rows_per_cta, 1, 1), args, current_stream(device), device)
+    kernel = get_kernel(spec, device) if rows else None
+    return _Plan(kernel, device, ((rows + rows_per_cta - 1) // rows_per_cta, 1, 1), rows, n,
+                 (x_stride, out_stride, res_stride))

@@ -22,6 +22,6 @@ def layernorm(input: torch.Tensor, gemma: torch.Tensor, beta: torch.Tensor, eps:
     require_tensor("input", input)
     if input.dim() != 2:
         raise ValueError(f"input must be 2-D [rows, hidden]; got shape {tuple(input.shape)}")
-    out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+    out = torch.empty_like(input, memory_format=torch.contiguous_format)
     launch_norm("layer", input, gemma, require_tensor("beta", beta), out, None, eps, False, weight_name="gamma")
     return out

@@ -1,0 +1,270 @@
+"""Rotary position embedding (RoPE) kernel in CuTe DSL, applied to q and k in one launch.
+
+For every token: find its position (pos_ids, a ragged indptr/offsets batch, or a positions
+array indexing a cos|sin cache), compute the cos/sin of the thread's 8 frequencies once, then
+rotate the thread's slot of every head in the CTA's head group, q heads first, then k heads.
+The thread mapping and the parameter table are in ``rope_launch.py``.
+
+Frequencies (FlashInfer's convention): ``f_i = theta^(-2i/R)``, then with
+``smooth = clamp(f_i * smooth_a + smooth_b, 0, 1)``, ``f_i = (1 - smooth) * f_i * rcp_scale +
+smooth * f_i``: plain RoPE passes ``smooth_a = smooth_b = 0`` (so ``f_i * rcp_scale``), Llama 3.1
+passes its wavelength band. Angles are fp32; they are reduced to [-pi, pi] with a two-term
+Cody-Waite step (fma, exact for any angle below 2^24 * 2pi) before the hardware
+``sin/cos.approx`` (abs. error ~1e-6 there): accurate at positions of 10^5 radians and more,
+without libdevice's local-memory slow path.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32, Int64, const_expr
+from cutlass.cute.runtime import make_ptr
+
+from cutefi.rope import rope_launch as launch
+
+_DTYPES = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16}
+_INDEX = {"i32": Int32, "i64": Int64}
+
+
+class RopeKernel:
+    # ------------------------------------------------------------------ #
+    # 1. specialisation
+    # ------------------------------------------------------------------ #
+    def __init__(self, dtype: str, positions: str, index_dtype: str, interleave: bool):
+        if dtype not in _DTYPES or positions not in launch.POSITION_SOURCES or index_dtype not in _INDEX:
+            raise ValueError(f"unsupported RoPE build {dtype!r}, {positions!r}, {index_dtype!r}")
+        self.dtype = _DTYPES[dtype]
+        self.index_dtype = _INDEX[index_dtype]
+        self.positions = positions
+        self.interleave = interleave
+        self.entry_name = launch.entry_name(dtype, positions, index_dtype, interleave)
+
+    # ------------------------------------------------------------------ #
+    # 2. host wrapper: same parameters, same order as the kernel
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def __call__(
+        self,
+        q_ptr: cute.Pointer, k_ptr: cute.Pointer, q_out_ptr: cute.Pointer, k_out_ptr: cute.Pointer,
+        pos_ptr: cute.Pointer, offsets_ptr: cute.Pointer, cache_ptr: cute.Pointer,
+        nnz: Int32, batch: Int32, num_q_heads: Int32, num_k_heads: Int32, head_dim: Int32,
+        rotary_dim: Int32, heads_per_cta: Int32,
+        q_stride_t: Int64, q_stride_h: Int64, k_stride_t: Int64, k_stride_h: Int64,
+        q_out_stride_t: Int64, q_out_stride_h: Int64, k_out_stride_t: Int64, k_out_stride_h: Int64,
+        cache_row_stride: Int64,
+        rcp_scale: Float32, log2_theta: Float32, smooth_a: Float32, smooth_b: Float32,
+    ):
+        self.kernel.set_name_prefix(self.entry_name, remove_cutlass_symbol=True, keep_mangled_name=False)
+        grid_x, grid_y, _ = launch.grid(nnz, head_dim, num_q_heads + num_k_heads, heads_per_cta)
+        self.kernel(
+            q_ptr, k_ptr, q_out_ptr, k_out_ptr, pos_ptr, offsets_ptr, cache_ptr,
+            nnz, batch, num_q_heads, num_k_heads, head_dim, rotary_dim, heads_per_cta,
+            q_stride_t, q_stride_h, k_stride_t, k_stride_h,
+            q_out_stride_t, q_out_stride_h, k_out_stride_t, k_out_stride_h,
+            cache_row_stride, rcp_scale, log2_theta, smooth_a, smooth_b,
+        ).launch(grid=[grid_x, grid_y, 1], block=[launch.THREADS, 1, 1], preferred_smem_carveout=-1)
+
+    # ------------------------------------------------------------------ #
+    # 3. device kernel
+    # ------------------------------------------------------------------ #
+    @cute.kernel
+    def kernel(
+        self,
+        q_ptr: cute.Pointer, k_ptr: cute.Pointer, q_out_ptr: cute.Pointer, k_out_ptr: cute.Pointer,
+        pos_ptr: cute.Pointer, offsets_ptr: cute.Pointer, cache_ptr: cute.Pointer,
+        nnz: Int32, batch: Int32, num_q_heads: Int32, num_k_heads: Int32, head_dim: Int32,
+        rotary_dim: Int32, heads_per_cta: Int32,
+        q_stride_t: Int64, q_stride_h: Int64, k_stride_t: Int64, k_stride_h: Int64,
+        q_out_stride_t: Int64, q_out_stride_h: Int64, k_out_stride_t: Int64, k_out_stride_h: Int64,
+        cache_row_stride: Int64,
+        rcp_scale: Float32, log2_theta: Float32, smooth_a: Float32, smooth_b: Float32,
+    ):
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, bidy, _ = cute.arch.block_idx()
+
+        # ---- stage 0: which token and slot this thread owns ---------------
+        slots = head_dim // launch.SLOT
+        tokens_per_cta = launch.THREADS // slots
+        token_in_cta = tidx // slots
+        slot = tidx - token_in_cta * slots
+        token = bidx * tokens_per_cta + token_in_cta
+        if token_in_cta < tokens_per_cta and token < nnz:
+            # ---- stage 1: position and this slot's cos / sin ---------------
+            rotates = slot < rotary_dim // launch.SLOT
+            cos = cute.make_rmem_tensor(cute.make_layout(launch.VEC), Float32)
+            sin = cute.make_rmem_tensor(cute.make_layout(launch.VEC), Float32)
+            cos.fill(1.0)
+            sin.fill(0.0)
+            if rotates:
+                if const_expr(self.positions == "cache"):
+                    self._cache_cos_sin(pos_ptr, cache_ptr, token, batch, slot, rotary_dim,
+                                        cache_row_stride, cos, sin)
+                else:
+                    position = self._position(pos_ptr, offsets_ptr, token, nnz, batch)
+                    self._cos_sin(position, slot, rotary_dim, rcp_scale, log2_theta, smooth_a, smooth_b,
+                                  cos, sin)
+
+            # ---- stage 2: the slot's two vectors within a head row ---------
+            # pass-through slots (and interleaved ones) own [16s, 16s + 16)
+            chunk_a = 2 * slot
+            chunk_b = chunk_a + 1
+            if const_expr(not self.interleave):
+                if rotates:  # NeoX: [8s, 8s + 8) pairs with [8s + R/2, ...)
+                    chunk_a = slot
+                    chunk_b = slot + rotary_dim // (2 * launch.VEC)
+
+            # ---- stage 3: rotate the head group, q heads then k heads ------
+            mQ = self._heads(q_ptr, nnz, num_q_heads, head_dim, q_stride_t, q_stride_h)
+            mQo = self._heads(q_out_ptr, nnz, num_q_heads, head_dim, q_out_stride_t, q_out_stride_h)
+            mK = self._heads(k_ptr, nnz, num_k_heads, head_dim, k_stride_t, k_stride_h)
+            mKo = self._heads(k_out_ptr, nnz, num_k_heads, head_dim, k_out_stride_t, k_out_stride_h)
+            first = bidy * heads_per_cta
+            last = cutlass.min(first + heads_per_cta, num_q_heads + num_k_heads)
+            q_end = cutlass.min(last, num_q_heads)
+            for head in cutlass.range(first, q_end, launch.HEADS_IN_FLIGHT):
+                self._rotate(mQ, mQo, token, head, q_end, chunk_a, chunk_b, rotates, cos, sin)
+            k_end = last - num_q_heads
+            for head in cutlass.range(cutlass.max(first, num_q_heads) - num_q_heads, k_end, launch.HEADS_IN_FLIGHT):
+                self._rotate(mK, mKo, token, head, k_end, chunk_a, chunk_b, rotates, cos, sin)
+
+    # ------------------------------------------------------------------ #
+    # 4. stages
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def _heads(self, ptr: cute.Pointer, nnz: Int32, heads: Int32, head_dim: Int32,
+               stride_t: Int64, stride_h: Int64) -> cute.Tensor:
+        """[nnz, heads, head_dim] view; strides are multiples of 8 elements (16 bytes)."""
+        stride_t = cute.assume(stride_t, divby=launch.VEC)
+        stride_h = cute.assume(stride_h, divby=launch.VEC)
+        return cute.make_tensor(ptr, cute.make_layout((nnz, heads, head_dim), stride=(stride_t, stride_h, 1)))
+
+    @cute.jit
+    def _position(self, pos_ptr: cute.Pointer, offsets_ptr: cute.Pointer, token: Int32, nnz: Int32,
+                  batch: Int32) -> Float32:
+        position = Float32(0.0)
+        if const_expr(self.positions == "pos_ids"):
+            position = Float32(cute.make_tensor(pos_ptr, cute.make_layout(nnz))[token])
+        else:
+            # ragged batch: request b holds tokens [indptr[b], indptr[b+1]); find the last b
+            # with indptr[b] <= token (empty requests are skipped by construction)
+            indptr = cute.make_tensor(pos_ptr, cute.make_layout(batch + 1))
+            offsets = cute.make_tensor(offsets_ptr, cute.make_layout(batch))
+            lo = Int32(0)
+            hi = batch
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if indptr[mid] <= token:
+                    lo = mid
+                else:
+                    hi = mid
+            position = Float32(offsets[lo] + token - indptr[lo])
+        return position
+
+    @cute.jit
+    def _cos_sin(self, position: Float32, slot: Int32, rotary_dim: Int32, rcp_scale: Float32,
+                 log2_theta: Float32, smooth_a: Float32, smooth_b: Float32,
+                 cos: cute.Tensor, sin: cute.Tensor):
+        # theta^(-2i/R) = exp2(i * (-2 log2(theta) / R))
+        exponent_step = Float32(-2.0) * log2_theta / Float32(rotary_dim)
+        for j in cutlass.range_constexpr(launch.VEC):
+            freq = cute.math.exp2(Float32(slot * launch.VEC + j) * exponent_step)
+            smooth = cutlass.min(cutlass.max(freq * smooth_a + smooth_b, Float32(0.0)), Float32(1.0))
+            freq = (Float32(1.0) - smooth) * freq * rcp_scale + smooth * freq
+            angle = _reduce_angle(position * freq)
+            cos[j] = cute.math.cos(angle, approx=True)
+            sin[j] = cute.math.sin(angle, approx=True)
+
+    @cute.jit
+    def _cache_cos_sin(self, pos_ptr: cute.Pointer, cache_ptr: cute.Pointer, token: Int32, rows: Int32,
+                       slot: Int32, rotary_dim: Int32, row_stride: Int64,
+                       cos: cute.Tensor, sin: cute.Tensor):
+        # positions outside the cache are clamped: wrong in, wrong out, but never out of bounds
+        position = cute.make_tensor(pos_ptr, cute.make_layout(token + 1))[token]
+        row = Int32(cutlass.min(cutlass.max(position, 0), rows - 1))
+        row_stride = cute.assume(row_stride, divby=4)
+        cache = cute.make_tensor(cache_ptr, cute.make_layout((rows, rotary_dim), stride=(row_stride, 1)))
+        half = rotary_dim // (2 * launch.VEC)
+        cute.autovec_copy(cute.local_tile(cache[row, None], (launch.VEC,), (slot,)), cos)
+        cute.autovec_copy(cute.local_tile(cache[row, None], (launch.VEC,), (half + slot,)), sin)
+
+    @cute.jit
+    def _rotate(self, src: cute.Tensor, dst: cute.Tensor, token: Int32, first: Int32, end: Int32,
+                chunk_a: Int32, chunk_b: Int32, rotates, cos: cute.Tensor, sin: cute.Tensor):
+        """Rotate the slot's two 128-bit vectors in heads [first, min(first + HEADS_IN_FLIGHT, end)).
+
+        All loads are issued before any store: q_out may alias q, so the compiler may not move
+        a load above an earlier store, and one head at a time would leave one pair of loads in
+        flight per thread.
+        """
+        vec = (launch.VEC,)
+        group = launch.HEADS_IN_FLIGHT
+        regs = cute.make_rmem_tensor(cute.make_layout((launch.VEC, 2, group)), self.dtype)
+        for u in cutlass.range_constexpr(group):
+            if first + u < end:
+                row = src[token, first + u, None]
+                cute.autovec_copy(cute.local_tile(row, vec, (chunk_a,)), regs[None, 0, u])
+                cute.autovec_copy(cute.local_tile(row, vec, (chunk_b,)), regs[None, 1, u])
+        for u in cutlass.range_constexpr(group):
+            if first + u < end:
+                a = regs[None, 0, u]
+                b = regs[None, 1, u]
+                if rotates:
+                    self._rotate_pairs(a, b, cos, sin)
+                row = dst[token, first + u, None]
+                cute.autovec_copy(a, cute.local_tile(row, vec, (chunk_a,)))
+                cute.autovec_copy(b, cute.local_tile(row, vec, (chunk_b,)))
+
+    @cute.jit
+    def _rotate_pairs(self, a: cute.Tensor, b: cute.Tensor, cos: cute.Tensor, sin: cute.Tensor):
+        """In registers: NeoX pairs (a[j], b[j]) or interleaved pairs (x[2m], x[2m+1])."""
+        if const_expr(self.interleave):
+            # a holds frequencies 0..3, b holds 4..7
+            for half, regs in ((0, a), (4, b)):
+                for m in cutlass.range_constexpr(launch.VEC // 2):
+                    x0 = regs[2 * m].to(Float32)
+                    x1 = regs[2 * m + 1].to(Float32)
+                    c = cos[half + m]
+                    s = sin[half + m]
+                    regs[2 * m] = (x0 * c - x1 * s).to(self.dtype)
+                    regs[2 * m + 1] = (x1 * c + x0 * s).to(self.dtype)
+        else:
+            for j in cutlass.range_constexpr(launch.VEC):
+                x0 = a[j].to(Float32)
+                x1 = b[j].to(Float32)
+                a[j] = (x0 * cos[j] - x1 * sin[j]).to(self.dtype)
+                b[j] = (x1 * cos[j] + x0 * sin[j]).to(self.dtype)
+
+
+_INV_TWO_PI = 0.15915494309189535
+_TWO_PI_HI = 6.2831854820251465  # float32(2 pi)
+_TWO_PI_LO = -1.7484555314695172e-07  # 2 pi - float32(2 pi)
+
+
+@cute.jit
+def _reduce_angle(angle: Float32) -> Float32:
+    """angle - k * 2pi in [-pi, pi] (k = round(angle / 2pi)), to fp32 accuracy."""
+    turns = cute.math.roundeven(angle * Float32(_INV_TWO_PI))
+    reduced = cute.math.fma(-turns, Float32(_TWO_PI_HI), angle)
+    return cute.math.fma(-turns, Float32(_TWO_PI_LO), reduced)
+
+
+# ---------------------------------------------------------------------- #
+# 5. compile entry
+# ---------------------------------------------------------------------- #
+def dsl_entry(dtype: str, positions: str, index_dtype: str, interleave: bool):
+    """``(jit_fn, fake_args)`` in ABI order (see ``rope_launch``)."""
+    k = RopeKernel(dtype, positions, index_dtype, interleave)
+
+    def ptr(dtype_, align=16):
+        return make_ptr(dtype_, 16, cute.AddressSpace.gmem, assumed_align=align)
+
+    fake_args = (
+        ptr(k.dtype), ptr(k.dtype), ptr(k.dtype), ptr(k.dtype),
+        ptr(k.index_dtype, k.index_dtype.width // 8), ptr(k.index_dtype, k.index_dtype.width // 8),
+        ptr(Float32),
+        Int32(1), Int32(1), Int32(32), Int32(8), Int32(128), Int32(128), Int32(40),
+        *(Int64(4096) for _ in launch.STRIDES), Int64(128),
+        Float32(1.0), Float32(13.3), Float32(0.0), Float32(0.0),
+    )
+    return k, fake_args

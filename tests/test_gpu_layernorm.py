@@ -1,0 +1,133 @@
+"""GPU tier: LayerNorm (fp16/bf16 input, float32 gamma and beta) against a float32 reference."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cutefi
+
+pytestmark = pytest.mark.gpu
+
+HIDDEN = [64, 136, 2048, 4096, 5120, 16384]
+ROWS = [1, 7, 128, 4096, 65536]
+TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 2e-3}  # relative L2 error
+DTYPES = [torch.bfloat16, torch.float16]
+DTYPE_IDS = ["bf16", "fp16"]
+
+
+def reference(x, gamma, beta, eps=1e-6):
+    return F.layer_norm(x.float(), (x.shape[-1],), gamma, beta, eps)
+
+
+def assert_close(out, ref, dtype):
+    assert not torch.isnan(out).any(), "NaN in the output (a read of the poisoned row gap?)"
+    rel = ((out.float() - ref).norm() / ref.norm()).item()
+    assert rel < TOLERANCE[dtype], f"relative error {rel:.2e}"
+    torch.testing.assert_close(out.float(), ref, rtol=3e-2, atol=3e-2)
+
+
+def make_input(rows, hidden, dtype, strided, mean=0.5, std=2.0):
+    """Rows with a nonzero mean; strided rows sit in a wider buffer whose gap is NaN (never to be read)."""
+    data = torch.randn(rows, hidden, device="cuda") * std + mean
+    if not strided:
+        return data.to(dtype)
+    base = torch.empty(rows, hidden + 24, device="cuda", dtype=dtype)
+    cutefi.poison_(base)
+    x = base[:, :hidden]
+    x.copy_(data)
+    return x
+
+
+def make_params(hidden):
+    return torch.randn(hidden, device="cuda"), torch.randn(hidden, device="cuda")
+
+
+def cases():
+    for dtype, dtype_id in zip(DTYPES, DTYPE_IDS):
+        for hidden in HIDDEN:
+            for rows in ROWS:
+                if rows * hidden > 2**28:
+                    continue
+                for strided in (False, True):
+                    yield pytest.param(dtype, hidden, rows, strided,
+                                       id=f"{dtype_id}-N{hidden}-M{rows}-{'strided' if strided else 'contig'}")
+
+
+@pytest.mark.parametrize("dtype, hidden, rows, strided", list(cases()))
+def test_layernorm(dtype, hidden, rows, strided):
+    x = make_input(rows, hidden, dtype, strided)
+    gamma, beta = make_params(hidden)
+    x_before = x.clone()
+    out = cutefi.layernorm(x, gamma, beta, eps=1e-6)
+    assert out.shape == (rows, hidden) and out.dtype == dtype and out.is_contiguous()
+    assert_close(out, reference(x, gamma, beta, 1e-6), dtype)
+    assert torch.equal(x, x_before), "layernorm changed its input"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("hidden, rows", [(8, 5), (16, 3), (32768, 3), (32768, 257)])
+def test_smallest_and_largest_hidden(dtype, hidden, rows):
+    x = make_input(rows, hidden, dtype, strided=False)
+    gamma, beta = make_params(hidden)
+    assert_close(cutefi.layernorm(x, gamma, beta), reference(x, gamma, beta), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("eps, std", [(None, 1e-3), (1e-2, 0.1)], ids=["default-eps", "eps-1e-2"])
+def test_eps_inside_the_square_root(dtype, eps, std):
+    # variance ~ eps: a dropped, misplaced or wrong default eps changes the result by ~sqrt(2)
+    x = make_input(333, 2048, dtype, strided=False, mean=std, std=std)
+    gamma, beta = make_params(2048)
+    out = cutefi.layernorm(x, gamma, beta) if eps is None else cutefi.layernorm(x, gamma, beta, eps=eps)
+    assert_close(out, reference(x, gamma, beta, 1e-6 if eps is None else eps), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("hidden", [64, 4096, 16384])
+def test_constant_rows_give_beta(dtype, hidden):
+    # zero variance: out == beta exactly in math; eps keeps it finite (values exact in fp16/bf16)
+    rows = 37
+    levels = (torch.arange(rows, device="cuda") % 9 - 4).float() * 0.25
+    x = levels[:, None].expand(rows, hidden).to(dtype).contiguous()
+    gamma, beta = make_params(hidden)
+    out = cutefi.layernorm(x, gamma, beta, eps=1e-5)
+    assert not torch.isnan(out).any() and not torch.isinf(out).any()
+    torch.testing.assert_close(out.float(), beta.expand(rows, hidden), rtol=1e-2, atol=1e-2)
+
+
+def test_row_gap_is_neither_read_nor_written():
+    base = torch.empty(64, 4096 + 64, device="cuda", dtype=torch.bfloat16)
+    cutefi.poison_(base)
+    x = base[:, :4096]
+    x.copy_(torch.randn(64, 4096, device="cuda") + 0.5)
+    gamma, beta = make_params(4096)
+    out = cutefi.layernorm(x, gamma, beta)
+    assert_close(out, reference(x, gamma, beta), torch.bfloat16)
+    assert torch.isnan(base[:, 4096:]).all()
+
+
+def _x(rows=4, hidden=64, dtype=torch.bfloat16, device="cuda"):
+    return torch.randn(rows, hidden, device=device).to(dtype)
+
+
+def _p(hidden=64, dtype=torch.float32, device="cuda"):
+    return torch.randn(hidden, device=device).to(dtype)
+
+
+@pytest.mark.parametrize("make, message", [
+    pytest.param(lambda: (_x(), _p(dtype=torch.bfloat16), _p()), "float32", id="gamma-bf16"),
+    pytest.param(lambda: (_x(), _p(), _p(dtype=torch.float16)), "float32", id="beta-fp16"),
+    pytest.param(lambda: (_x(), _p(32), _p()), "gamma", id="gamma-size"),
+    pytest.param(lambda: (_x(), _p(), _p(32)), "beta", id="beta-size"),
+    pytest.param(lambda: (_x(dtype=torch.float32), _p(), _p()), "bfloat16, float16", id="fp32-input"),
+    pytest.param(lambda: (_x(hidden=60), _p(60), _p(60)), "multiple of 8", id="hidden-60"),
+    pytest.param(lambda: (_x(hidden=40000), _p(40000), _p(40000)), "(?i)hidden", id="hidden-40000"),
+    pytest.param(lambda: (_x(device="cpu"), _p(), _p()), "(?i)one device|cuda", id="cpu-input"),
+    pytest.param(lambda: (_x(), _p(device="cpu"), _p()), "(?i)one device|cuda", id="cpu-gamma"),
+    pytest.param(lambda: (_x(device="cpu"), _p(device="cpu"), _p(device="cpu")), "(?i)one device|cuda",
+                 id="all-cpu"),
+])
+def test_bad_inputs(make, message):
+    x, gamma, beta = make()
+    with pytest.raises((ValueError, TypeError), match=message):
+        cutefi.layernorm(x, gamma, beta)
