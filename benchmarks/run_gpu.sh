@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run cutefi's GPU tier and the foundation measurements in one go.
-#   usage: benchmarks/run_gpu.sh OUT_DIR
+# Run cutefi's GPU tier and the measurements in one go.
+#   usage: benchmarks/run_gpu.sh OUT_DIR      (SKIP_NORM_BENCH=1 skips the long norm sweep;
+#          run it alone with: python3 -m cutefi.bench.norm --out OUT_DIR/norm.json)
 # Cubins come from $CUTEFI_PACK_PATH (default: ./.cubins, made by `cutefi aot --out .cubins`);
 # the machine needs torch and cuda-python only. Results land in OUT_DIR.
 set -uo pipefail
@@ -21,11 +22,18 @@ if command -v compute-sanitizer >/dev/null; then
   compute-sanitizer --tool memcheck --report-api-errors no python3 -m pytest -m gpu -q \
     -p no:cacheprovider tests/test_gpu_foundation.py -k "copy and not graph" > "$out/memcheck.txt" 2>&1
   tail -n 3 "$out/memcheck.txt"
+  # the norm and RoPE kernels on odd sizes (7 rows/tokens, strided rows, ragged batches)
+  compute-sanitizer --tool memcheck --report-api-errors no python3 -m pytest -m gpu -q -p no:cacheprovider \
+    tests/test_gpu_rmsnorm.py tests/test_gpu_layernorm.py tests/test_gpu_rope.py -k "M7- or nnz7" \
+    > "$out/memcheck_norm_rope.txt" 2>&1
+  tail -n 3 "$out/memcheck_norm_rope.txt"
 fi
 python3 -m cutefi.bench.foundation --out "$out/foundation.json" --profile "$out/first_call_profile.txt" > "$out/foundation.log" 2>&1 || rc=1
 tail -n 40 "$out/foundation.log"
-python3 -m cutefi.bench.norm --out "$out/norm.json" > "$out/norm.log" 2>&1 || rc=1
-tail -n 200 "$out/norm.log"
+if [ -z "${SKIP_NORM_BENCH:-}" ]; then
+  python3 -m cutefi.bench.norm --out "$out/norm.json" > "$out/norm.log" 2>&1 || rc=1
+  tail -n 200 "$out/norm.log"
+fi
 python3 -m cutefi.bench.rope --out "$out/rope.json" > "$out/rope.log" 2>&1 || rc=1
 tail -n 60 "$out/rope.log"
 exit $rc

@@ -7,10 +7,10 @@ with the target and the device named), checks parameter sizes with
 
 The launch path does no allocation, synchronisation, import or tracing: a per-thread
 parameter block is refilled in place and handed to the driver as a ``void**``, so launches
-can be captured in CUDA graphs. Kernels without a cluster launch through libcuda's
-``cuLaunchKernel`` called by ctypes (about 1 us of host time, against about 3 us for
-cuda-python's ``cuLaunchKernelEx`` wrapper, which builds Python objects per call); cluster
-kernels, and machines where libcuda cannot be opened by name, use ``cuLaunchKernelEx``.
+can be captured in CUDA graphs. Kernels without a cluster call libcuda's ``cuLaunchKernelEx``
+through ctypes with a struct-packed config (cuda-python's wrapper builds Python objects on
+every call); cluster kernels, and machines where libcuda cannot be opened by name, go
+through cuda-python.
 """
 
 from __future__ import annotations
@@ -40,17 +40,26 @@ _SMEM_DEFAULT_LIMIT = 48 * 1024
 
 @functools.lru_cache(maxsize=1)
 def _ctypes_launch() -> Any:
-    """libcuda's ``cuLaunchKernel`` as a ctypes function, or None where it cannot be opened."""
+    """libcuda's ``cuLaunchKernelEx`` as a ctypes function, or None where it cannot be opened.
+
+    Four pointer-sized arguments: the per-thread ``CUlaunchConfig`` is refilled with one
+    ``struct.pack_into`` (grid, block, shared memory, stream), so a launch converts no Python
+    objects beyond four integers.
+    """
     try:
         library = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
-        launch = library.cuLaunchKernel
+        launch = library.cuLaunchKernelEx
     except (OSError, AttributeError):
         return None
-    uint = ctypes.c_uint
-    launch.argtypes = [ctypes.c_void_p, uint, uint, uint, uint, uint, uint, uint,
-                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    launch.argtypes = [ctypes.c_void_p] * 4
     launch.restype = ctypes.c_int
     return launch
+
+
+# CUlaunchConfig: gridDim{X,Y,Z}, blockDim{X,Y,Z}, sharedMemBytes (uint32), pad, hStream at 32,
+# attrs at 40 (NULL), numAttrs at 48 (0): 56 bytes
+_LAUNCH_CONFIG = struct.Struct("@7I4xQ")
+_LAUNCH_CONFIG_BYTES = 56
 
 
 class KernelLoadError(RuntimeError):
@@ -80,6 +89,9 @@ class _ParamBlock:
             addresses = [ctypes.addressof(value) for value in self.values]
         self.pointers = (ctypes.c_void_p * max(1, len(kinds)))(*addresses)
         self.address = ctypes.addressof(self.pointers)
+        # this thread's CUlaunchConfig for the ctypes path (no attributes: no cluster)
+        self.config = ctypes.create_string_buffer(_LAUNCH_CONFIG_BYTES)
+        self.config_address = ctypes.addressof(self.config)
 
 
 class Kernel:
@@ -205,9 +217,10 @@ class Kernel:
             self._fill_one_by_one(block.values, args)
         function = self._functions.get(device_index)
         if function is not None:
-            err = self._fast_launch(function, *grid, *self._block_and_smem, stream, block.address, None)
+            _LAUNCH_CONFIG.pack_into(block.config, 0, *grid, *self._block_and_smem, stream)
+            err = self._fast_launch(block.config_address, function, block.address, None)
             if err != 0:
-                drv.check((self._driver.CUresult(err),), f"cuLaunchKernel({self.name}, grid={grid})")
+                drv.check((self._driver.CUresult(err),), f"cuLaunchKernelEx({self.name}, grid={grid})")
             return
         config = self._config
         config.gridDimX, config.gridDimY, config.gridDimZ = grid

@@ -42,7 +42,7 @@ POSITION_SOURCES = ("pos_ids", "indptr", "cache")
 INDEX_DTYPES = ("i32", "i64")
 DTYPES = ("bf16", "fp16")
 # heads whose loads a thread issues before its first store (memory-level parallelism)
-HEADS_IN_FLIGHT = 4
+HEADS_IN_FLIGHT = 8
 MAX_HEAD_DIM = SLOT * THREADS  # one token per CTA at most
 # aim for this many CTAs before splitting a token's heads over grid.y (~16 per SM on 132 SMs)
 TARGET_CTAS = 2048
