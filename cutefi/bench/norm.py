@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import cutefi
 from cutefi.bench.foundation import environment
-from cutefi.bench.timing import gpu_ms, wall_us
+from cutefi.bench.timing import measure
 
 ROWS = (1, 128, 4096, 16384, 65536)
 HIDDEN = (2048, 4096, 8192, 16384)
@@ -85,15 +85,9 @@ def run(dtype: torch.dtype = torch.bfloat16, rows_list=ROWS, hidden_list=HIDDEN,
                 if ops and op not in ops:
                     continue
                 for backend, call in calls.items():
-                    ms = gpu_ms(call, iters=30)
-                    row = {"op": op, "dtype": str(dtype)[6:], "M": rows, "N": hidden, "backend": backend,
-                           "gpu_ms": ms, "gbps": nbytes / ms / 1e6}
-                    if rows <= 128:
-                        row["wall_us"] = wall_us(call)
-                    results.append(row)
-                    print(f"{op:18s} M={rows:6d} N={hidden:6d} {backend:14s} {ms * 1e3:9.2f} us "
-                          f"{row['gbps']:7.0f} GB/s" + (f"  wall {row['wall_us']:.2f} us" if "wall_us" in row else ""),
-                          flush=True)
+                    results.append(measure(call, nbytes, f"{op:18s} M={rows:6d} N={hidden:6d} {backend:14s}",
+                                           wall=rows <= 128, op=op, dtype=str(dtype)[6:], M=rows, N=hidden,
+                                           backend=backend))
     return results
 
 

@@ -15,7 +15,7 @@ import torch
 
 import cutefi
 from cutefi.bench.foundation import environment
-from cutefi.bench.timing import gpu_ms, wall_us
+from cutefi.bench.timing import measure
 
 TOKENS = (1, 128, 4096, 16384, 65536)
 HEADS = ((32, 8, 128), (64, 8, 128), (32, 32, 64))  # (q heads, k heads, head_dim)
@@ -65,16 +65,10 @@ def run(dtype: torch.dtype = torch.bfloat16, tokens_list=TOKENS) -> list[dict[st
                      "torch.compile": lambda: compiled(q, k, pos)}
             calls |= {name: (lambda fn=fn: fn(q, k, pos)) for name, fn in peers().items()}
             for backend, call in calls.items():
-                ms = gpu_ms(call, iters=30)
-                row = {"op": "apply_rope_pos_ids", "dtype": str(dtype)[6:], "tokens": tokens, "q_heads": heads_q,
-                       "k_heads": heads_k, "head_dim": head_dim, "backend": backend, "gpu_ms": ms,
-                       "gbps": nbytes / ms / 1e6}
-                if tokens <= 128:
-                    row["wall_us"] = wall_us(call)
-                results.append(row)
-                print(f"rope T={tokens:6d} H={heads_q}/{heads_k} D={head_dim} {backend:15s} {ms * 1e3:9.2f} us "
-                      f"{row['gbps']:7.0f} GB/s" + (f"  wall {row['wall_us']:.2f} us" if "wall_us" in row else ""),
-                      flush=True)
+                label = f"rope T={tokens:6d} H={heads_q}/{heads_k} D={head_dim} {backend:15s}"
+                results.append(measure(call, nbytes, label, wall=tokens <= 128, op="apply_rope_pos_ids",
+                                       dtype=str(dtype)[6:], tokens=tokens, q_heads=heads_q, k_heads=heads_k,
+                                       head_dim=head_dim, backend=backend))
     return results
 
 

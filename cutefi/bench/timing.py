@@ -45,3 +45,14 @@ def wall_us(call: Callable[[], Any], iters: int = 2000) -> float:
         call()
     torch.cuda.synchronize()
     return (time.perf_counter() - start) / iters * 1e6
+
+
+def measure(call: Callable[[], Any], nbytes: int, label: str, wall: bool = False, **fields: Any) -> dict[str, Any]:
+    """One benchmark row: ``fields`` plus device time, GB/s and (``wall``) host wall time; printed."""
+    ms = gpu_ms(call, iters=30)
+    row = {**fields, "gpu_ms": ms, "gbps": nbytes / ms / 1e6}
+    if wall:
+        row["wall_us"] = wall_us(call)
+    print(f"{label} {ms * 1e3:9.2f} us {row['gbps']:7.0f} GB/s"
+          + (f"  wall {row['wall_us']:.2f} us" if wall else ""), flush=True)
+    return row
