@@ -75,7 +75,7 @@ class _ParamBlock:
     """
 
     def __init__(self, kinds: Sequence[str]) -> None:
-        self.values = [_CTYPE_FOR_KIND[kind]() for kind in kinds]
+        self.values: list[Any] = []
         self.packer = None
         if "tma" not in kinds:
             fmt = "@" + "".join(_STRUCT_FOR_KIND[kind] for kind in kinds)
@@ -86,6 +86,7 @@ class _ParamBlock:
                        - struct.calcsize(_STRUCT_FOR_KIND[kind]) for i, kind in enumerate(kinds)]
             addresses = [base + offset for offset in offsets]
         else:
+            self.values = [_CTYPE_FOR_KIND[kind]() for kind in kinds]
             addresses = [ctypes.addressof(value) for value in self.values]
         self.pointers = (ctypes.c_void_p * max(1, len(kinds)))(*addresses)
         self.address = ctypes.addressof(self.pointers)

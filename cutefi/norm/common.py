@@ -82,12 +82,12 @@ register(*NORM_SPECS.values())
 
 @functools.lru_cache(maxsize=None)
 def plan(kind: str, dtype: torch.dtype, n: int, fused: bool, gemma: bool) -> tuple[KernelSpec, int]:
-    """(spec, rows per CTA) for a dtype and hidden size; raises for unsupported sizes."""
+    """(spec, size class) for a dtype and hidden size; raises for unsupported sizes."""
     if not MIN_N <= n <= MAX_N or n % N_MULTIPLE:
         raise ValueError(f"hidden size must be a multiple of {N_MULTIPLE} in [{MIN_N}, {MAX_N}]; got {n}")
     dtype_name = DTYPE_NAME[dtype]
     n_class = launch.pick_n_class(n)
-    return NORM_SPECS[(kind, dtype_name, n_class, fused, gemma)], launch.rows_per_cta(n_class, dtype_name)
+    return NORM_SPECS[(kind, dtype_name, n_class, fused, gemma)], n_class
 
 
 def _check_param(name: str, tensor: torch.Tensor, n: int, dtype: torch.dtype) -> None:
@@ -151,7 +151,7 @@ def _check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: 
     named += [("beta", require_tensor("beta", bias))] if bias is not None else []
     require_same_device(*named)
     rows, n, x_stride = check_rows("input", input)
-    spec, rows_per_cta = plan(kind, input.dtype, n, residual is not None, gemma)
+    spec, n_class = plan(kind, input.dtype, n, residual is not None, gemma)
     param_dtype = torch.float32 if kind == "layer" else input.dtype
     _check_param(weight_name, weight, n, param_dtype)
     if bias is not None:
@@ -165,5 +165,5 @@ def _check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: 
     if rows > MAX_ROWS:
         raise ValueError(f"at most {MAX_ROWS} rows; got {rows}")
     kernel = get_kernel(spec, device) if rows else None
-    return _Plan(kernel, device, ((rows + rows_per_cta - 1) // rows_per_cta, 1, 1), rows, n,
+    return _Plan(kernel, device, (launch.grid_x(rows, n_class, DTYPE_NAME[input.dtype]), 1, 1), rows, n,
                  (x_stride, out_stride, res_stride))

@@ -155,13 +155,6 @@ def grid_x(M, n_class: int, dtype_name: str):
     return (M + (r - 1)) // r
 
 
-def grid(M: int, n_class: int, dtype_name: str) -> tuple[int, int, int]:
-    """grid = (ceil(M / rows_per_cta), 1, 1)."""
-    if M < 1:
-        raise ValueError("M must be >= 1")
-    return (grid_x(M, n_class, dtype_name), 1, 1)
-
-
 def block(n_class: int, dtype_name: str) -> tuple[int, int, int]:
     return (block_threads(n_class, dtype_name), 1, 1)
 
@@ -174,17 +167,6 @@ def pick_n_class(N: int) -> int:
     raise ValueError(f"N={N} exceeds the largest supported class {SUPPORTED_N_CLASSES[-1]}")
 
 
-def check_runtime_args(M: int, N: int, n_class: int, *strides: int) -> None:
-    """Validate the runtime contract the kernel relies on (it does not check itself)."""
-    if M < 1:
-        raise ValueError("M must be >= 1")
-    if N < 8 or N % 8 or N > n_class:
-        raise ValueError(f"N={N} must be a multiple of 8 in [8, {n_class}]")
-    for s in strides:
-        if s % 8:
-            raise ValueError(f"row stride {s} must be a multiple of 8 elements")
-
-
 def entry_name(dtype_name: str, n_class: int, fused_add: bool, gemma: bool, kind: str = "rms") -> str:
     """Prefix of the PTX/cubin ``.entry`` symbol of a build (see norm_kernel)."""
     dtype_bits(dtype_name)
@@ -195,7 +177,6 @@ def entry_name(dtype_name: str, n_class: int, fused_add: bool, gemma: bool, kind
 
 
 def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: bool) -> LaunchContract:
-    rows = rows_per_cta(n_class, dtype_name)
     return LaunchContract(
         params=(
             Param("x", "ptr"), Param("weight", "ptr"), Param("bias", "ptr"), Param("out", "ptr"),
@@ -204,16 +185,8 @@ def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: b
             Param("eps", "f32"),
         ),
         block=block(n_class, dtype_name),
-        grid=lambda problem: ((problem["M"] + rows - 1) // rows, 1, 1),
+        grid=lambda problem: (grid_x(problem["M"], n_class, dtype_name), 1, 1),
         sample={"M": 1000, "N": n_class, "x_row_stride": n_class, "out_row_stride": n_class,
                 "residual_row_stride": n_class, "eps": 0},
         smem_bytes=dynamic_smem_bytes(n_class, dtype_name),
     )
-
-
-def launch_config(M: int, n_class: int, dtype_name: str) -> dict:
-    return {
-        "grid": grid(M, n_class, dtype_name),
-        "block": block(n_class, dtype_name),
-        "smem": dynamic_smem_bytes(n_class, dtype_name),
-    }
