@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run cutefi's GPU tier and the measurements in one go.
-#   usage: benchmarks/run_gpu.sh OUT_DIR      (SKIP_NORM_BENCH=1 skips the long norm sweep;
-#          run it alone with: python3 -m cutefi.bench.norm --out OUT_DIR/norm.json)
+#   usage: benchmarks/run_gpu.sh OUT_DIR      (SKIP_TESTS=1 skips the GPU tier and memcheck)
+# CUPTI timing needs cupti-python importable (else cutefi-bench falls back to CUDA events).
 # Cubins come from $CUTEFI_PACK_PATH (default: ./.cubins, made by `cutefi aot --out .cubins`);
 # the machine needs torch and cuda-python only. Results land in OUT_DIR.
 set -uo pipefail
@@ -16,24 +16,24 @@ rc=0
 # an installed package has bytecode; measure the first call as users get it, not with .py compiles
 python3 -m compileall -q cutefi >/dev/null
 python3 -m cutefi.cli env 2>&1 | tee "$out/env.txt"
-python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests 2>&1 | tee "$out/gpu_tests.txt" || rc=1
-if command -v compute-sanitizer >/dev/null; then
-  # API errors are reported separately: cutefi probes one parameter past the last on purpose
-  compute-sanitizer --tool memcheck --report-api-errors no python3 -m pytest -m gpu -q \
-    -p no:cacheprovider tests/test_gpu_foundation.py -k "copy and not graph" > "$out/memcheck.txt" 2>&1
-  tail -n 3 "$out/memcheck.txt"
-  # the norm and RoPE kernels on odd sizes (7 rows/tokens, strided rows, ragged batches)
-  compute-sanitizer --tool memcheck --report-api-errors no python3 -m pytest -m gpu -q -p no:cacheprovider \
-    tests/test_gpu_rmsnorm.py tests/test_gpu_layernorm.py tests/test_gpu_rope.py -k "M7- or nnz7" \
-    > "$out/memcheck_norm_rope.txt" 2>&1
-  tail -n 3 "$out/memcheck_norm_rope.txt"
+if [ -z "${SKIP_TESTS:-}" ]; then
+  python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests 2>&1 | tee "$out/gpu_tests.txt" || rc=1
+  if command -v compute-sanitizer >/dev/null; then
+    # API errors are reported separately: cutefi probes one parameter past the last on purpose
+    compute-sanitizer --tool memcheck --report-api-errors no python3 -m pytest -m gpu -q \
+      -p no:cacheprovider tests/test_gpu_foundation.py -k "copy and not graph" > "$out/memcheck.txt" 2>&1
+    tail -n 3 "$out/memcheck.txt"
+    # the norm and RoPE kernels on odd sizes (7 rows/tokens, strided rows, ragged batches)
+    compute-sanitizer --tool memcheck --report-api-errors no python3 -m pytest -m gpu -q -p no:cacheprovider \
+      tests/test_gpu_rmsnorm.py tests/test_gpu_layernorm.py tests/test_gpu_rope.py -k "M7- or nnz7" \
+      > "$out/memcheck_norm_rope.txt" 2>&1
+    tail -n 3 "$out/memcheck_norm_rope.txt"
+  fi
 fi
 python3 -m cutefi.bench.foundation --out "$out/foundation.json" --profile "$out/first_call_profile.txt" > "$out/foundation.log" 2>&1 || rc=1
 tail -n 40 "$out/foundation.log"
-if [ -z "${SKIP_NORM_BENCH:-}" ]; then
-  python3 -m cutefi.bench.norm --out "$out/norm.json" > "$out/norm.log" 2>&1 || rc=1
-  tail -n 200 "$out/norm.log"
-fi
-python3 -m cutefi.bench.rope --out "$out/rope.json" > "$out/rope.log" 2>&1 || rc=1
-tail -n 60 "$out/rope.log"
+# the default suite: every routine, cutefi and every installed peer, float32 refcheck
+python3 -m cutefi.bench.cli --refcheck --output "$out/suite.csv" "$out/suite.json" --plot "$out/suite.png" \
+  > "$out/suite.log" 2>&1 || rc=1
+cat "$out/suite.log"
 exit $rc

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -19,26 +18,10 @@ from typing import Any, Callable
 import torch
 
 import cutefi
+from cutefi.bench.environment import environment
 from cutefi.bench.timing import gpu_ms
 
 LAUNCHES = 10_000
-
-
-def environment() -> dict[str, Any]:
-    from importlib import metadata
-
-    from cutefi.jit import driver as drv
-
-    props = torch.cuda.get_device_properties(0)
-    version = drv.driver_cuda_version()
-    return {
-        "gpu": props.name, "cc": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
-        "driver_cuda": f"{version[0]}.{version[1]}" if version else None,
-        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-        "cuda_bindings": metadata.version("cuda-bindings"), "cutefi": cutefi.__version__,
-        "python": platform.python_version(), "command": " ".join(sys.argv),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-    }
 
 
 def host_overhead_us(call: Callable[[], Any], launches: int = LAUNCHES) -> dict[str, float]:

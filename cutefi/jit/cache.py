@@ -134,10 +134,10 @@ class ArtifactStore:
         metadata = dict(artifact.metadata, cubin_sha256=hashlib.sha256(artifact.cubin).hexdigest())
         base = entry_dir / toolchain_key
         # the metadata goes last: a reader needs it, so a half-written entry is never seen
-        _atomic_write(base.with_suffix(".cubin"), artifact.cubin)
+        atomic_write(base.with_suffix(".cubin"), artifact.cubin)
         if artifact.ptx is not None:
-            _atomic_write(base.with_suffix(".ptx"), artifact.ptx.encode())
-        _atomic_write(base.with_suffix(".json"), json.dumps(metadata, indent=1, sort_keys=True).encode())
+            atomic_write(base.with_suffix(".ptx"), artifact.ptx.encode())
+        atomic_write(base.with_suffix(".json"), json.dumps(metadata, indent=1, sort_keys=True).encode())
 
     @contextlib.contextmanager
     def lock(self, lookup_key: str, timeout: float | None = None) -> Iterator[None]:
@@ -195,7 +195,7 @@ class ArtifactStore:
         return removed
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:

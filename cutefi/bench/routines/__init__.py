@@ -1,0 +1,14 @@
+"""Every routine ``cutefi-bench`` can run; an op family adds its routines to ``ROUTINES``."""
+
+from __future__ import annotations
+
+from .base import DTYPES, BenchInputError, Cost, Routine, ShapeFlag
+from .ceilings import Attention, Copy, Matmul
+from .norm import FusedAddRmsNorm, LayerNorm, RmsNorm
+from .rope import Rope
+
+ROUTINES: dict[str, type[Routine]] = {
+    routine.name: routine for routine in (RmsNorm, FusedAddRmsNorm, LayerNorm, Rope, Copy, Matmul, Attention)
+}
+
+__all__ = ["DTYPES", "ROUTINES", "BenchInputError", "Cost", "Routine", "ShapeFlag"]

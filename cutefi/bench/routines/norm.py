@@ -1,0 +1,146 @@
+"""rmsnorm, fused_add_rmsnorm and layernorm routines (memory bound: GB/s against copy bandwidth).
+
+Bytes: rmsnorm reads input + weight and writes output; fused_add_rmsnorm reads input and
+residual and writes both (plus the weight); layernorm reads input + fp32 gamma and beta and
+writes output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+import cutefi
+
+from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, compiled, poisoned, randn
+
+EPS = 1e-6
+ROWS = ShapeFlag("rows", (1, 128, 4096, 16384, 65536), (128, 16384), "rows (tokens) M")
+HIDDEN = ShapeFlag("hidden", (2048, 4096, 8192, 16384), (4096,), "hidden size N")
+
+
+def _torch_rmsnorm(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    # `out` is the preallocated buffer cutefi writes into; torch allocates its own
+    return F.rms_norm(x, (x.shape[-1],), weight, EPS)
+
+
+def _torch_fused_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor):
+    residual.add_(x)
+    x.copy_(F.rms_norm(residual, (x.shape[-1],), weight, EPS))
+    return x, residual
+
+
+def _torch_layernorm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    # torch's layer_norm takes bf16/fp16 input with fp32 gamma/beta directly (its mixed-type path)
+    return F.layer_norm(x, (x.shape[-1],), gamma, beta, EPS)
+
+
+def _rms_reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    x = x.float()
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * weight.float()
+
+
+class _RowNorm(Routine):
+    flags = (ROWS, HIDDEN)
+
+    def check_shape(self, shape: dict[str, int]) -> None:
+        if shape["hidden"] % 8 or not 8 <= shape["hidden"] <= 32768:
+            raise BenchInputError(f"--hidden {shape['hidden']}: {self.name} takes multiples of 8 in [8, 32768]")
+
+
+class RmsNorm(_RowNorm):
+    name = "rmsnorm"
+    help = "y = x / rms(x) * w over [rows, hidden] (FlashInfer's rmsnorm)"
+    optional_backends = ("flashinfer",)
+
+    def backends(self) -> dict[str, Backend]:
+        found: dict[str, Backend] = {
+            "cutefi": lambda x, w, out: cutefi.rmsnorm(x, w, EPS, out=out),
+            "torch": _torch_rmsnorm,
+            "torch.compile": compiled(_torch_rmsnorm),
+        }
+        try:
+            import flashinfer
+
+            found["flashinfer"] = lambda x, w, out: flashinfer.rmsnorm(x, w, EPS, out=out)
+        except Exception:  # not installed, or broken: the runner reports it missing
+            pass
+        return found
+
+    def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
+        rows, hidden = shape["rows"], shape["hidden"]
+        return randn(rows, hidden, dtype=dtype), randn(hidden, dtype=dtype), poisoned(rows, hidden, dtype=dtype)
+
+    def reference(self, inputs: tuple[Any, ...], shape: dict[str, int]) -> tuple[torch.Tensor, ...]:
+        x, weight, _ = inputs
+        return (_rms_reference(x, weight),)
+
+    def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
+        elem = torch.empty((), dtype=dtype).element_size()
+        return Cost(bytes=(2 * shape["rows"] + 1) * shape["hidden"] * elem)
+
+
+class FusedAddRmsNorm(_RowNorm):
+    name = "fused_add_rmsnorm"
+    help = "in place: residual += x; x = rmsnorm(residual) (FlashInfer's fused_add_rmsnorm)"
+    optional_backends = ("flashinfer",)
+
+    def backends(self) -> dict[str, Backend]:
+        def cutefi_fused(x, residual, w):
+            cutefi.fused_add_rmsnorm(x, residual, w, EPS)
+            return x, residual
+
+        found: dict[str, Backend] = {"cutefi": cutefi_fused, "torch": _torch_fused_add,
+                                     "torch.compile": compiled(_torch_fused_add)}
+        try:
+            import flashinfer
+
+            def flashinfer_fused(x, residual, w):
+                flashinfer.fused_add_rmsnorm(x, residual, w, EPS)
+                return x, residual
+
+            found["flashinfer"] = flashinfer_fused
+        except Exception:
+            pass
+        return found
+
+    def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
+        rows, hidden = shape["rows"], shape["hidden"]
+        return randn(rows, hidden, dtype=dtype), randn(rows, hidden, dtype=dtype), randn(hidden, dtype=dtype)
+
+    def reference(self, inputs: tuple[Any, ...], shape: dict[str, int]) -> tuple[torch.Tensor, ...]:
+        x, residual, weight = inputs
+        # the sum is rounded to the residual's dtype first, as every implementation stores it
+        summed = (residual.float() + x.float()).to(residual.dtype).float()
+        return _rms_reference(summed, weight), summed
+
+    def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
+        elem = torch.empty((), dtype=dtype).element_size()
+        return Cost(bytes=(4 * shape["rows"] + 1) * shape["hidden"] * elem)
+
+
+class LayerNorm(_RowNorm):
+    name = "layernorm"
+    help = "y = (x - mean) / std * gamma + beta with fp32 gamma/beta (FlashInfer's layernorm)"
+
+    def backends(self) -> dict[str, Backend]:
+        return {
+            "cutefi": lambda x, gamma, beta: cutefi.layernorm(x, gamma, beta, EPS),
+            "torch": _torch_layernorm,
+            "torch.compile": compiled(_torch_layernorm),
+        }
+
+    def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
+        rows, hidden = shape["rows"], shape["hidden"]
+        return (randn(rows, hidden, dtype=dtype), randn(hidden, dtype=torch.float32),
+                randn(hidden, dtype=torch.float32))
+
+    def reference(self, inputs: tuple[Any, ...], shape: dict[str, int]) -> tuple[torch.Tensor, ...]:
+        x, gamma, beta = inputs
+        return (F.layer_norm(x.double(), (x.shape[-1],), gamma.double(), beta.double(), EPS).float(),)
+
+    def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
+        elem = torch.empty((), dtype=dtype).element_size()
+        return Cost(bytes=2 * shape["rows"] * shape["hidden"] * elem + 2 * shape["hidden"] * 4)
