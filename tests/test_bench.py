@@ -303,3 +303,36 @@ def test_compile_report_refuses_an_unknown_kernel(capsys):
     pytest.importorskip("cutlass")
     assert cli.main(["--compile-only", "--only", "no_such_kernel", "--arch", "8.0"]) == 2
     assert "no kernel name contains any of: no_such_kernel" in capsys.readouterr().err
+
+
+class DoubleInPlace(Routine):
+    """x *= 2 in place, two correct backends: timing mutates the inputs between refchecks."""
+
+    name = "double_inplace"
+    flags = (ShapeFlag("numel", (16,), (16,), "elements"),)
+
+    def backends(self):
+        return {"cutefi": lambda x: x.mul_(2), "torch": lambda x: x.add_(x)}
+
+    def make_inputs(self, shape, dtype):
+        return (torch.randn(shape["numel"]),)
+
+    def reference(self, inputs, shape):
+        return (inputs[0] * 2,)
+
+    def cost(self, shape, dtype):
+        return Cost(bytes=8 * shape["numel"])
+
+
+def test_refcheck_of_in_place_ops_starts_from_the_original_inputs(monkeypatch):
+    def fake_timer(fn, args, **kwargs):
+        for _ in range(3):
+            fn(*args)  # as timing would: the inputs change
+        return GpuTime((0.01,), "cupti", False)
+
+    monkeypatch.setattr(runner, "bench_gpu_time", fake_timer)
+    monkeypatch.setattr(runner, "missing_reason", lambda name: None)
+    monkeypatch.setitem(ROUTINES, "double_inplace", DoubleInPlace)
+    item = runner.plan(runner.Request("double_inplace", None, ("bf16",), {"numel": (16,)}))
+    rows = runner.run_plan(item, runner.Options(refcheck=True), ceilings=None)
+    assert [row["refcheck"] for row in rows] == ["pass", "pass"]

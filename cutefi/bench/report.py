@@ -78,8 +78,12 @@ def plot(path: str | Path, rows: Sequence[dict[str, Any]]) -> None:
     routines = list(dict.fromkeys(row["routine"] for row in timed))
     if not routines:
         raise ValueError("nothing was timed, so there is nothing to plot")
-    figure, axes = plt.subplots(1, len(routines), figsize=(5.5 * len(routines), 4.2), squeeze=False)
-    for axis, routine in zip(axes[0], routines):
+    columns_n = min(4, len(routines))
+    rows_n = -(-len(routines) // columns_n)
+    figure, axes = plt.subplots(rows_n, columns_n, figsize=(5 * columns_n, 4 * rows_n), squeeze=False)
+    for axis in axes.flat[len(routines):]:
+        axis.set_visible(False)
+    for axis, routine in zip(axes.flat, routines):
         mine = [row for row in timed if row["routine"] == routine]
         compute = bool(mine[0].get("tflops"))
         x_key, y_key = ("flops", "tflops") if compute else ("bytes", "gbps")
@@ -93,6 +97,7 @@ def plot(path: str | Path, rows: Sequence[dict[str, Any]]) -> None:
             level = ceiling[y_key] / ceiling["pct_of_ceiling"] * 100
             axis.axhline(level, linestyle="--", color="gray", linewidth=1, label=f"{ceiling['ceiling']} ceiling")
         axis.set_xscale("log")
+        axis.set_ylim(bottom=0)
         axis.set_xlabel("FLOPs per call" if compute else "bytes moved per call")
         axis.set_ylabel("TFLOP/s" if compute else "GB/s")
         axis.set_title(routine)

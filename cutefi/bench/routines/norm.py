@@ -32,9 +32,16 @@ def _torch_fused_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tens
     return x, residual
 
 
-def _torch_layernorm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
-    # torch's layer_norm takes bf16/fp16 input with fp32 gamma/beta directly (its mixed-type path)
-    return F.layer_norm(x, (x.shape[-1],), gamma, beta, EPS)
+def _torch_layernorm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, *low_precision) -> torch.Tensor:
+    # fp32 parameters, as cutefi.layernorm takes them: computed in fp32
+    return F.layer_norm(x.float(), (x.shape[-1],), gamma, beta, EPS).to(x.dtype)
+
+
+def _torch_layernorm_eager(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, gamma_low: torch.Tensor,
+                           beta_low: torch.Tensor) -> torch.Tensor:
+    # eager's fused CUDA kernel wants gamma/beta in the input dtype (no mixed-type path on CUDA):
+    # given copies converted once beforehand, as a model would store them
+    return F.layer_norm(x, (x.shape[-1],), gamma_low, beta_low, EPS)
 
 
 def _rms_reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -127,18 +134,18 @@ class LayerNorm(_RowNorm):
 
     def backends(self) -> dict[str, Backend]:
         return {
-            "cutefi": lambda x, gamma, beta: cutefi.layernorm(x, gamma, beta, EPS),
-            "torch": _torch_layernorm,
+            "cutefi": lambda x, gamma, beta, *low_precision: cutefi.layernorm(x, gamma, beta, EPS),
+            "torch": _torch_layernorm_eager,
             "torch.compile": compiled(_torch_layernorm),
         }
 
     def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
         rows, hidden = shape["rows"], shape["hidden"]
-        return (randn(rows, hidden, dtype=dtype), randn(hidden, dtype=torch.float32),
-                randn(hidden, dtype=torch.float32))
+        gamma, beta = randn(hidden, dtype=torch.float32), randn(hidden, dtype=torch.float32)
+        return randn(rows, hidden, dtype=dtype), gamma, beta, gamma.to(dtype), beta.to(dtype)
 
     def reference(self, inputs: tuple[Any, ...], shape: dict[str, int]) -> tuple[torch.Tensor, ...]:
-        x, gamma, beta = inputs
+        x, gamma, beta = inputs[:3]
         return (F.layer_norm(x.double(), (x.shape[-1],), gamma.double(), beta.double(), EPS).float(),)
 
     def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
