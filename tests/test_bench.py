@@ -336,3 +336,10 @@ def test_refcheck_of_in_place_ops_starts_from_the_original_inputs(monkeypatch):
     item = runner.plan(runner.Request("double_inplace", None, ("bf16",), {"numel": (16,)}))
     rows = runner.run_plan(item, runner.Options(refcheck=True), ceilings=None)
     assert [row["refcheck"] for row in rows] == ["pass", "pass"]
+
+
+def test_the_queued_sleep_is_bounded():
+    # a first call that compiled for seconds must not turn into a seconds-long sleep per iteration
+    assert timing.queue_cycles(5e6) == timing.queue_cycles(2000.0) == 2000 * 2000
+    assert timing.queue_cycles(1.0) == 50 * 2000
+    assert timing.queue_cycles(100.0) == 200 * 2000

@@ -36,6 +36,7 @@ from .cupti_timer import ActivityTrace, CuptiUnavailable
 TIMERS = ("cupti", "events", "graph")
 _MAX_ROTATING_COPIES = 256
 _MIN_QUEUE_US = 50.0
+_MAX_QUEUE_US = 2000.0
 _CYCLES_PER_US = 2000  # torch.cuda._sleep spins clock cycles; ~2 GHz is the top boost clock of current GPUs
 
 _warned_fallback = False
@@ -101,15 +102,15 @@ def bench_gpu_time(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dic
     kwargs = kwargs or {}
     call = (lambda: fn(*args, **kwargs))
     host_us = _warm_up(call, warmup)
-    queue_cycles = int(max(_MIN_QUEUE_US, 2 * host_us) * _CYCLES_PER_US)
+    cycles = queue_cycles(host_us)
     if timer == "graph":
-        return _time_graph(fn, args, kwargs, iters, cold_l2, calls_per_graph, queue_cycles)
+        return _time_graph(fn, args, kwargs, iters, cold_l2, calls_per_graph, cycles)
     flush = _l2_flush_buffer() if cold_l2 else None
 
     def before_window() -> None:
         if flush is not None:
             flush.zero_()
-        torch.cuda._sleep(queue_cycles)
+        torch.cuda._sleep(cycles)
 
     if timer == "cupti":
         try:
@@ -120,14 +121,26 @@ def bench_gpu_time(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dic
 
 
 def _warm_up(call: Callable[[], Any], warmup: int) -> float:
-    """Run the warm-up calls; return the longest host time of one call seen (µs)."""
+    """Run the warm-up calls, then return the host time of a warm call (µs, the longest of 3).
+
+    The first calls are left out of it: they may compile (torch.compile, a first cubin load).
+    """
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
     longest = 0.0
-    for _ in range(max(warmup, 1)):
+    for _ in range(3):
         start = time.perf_counter()
         call()
         longest = max(longest, (time.perf_counter() - start) * 1e6)
         torch.cuda.synchronize()
     return longest
+
+
+def queue_cycles(host_us: float) -> int:
+    """Device sleep (clock cycles) to queue before a window: twice a warm call's host time,
+    at least 50 µs and at most 2 ms (a call slower than that on the host is host-bound anyway)."""
+    return int(min(_MAX_QUEUE_US, max(_MIN_QUEUE_US, 2 * host_us)) * _CYCLES_PER_US)
 
 
 def _warn_fallback(reason: str) -> None:
@@ -194,7 +207,7 @@ def rotating_copies_needed(input_bytes: int, l2_bytes: int) -> int:
 
 
 def _time_graph(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], iters: int,
-                cold_l2: bool, calls_per_graph: int, queue_cycles: int) -> GpuTime:
+                cold_l2: bool, calls_per_graph: int, cycles: int) -> GpuTime:
     inputs = [(args, kwargs)]
     if cold_l2:
         l2_bytes = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
@@ -216,7 +229,7 @@ def _time_graph(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, A
     torch.cuda.synchronize()
 
     def before_window() -> None:
-        torch.cuda._sleep(queue_cycles)
+        torch.cuda._sleep(cycles)
 
     try:
         samples = _cupti_windows(graph.replay, before_window, iters)
