@@ -188,7 +188,7 @@ def compile_only(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def run_gpu(args: argparse.Namespace, plans: list) -> int:
+def run_gpu(args: argparse.Namespace, plans: list, argv: Sequence[str] = ()) -> int:
     from tqdm import tqdm
 
     from . import ceilings as ceilings_module
@@ -204,7 +204,7 @@ def run_gpu(args: argparse.Namespace, plans: list) -> int:
                                           remeasure=args.remeasure_ceilings)
         print(f"ceilings on this GPU: copy {ceilings.copy_gbps:.0f} GB/s, "
               f"bf16 matmul {ceilings.matmul_tflops:.0f} TFLOP/s ({ceilings.measured_with})")
-    env = environment()
+    env = environment(["cutefi-bench", *argv])
     env_fields = {**env, "iters": options.iters, "requested_timer": options.timer}
     if ceilings is not None:
         env_fields |= {"copy_ceiling_gbps": ceilings.copy_gbps, "matmul_ceiling_tflops": ceilings.matmul_tflops}
@@ -239,13 +239,14 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
     with warnings.catch_warnings():  # plain one-line warnings (e.g. the CUPTI fallback), restored after
         warnings.showwarning = _show_warning
-        return _run(args)
+        return _run(args, argv)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
     from cutefi.jit.driver import gpu_available
 
     try:
@@ -271,7 +272,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"cutefi-bench: no CUDA GPU visible ({why}), so nothing can be timed here; "
                   f"running the compile-only report instead.", file=sys.stderr)
         return compile_only(args)
-    return run_gpu(args, plans)
+    return run_gpu(args, plans, argv)
 
 
 if __name__ == "__main__":
