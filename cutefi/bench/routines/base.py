@@ -96,6 +96,15 @@ def poisoned(*shape: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.full(shape, float("nan"), device="cuda", dtype=dtype)
 
 
+def flashinfer_module() -> Any:
+    """FlashInfer when it imports, else None (the runner reports it as not installed)."""
+    try:
+        import flashinfer
+    except Exception:  # not installed, or a build that fails to load
+        return None
+    return flashinfer
+
+
 def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``torch.compile(fn)`` with one specialised graph per shape, as a fixed-shape server has.
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import cutefi
 
-from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, compiled, poisoned, randn
+from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, compiled, flashinfer_module, poisoned, randn
 
 EPS = 1e-6
 ROWS = ShapeFlag("rows", (1, 128, 4096, 16384, 65536), (128, 16384), "rows (tokens) M")
@@ -68,12 +68,9 @@ class RmsNorm(_RowNorm):
             "torch": _torch_rmsnorm,
             "torch.compile": compiled(_torch_rmsnorm),
         }
-        try:
-            import flashinfer
-
+        flashinfer = flashinfer_module()
+        if flashinfer is not None:
             found["flashinfer"] = lambda x, w, out: flashinfer.rmsnorm(x, w, EPS, out=out)
-        except Exception:  # not installed, or broken: the runner reports it missing
-            pass
         return found
 
     def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
@@ -101,16 +98,13 @@ class FusedAddRmsNorm(_RowNorm):
 
         found: dict[str, Backend] = {"cutefi": cutefi_fused, "torch": _torch_fused_add,
                                      "torch.compile": compiled(_torch_fused_add)}
-        try:
-            import flashinfer
-
+        flashinfer = flashinfer_module()
+        if flashinfer is not None:
             def flashinfer_fused(x, residual, w):
                 flashinfer.fused_add_rmsnorm(x, residual, w, EPS)
                 return x, residual
 
             found["flashinfer"] = flashinfer_fused
-        except Exception:
-            pass
         return found
 
     def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:

@@ -8,7 +8,7 @@ import torch
 
 import cutefi
 
-from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, compiled, randn
+from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, compiled, flashinfer_module, randn
 
 THETA = 1e4
 MAX_POSITION = 16384
@@ -46,12 +46,9 @@ class Rope(Routine):
             "torch": _torch_rope,
             "torch.compile": compiled(_torch_rope),
         }
-        try:
-            import flashinfer
-
+        flashinfer = flashinfer_module()
+        if flashinfer is not None:
             found["flashinfer"] = flashinfer.apply_rope_pos_ids
-        except Exception:
-            pass
         return found
 
     def check_shape(self, shape: dict[str, int]) -> None:
