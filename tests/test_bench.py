@@ -136,6 +136,7 @@ def test_bench_gpu_time_refuses_bad_arguments():
     (["--routine", "rmsnorm", "--dtype", "fp8"], "--dtype fp8: accepted are bf16, fp16"),
     (["--output", "results.txt"], "the suffix picks the format"),
     (["--plot", "plot.svg"], "write a .png"),
+    (["--output", "/nonexistent/folder/r.csv"], "the folder /nonexistent/folder does not exist"),
     (["--iters", "0"], "--iters"),
     (["--testlist", "/nonexistent/cases.txt"], "No such file"),
 ])

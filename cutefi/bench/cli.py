@@ -161,6 +161,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
     for path in args.output:
         if Path(path).suffix not in OUTPUT_SUFFIXES:
             raise BenchInputError(f"--output {path}: the suffix picks the format, one of {', '.join(OUTPUT_SUFFIXES)}")
+    for path in [*args.output, *([args.plot] if args.plot else [])]:
+        if not Path(path).resolve().parent.is_dir():
+            raise BenchInputError(f"{path}: the folder {Path(path).resolve().parent} does not exist")
     if args.plot and Path(args.plot).suffix != ".png":
         raise BenchInputError(f"--plot {args.plot}: write a .png")
     if args.plot and importlib.util.find_spec("matplotlib") is None:
