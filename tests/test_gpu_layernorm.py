@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import cutefi
+from norm_cases import row_norm_cases
 
 pytestmark = pytest.mark.gpu
 
@@ -42,18 +43,10 @@ def make_params(hidden):
     return torch.randn(hidden, device="cuda"), torch.randn(hidden, device="cuda")
 
 
-def cases():
-    for dtype, dtype_id in zip(DTYPES, DTYPE_IDS):
-        for hidden in HIDDEN:
-            for rows in ROWS:
-                if rows * hidden > 2**28:
-                    continue
-                for strided in (False, True):
-                    yield pytest.param(dtype, hidden, rows, strided,
-                                       id=f"{dtype_id}-N{hidden}-M{rows}-{'strided' if strided else 'contig'}")
+CASES = list(row_norm_cases(zip(DTYPES, DTYPE_IDS), HIDDEN, ROWS))
 
 
-@pytest.mark.parametrize("dtype, hidden, rows, strided", list(cases()))
+@pytest.mark.parametrize("dtype, hidden, rows, strided", CASES)
 def test_layernorm(dtype, hidden, rows, strided):
     x = make_input(rows, hidden, dtype, strided)
     gamma, beta = make_params(hidden)

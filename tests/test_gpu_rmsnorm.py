@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import cutefi
+from norm_cases import row_norm_cases
 
 pytestmark = pytest.mark.gpu
 
@@ -32,18 +33,10 @@ def make_input(rows, hidden, dtype, strided):
     return torch.randn(rows, hidden, device="cuda", dtype=dtype)
 
 
-def cases():
-    for dtype in (torch.bfloat16, torch.float16):
-        for hidden in HIDDEN:
-            for rows in ROWS:
-                if rows * hidden > 2**28:
-                    continue
-                for strided in (False, True):
-                    yield pytest.param(dtype, hidden, rows, strided,
-                                       id=f"{str(dtype)[6:]}-N{hidden}-M{rows}-{'strided' if strided else 'contig'}")
+CASES = list(row_norm_cases([(d, str(d)[6:]) for d in (torch.bfloat16, torch.float16)], HIDDEN, ROWS))
 
 
-@pytest.mark.parametrize("dtype, hidden, rows, strided", list(cases()))
+@pytest.mark.parametrize("dtype, hidden, rows, strided", CASES)
 @pytest.mark.parametrize("gemma", [False, True], ids=["plain", "gemma"])
 def test_rmsnorm(dtype, hidden, rows, strided, gemma):
     x = make_input(rows, hidden, dtype, strided)
@@ -56,7 +49,7 @@ def test_rmsnorm(dtype, hidden, rows, strided, gemma):
     assert_close(out, reference(x, weight, 1e-6, gemma), dtype)
 
 
-@pytest.mark.parametrize("dtype, hidden, rows, strided", list(cases()))
+@pytest.mark.parametrize("dtype, hidden, rows, strided", CASES)
 @pytest.mark.parametrize("gemma", [False, True], ids=["plain", "gemma"])
 def test_fused_add_rmsnorm_in_place(dtype, hidden, rows, strided, gemma):
     x = make_input(rows, hidden, dtype, strided)

@@ -174,9 +174,13 @@ def _event_windows(call: Callable[[], Any], before_window: Callable[[], None], i
     return [start.elapsed_time(end) for start, end in pairs]
 
 
+def _l2_bytes() -> int:
+    """The current GPU's L2 size (64 MiB if torch does not report it)."""
+    return getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or (64 << 20)
+
+
 def _l2_flush_buffer() -> torch.Tensor:
-    l2_bytes = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or (64 << 20)
-    return torch.empty(2 * l2_bytes, dtype=torch.uint8, device="cuda")
+    return torch.empty(2 * _l2_bytes(), dtype=torch.uint8, device="cuda")
 
 
 def clone_tensors(value: Any) -> Any:
@@ -210,8 +214,7 @@ def _time_graph(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, A
                 cold_l2: bool, calls_per_graph: int, cycles: int) -> GpuTime:
     inputs = [(args, kwargs)]
     if cold_l2:
-        l2_bytes = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
-        copies = rotating_copies_needed(_tensor_bytes((args, kwargs)), l2_bytes or (64 << 20))
+        copies = rotating_copies_needed(_tensor_bytes((args, kwargs)), _l2_bytes())
         inputs += [clone_tensors((args, kwargs)) for _ in range(copies - 1)]
     calls = max(calls_per_graph, len(inputs))
     side = torch.cuda.Stream()
