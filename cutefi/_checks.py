@@ -44,7 +44,3 @@ def require_same_device(*named: tuple[str, torch.Tensor]) -> None:
         listed = ", ".join(f"{name} on {tensor.device}" for name, tensor in named)
         raise ValueError(f"tensors must be on one device: {listed}")
 
-
-def current_stream(device_index: int) -> int:
-    """torch's current stream on ``device_index`` as a raw handle (cheaper than current_stream())."""
-    return torch._C._cuda_getCurrentRawStream(device_index)

@@ -296,7 +296,7 @@ def test_without_a_gpu_the_command_says_so_and_builds_instead(tmp_path):
     assert document["schema"] == "cutefi-bench-compile/1"
     built = {(row["kernel"], row["target"]) for row in document["rows"]}
     assert built == {("copy.vector_copy()", "sm_80"), ("copy.vector_copy()", "sm_120a"),
-                     ("utils.fill(bits=16)", "sm_80"), ("utils.fill(bits=16)", "sm_120a")}
+                     ("fill.fill(bits=16)", "sm_80"), ("fill.fill(bits=16)", "sm_120a")}
     assert all(row["cubin_bytes"] > 1000 and row["build_s"] > 0 for row in document["rows"])
 
 

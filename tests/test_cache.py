@@ -13,7 +13,7 @@ import pytest
 from cutefi.jit.cache import Artifact, ArtifactStore, UnsafeCacheError
 from cutefi.jit.lookup import find_artifact
 from cutefi.jit.targets import Target
-from cutefi.utils.fill import FILL_SPECS
+from cutefi.fill.launch import FILL_SPECS
 
 SPEC = FILL_SPECS[32]  # NVRTC: builds in ~0.1 s on any machine
 TARGET = Target(9, 0)

@@ -65,7 +65,7 @@ def test_aot_builds_a_pack_and_lookup_uses_it(tmp_path, monkeypatch):
     assert ("copy.tma_copy", "sm_90") in targets and ("copy.tma_copy", "sm_80") not in targets
     assert "sm_80 dropped: the tma family" in result.stdout
 
-    from cutefi.copy.copy import COPY_SPEC
+    from cutefi.copy.launch import COPY_SPEC
     from cutefi.jit import lookup
     from cutefi.jit.targets import Target
 

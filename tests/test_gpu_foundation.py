@@ -93,7 +93,7 @@ def test_runs_on_a_non_default_stream():
 
 
 def test_wrong_target_cubin_names_target_and_device():
-    from cutefi.copy.copy import COPY_SPEC
+    from cutefi.copy.launch import COPY_SPEC
     from cutefi.jit.loader import Kernel, KernelLoadError
     from cutefi.jit.lookup import find_artifact
     from cutefi.jit.targets import Target

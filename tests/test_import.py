@@ -26,7 +26,7 @@ def test_cached_lookup_does_not_import_cutlass(tmp_path):
         "import sys\n"
         "from cutefi.jit.lookup import find_artifact\n"
         "from cutefi.jit.targets import Target\n"
-        "from cutefi.copy.copy import COPY_SPEC\n"
+        "from cutefi.copy.launch import COPY_SPEC\n"
         "find_artifact(COPY_SPEC, Target(9, 0))\n"
         "print('cutlass' in sys.modules)\n"
     )

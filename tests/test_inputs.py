@@ -41,7 +41,7 @@ def test_param_kind_is_checked():
 
 
 def test_missing_kernel_explains_how_to_get_cubins(monkeypatch, isolated_cache):
-    from cutefi.copy.copy import COPY_SPEC
+    from cutefi.copy.launch import COPY_SPEC
     from cutefi.jit import lookup
     from cutefi.jit.targets import Target
 

@@ -5,6 +5,8 @@ import pytest
 from cutefi.jit.policy import Family, TargetPolicy, Toolchain, family_target
 from cutefi.jit.targets import Target, parse_target_list
 
+from conftest import requires_dsl
+
 CUDA_12_8 = Toolchain("CuTe DSL", "test", (12, 8), min_cc=(8, 0))
 CUDA_12_9 = Toolchain("CuTe DSL", "test", (12, 9), min_cc=(8, 0))
 CUDA_13_0 = Toolchain("NVRTC", "13.0", (13, 0))
@@ -52,7 +54,12 @@ def test_list_separators():
     (Family.SIMT, (10, 0), "sm_100a"),
     (Family.SIMT, (12, 0), "sm_120a"),
     (Family.SIMT, (12, 1), "sm_121a"),   # exact: never an sm_120a binary for CC 12.1
+    (Family.MMA_SYNC, (8, 0), "sm_80"),
     (Family.MMA_SYNC, (9, 0), "sm_90"),
+    (Family.MMA_SYNC, (10, 0), "sm_100a"),  # B200: mma.sync runs on Blackwell too
+    (Family.MMA_SYNC, (10, 3), "sm_103a"),  # GB300
+    (Family.MMA_SYNC, (11, 0), "sm_110a"),  # Thor
+    (Family.MMA_SYNC, (12, 0), "sm_120a"),
     (Family.MMA_SYNC, (12, 1), "sm_121a"),
     (Family.WGMMA, (9, 0), "sm_90a"),
     (Family.TMA, (9, 0), "sm_90"),
@@ -67,7 +74,9 @@ def test_device_to_target_is_exact(family, cc, expected):
     (Family.WGMMA, (12, 0), "only sm_90a"),
     (Family.TCGEN05, (9, 0), "sm_100a or sm_103a"),
     (Family.TMA, (8, 6), "9.0 and newer"),
-    (Family.MMA_SYNC, (10, 0), "8.0, 8.6, 8.9, 9.0, 12.0 and 12.1"),
+    (Family.MMA_SYNC, (8, 7), "8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0 and 12.1"),
+    (Family.MMA_SYNC, (10, 7), "8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0 and 12.1"),
+    (Family.MMA_SYNC, (7, 5), "8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0 and 12.1"),
 ])
 def test_family_refusals(family, cc, reason):
     result = family_target(family, Target(*cc))
@@ -89,6 +98,16 @@ def _decide(toolchain, arch_list, family=Family.SIMT, driver=None):
     (CUDA_12_9, "7.5 8.0", Family.SIMT, ["sm_80"], {"sm_75": "8.0 and newer"}),
     (CUDA_12_9, "8.0 9.0 12.0", Family.WGMMA, ["sm_90a"], {"sm_80": "only sm_90a", "sm_120": "only sm_90a"}),
     (CUDA_12_9, "9.0 9.0a", Family.MMA_SYNC, ["sm_90"], {}),  # de-duplicated
+    # mma.sync on every tensor-core chip; CUDA 12.9 knows Thor only as sm_101, not sm_110
+    (CUDA_12_9, "8.0 8.6 8.9 9.0 10.0 10.3 11.0 12.0 12.1", Family.MMA_SYNC,
+     ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100a", "sm_103a", "sm_120a", "sm_121a"],
+     {"sm_110": "needs CUDA 13.0, CuTe DSL uses CUDA 12.9"}),
+    (CUDA_13_0, "8.0 8.6 8.9 9.0 10.0 10.3 11.0 12.0 12.1", Family.MMA_SYNC,
+     ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100a", "sm_103a", "sm_110a", "sm_120a",
+      "sm_121a"], {}),
+    (CUDA_12_8, "10.0 10.3 12.0 12.1", Family.MMA_SYNC, ["sm_100a", "sm_120a"],
+     {"sm_103": "needs CUDA 12.9", "sm_121": "needs CUDA 12.9"}),
+    (CUDA_12_9, "10.0f 12.0f", Family.MMA_SYNC, ["sm_100f", "sm_120f"], {}),
 ])
 def test_policy_table(toolchain, arch_list, family, kept, dropped):
     decision = _decide(toolchain, arch_list, family)
@@ -121,3 +140,22 @@ def test_environment_variable_and_devices(monkeypatch):
 def test_family_portable_request_kept():
     assert str(family_target(Family.SIMT, Target(12, 0, "f"))) == "sm_120f"
     assert str(family_target(Family.WGMMA, Target(9, 0, "f"))) == "sm_90a"
+
+
+@requires_dsl
+def test_installed_dsl_mma_sync_targets():
+    """The installed CuTe DSL's mma_sync targets: each Blackwell chip kept where its CUDA
+    version builds it, else dropped in one sentence (tests/test_mma_sync_targets.py builds
+    each kept one down to SASS)."""
+    from cutefi.jit.toolchain import dsl_toolchain
+
+    toolchain = dsl_toolchain()
+    decision = TargetPolicy(tuple(parse_target_list("10.0 10.3 11.0")), toolchain).decide(
+        Family.MMA_SYNC)
+    assert [t.sm for t in decision.kept][:2] == ["sm_100a", "sm_103a"]
+    if toolchain.cuda_version >= (13, 0):
+        assert [t.sm for t in decision.kept] == ["sm_100a", "sm_103a", "sm_110a"]
+    else:
+        assert [(t.sm, r) for t, r in decision.dropped] == [
+            ("sm_110", f"needs CUDA 13.0, CuTe DSL uses CUDA {toolchain.cuda_version[0]}."
+                       f"{toolchain.cuda_version[1]}")]

@@ -44,18 +44,24 @@ def host_overhead_us(call: Callable[[], Any], launches: int = LAUNCHES) -> dict[
 
 
 def launch_overhead() -> dict[str, Any]:
-    from cutefi.copy.copy import COPY_SPEC
+    from cutefi.copy.launch import COPY_SPEC
     from cutefi.jit.lookup import get_kernel
 
     src = torch.randn(8, device="cuda", dtype=torch.float16)
     dst = torch.empty_like(src)
     a, b, c = (torch.randn(8, device="cuda") for _ in range(3))
+    x, w = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16), torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty_like(x)
     kernel = get_kernel(COPY_SPEC, 0)
     stream = torch.cuda.current_stream().cuda_stream
-    args = (src.data_ptr(), dst.data_ptr(), 1)
+    s, d = src.data_ptr(), dst.data_ptr()
     return {
         "cutefi.copy_ (public call: checks + lookup + launch)": host_overhead_us(lambda: cutefi.copy_(dst, src)),
-        "Kernel.launch (loader only)": host_overhead_us(lambda: kernel.launch((1, 1, 1), args, stream, 0)),
+        "cutefi.rmsnorm(out=) 1x4096 (public call)": host_overhead_us(lambda: cutefi.rmsnorm(x, w, out=y)),
+        "Kernel.launch (loader only, torch stream lookup)":
+            host_overhead_us(lambda: kernel.launch((1, 1, 1), 0, src=s, dst=d, num_vectors=1)),
+        "Kernel.launch (loader only, stream given)":
+            host_overhead_us(lambda: kernel.launch((1, 1, 1), 0, stream, src=s, dst=d, num_vectors=1)),
         "torch.add(out=) (peer)": host_overhead_us(lambda: torch.add(a, b, out=c)),
     }
 

@@ -1,0 +1,3 @@
+"""Copy family: vectorised and TMA + cluster device-to-device copies."""
+
+API = ("copy_", "tma_copy_")

@@ -1,98 +1,134 @@
-"""Load artifacts into the driver and launch them on torch's current stream.
+"""Load cubins per device and launch them on the tensors' device, whatever device is current.
 
-One ``cuLibraryLoadData`` per artifact gives a context-independent ``CUkernel``; per device
-the loader forces the load into the device's context (so a wrong-target cubin fails here,
-with the target and the device named), checks parameter sizes with
-``cuKernelGetParamInfo``, and sets the dynamic shared-memory and cluster attributes.
+One ``cuLibraryLoadData`` per artifact gives a context-independent ``CUkernel``. Per device,
+:meth:`Kernel.prepare` forces the load into that device's primary context (so a wrong-target
+cubin fails there, naming the target and the device), checks every parameter's size with
+``cuKernelGetParamInfo`` and sets the shared-memory and cluster attributes.
 
-The launch path does no allocation, synchronisation, import or tracing: a per-thread
-parameter block is refilled in place and handed to the driver as a ``void**``, so launches
-can be captured in CUDA graphs. Kernels without a cluster call libcuda's ``cuLaunchKernelEx``
-through ctypes with a struct-packed config (cuda-python's wrapper builds Python objects on
-every call); cluster kernels, and machines where libcuda cannot be opened by name, go
-through cuda-python.
+A launch passes the ``CUkernel`` itself to ``cuLaunchKernelEx``: the driver then runs it in
+the context of the stream it is given, so a call on ``cuda:1`` tensors runs on ``cuda:1``
+even while ``cuda:0`` is current. Only torch's legacy default stream (handle 0) carries no
+context; for it the device's primary context is pushed around the launch when another one
+is current.
+
+The launch path allocates nothing and makes no Python-level driver wrapper: arguments are
+packed **by name** into a per-thread parameter buffer by a function generated from the
+contract, the launch config (with cluster and PDL attributes) is refilled with one
+``struct.pack_into``, and libcuda is called through ctypes. TMA descriptors are encoded
+once per (address, shape, strides) and copied in afterwards. Every launch can be captured
+in a CUDA graph.
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import struct
-import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Any
 
-from . import driver as drv
+from . import libcuda
 from .cache import Artifact
-from .contract import LaunchContract, TmaRecipe
+from .contract import LaunchContract, Param, TmaRecipe
 
-_CTYPE_FOR_KIND = {
-    "ptr": ctypes.c_uint64,
-    "i64": ctypes.c_int64,
-    "i32": ctypes.c_int32,
-    "f32": ctypes.c_float,
-    "tma": ctypes.c_uint8 * 128,
-}
-_STRUCT_FOR_KIND = {"ptr": "Q", "i64": "q", "i32": "i", "f32": "f"}
 _SMEM_DEFAULT_LIMIT = 48 * 1024
-
-
-@functools.lru_cache(maxsize=1)
-def _ctypes_launch() -> Any:
-    """libcuda's ``cuLaunchKernelEx`` as a ctypes function, or None where it cannot be opened.
-
-    Four pointer-sized arguments: the per-thread ``CUlaunchConfig`` is refilled with one
-    ``struct.pack_into`` (grid, block, shared memory, stream), so a launch converts no Python
-    objects beyond four integers.
-    """
-    try:
-        library = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
-        launch = library.cuLaunchKernelEx
-    except (OSError, AttributeError):
-        return None
-    launch.argtypes = [ctypes.c_void_p] * 4
-    launch.restype = ctypes.c_int
-    return launch
-
-
-# CUlaunchConfig: gridDim{X,Y,Z}, blockDim{X,Y,Z}, sharedMemBytes (uint32), pad, hStream at 32,
-# attrs at 40 (NULL), numAttrs at 48 (0): 56 bytes
-_LAUNCH_CONFIG = struct.Struct("@7I4xQ")
-_LAUNCH_CONFIG_BYTES = 56
+_STRUCT_CODE = {"ptr": "Q", "i64": "q", "i32": "i", "f32": "f"}
+# CUlaunchConfig: grid xyz, block xyz, sharedMemBytes (u32), pad, hStream @32, attrs @40,
+# numAttrs @48, pad: 56 bytes
+_LAUNCH_CONFIG = struct.Struct("=7I4xQQI4x")
+# CUlaunchAttribute: id (u32), pad to 8, 64-byte value union: 72 bytes
+_ATTRIBUTE_BYTES = 72
+_DESCRIPTOR_CACHE_LIMIT = 1024
+_SWIZZLE = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
+_L2_PROMOTION = {"none": 0, "64B": 1, "128B": 2, "256B": 3}
 
 
 class KernelLoadError(RuntimeError):
     """The driver could not load a cubin on a device (usually a target/device mismatch)."""
 
 
-class _ParamBlock:
-    """ctypes storage for one launch's parameters plus the ``void*[]`` pointing at them.
+def param_offsets(params: tuple[Param, ...]) -> tuple[list[int], int]:
+    """Each parameter's offset in a naturally aligned buffer, and the buffer's size."""
+    offsets, cursor = [], 0
+    for param in params:
+        cursor = -(-cursor // param.abi_align) * param.abi_align
+        offsets.append(cursor)
+        cursor += param.size
+    return offsets, max(cursor, 1)
 
-    Scalar-only kernels are filled with one ``struct.pack_into`` (native alignment, as in the
-    kernel's parameter list), about ten times cheaper than setting ctypes values one by one;
-    kernels with TMA descriptors keep one ctypes object per parameter.
+
+def make_packer(contract: LaunchContract, encode_tma: Callable[[bytearray, int, Any], None]) -> Callable[..., None]:
+    """``pack(buffer, **args)``: write every parameter, given by name, at its offset.
+
+    Generated once per contract so a launch costs one ``struct.pack_into`` of the scalars
+    and pointers plus one copy per TMA descriptor; a missing, unknown or misspelled name is
+    a TypeError from Python's own keyword matching, a wrong value one naming the parameter.
     """
+    offsets, _ = param_offsets(contract.params)
+    fmt, cursor, scalar_names, tma_slots = "=", 0, [], []
+    for param, offset in zip(contract.params, offsets):
+        if param.kind == "tma":
+            tma_slots.append((param.name, offset))
+            continue
+        fmt += f"{offset - cursor}x" if offset > cursor else ""
+        fmt += _STRUCT_CODE[param.kind]
+        cursor = offset + param.size
+        scalar_names.append(param.name)
+    names = ", ".join(contract.names)
+    body = [f"def pack(buffer, *, {names}):"]
+    if scalar_names:
+        body += ["    try:",
+                 f"        _pack_into(buffer, 0, {', '.join(scalar_names)})",
+                 "    except struct.error as exc:",
+                 f"        _explain(exc, {', '.join(f'{n}={n}' for n in scalar_names)})"]
+    body += [f"    _encode(buffer, {offset}, {name}, {name!r})" for name, offset in tma_slots]
+    if len(body) == 1:
+        body.append("    pass")
+    scope = {"_pack_into": struct.Struct(fmt).pack_into, "struct": struct, "_encode": encode_tma,
+             "_explain": _explainer(contract)}
+    exec("\n".join(body), scope)  # noqa: S102 - code built from validated identifiers only
+    return scope["pack"]
 
-    def __init__(self, kinds: Sequence[str]) -> None:
-        self.values: list[Any] = []
-        self.packer = None
-        if "tma" not in kinds:
-            fmt = "@" + "".join(_STRUCT_FOR_KIND[kind] for kind in kinds)
-            self.packer = struct.Struct(fmt)
-            self.buffer = ctypes.create_string_buffer(max(1, self.packer.size))
-            base = ctypes.addressof(self.buffer)
-            offsets = [struct.calcsize("@" + "".join(_STRUCT_FOR_KIND[k] for k in kinds[:i]) + _STRUCT_FOR_KIND[kind])
-                       - struct.calcsize(_STRUCT_FOR_KIND[kind]) for i, kind in enumerate(kinds)]
-            addresses = [base + offset for offset in offsets]
-        else:
-            self.values = [_CTYPE_FOR_KIND[kind]() for kind in kinds]
-            addresses = [ctypes.addressof(value) for value in self.values]
-        self.pointers = (ctypes.c_void_p * max(1, len(kinds)))(*addresses)
-        self.address = ctypes.addressof(self.pointers)
-        # this thread's CUlaunchConfig for the ctypes path (no attributes: no cluster)
-        self.config = ctypes.create_string_buffer(_LAUNCH_CONFIG_BYTES)
+
+def _explainer(contract: LaunchContract) -> Callable[..., None]:
+    kinds = {p.name: p.kind for p in contract.params}
+
+    def explain(exc: struct.error, **values: Any) -> None:
+        for name, value in values.items():
+            try:
+                struct.pack("=" + _STRUCT_CODE[kinds[name]], value)
+            except struct.error as bad:
+                raise TypeError(f"kernel parameter {name!r} ({kinds[name]}): {value!r} ({bad})") from None
+        raise TypeError(str(exc))
+
+    return explain
+
+
+class _ThreadState:
+    """One thread's parameter buffer, ``void*[]`` and launch config (with attributes)."""
+
+    def __init__(self, contract: LaunchContract) -> None:
+        offsets, size = param_offsets(contract.params)
+        self.buffer = bytearray(size)
+        self._raw = (ctypes.c_char * size).from_buffer(self.buffer)
+        base = ctypes.addressof(self._raw)
+        self.pointers = (ctypes.c_void_p * max(1, len(offsets)))(*(base + o for o in offsets))
+        self.pointers_address = ctypes.addressof(self.pointers)
+        self.config = ctypes.create_string_buffer(_LAUNCH_CONFIG.size)
         self.config_address = ctypes.addressof(self.config)
+        # attributes: the cluster shape (if any), then PDL (counted only when asked for)
+        self.attributes = ctypes.create_string_buffer(2 * _ATTRIBUTE_BYTES)
+        self.attributes_address = ctypes.addressof(self.attributes)
+        count = 0
+        if contract.cluster != (1, 1, 1):
+            struct.pack_into("=I4x3I", self.attributes, 0, libcuda.LAUNCH_ATTR_CLUSTER_DIMENSION,
+                             *contract.cluster)
+            count = 1
+        struct.pack_into("=I4xi", self.attributes, count * _ATTRIBUTE_BYTES,
+                         libcuda.LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION, 1)
+        self.base_attributes = count
+        self.context_out = ctypes.c_void_p()
+        self.context_out_ref = ctypes.byref(self.context_out)
 
 
 class Kernel:
@@ -104,188 +140,131 @@ class Kernel:
         self.entry: str = artifact.metadata["entry"]
         self.target: str = artifact.metadata["target"]
         self.name: str = artifact.metadata.get("spec", self.entry)
-        self._kinds = [p.kind for p in contract.params]
-        self._tma_slots = {
-            index: next(t for t in contract.tma if t.param == p.name)
-            for index, p in enumerate(contract.params) if p.kind == "tma"
-        }
         self._local = threading.local()
-        self._ready_devices: set[int] = set()
-        # device index -> CUfunction handle (int) for the ctypes fast path
-        self._functions: dict[int, int] = {}
-        self._fast_launch = None
+        self._ready: dict[int, bool] = {}  # device -> PDL usable there
+        self._contexts: dict[int, int] = {}
+        self._descriptors: dict[tuple, bytes] = {}
+        self._pack = make_packer(contract, self._encode_tma)
         self._block_and_smem = (*contract.block, contract.smem_bytes)
-        drv.init()
-        driver = drv._driver()
-        self._driver = driver
         try:
-            self._library = drv.check(
-                driver.cuLibraryLoadData(artifact.cubin, [], [], 0, [], [], 0), "cuLibraryLoadData"
-            )
-            self._kernel = drv.check(
-                driver.cuLibraryGetKernel(self._library, self.entry.encode()), "cuLibraryGetKernel"
-            )
-        except drv.CudaDriverError as exc:
-            raise self._load_error(exc) from exc
-        self._config = self._make_config()
+            self._library = libcuda.library_load(artifact.cubin)
+            self._kernel = libcuda.library_kernel(self._library, self.entry)
+        except libcuda.CudaDriverError as exc:
+            raise self._load_error(exc, None) from exc
+        self._launch_fn = libcuda.lib().cuLaunchKernelEx
+        self._get_context = libcuda.lib().cuCtxGetCurrent
 
     # -- set-up, once per kernel and device --------------------------------------------
-    def _make_config(self) -> Any:
-        driver = self._driver
-        config = driver.CUlaunchConfig()
-        config.blockDimX, config.blockDimY, config.blockDimZ = self.contract.block
-        config.sharedMemBytes = self.contract.smem_bytes
-        attrs = []
-        if self.contract.cluster != (1, 1, 1):
-            attr = driver.CUlaunchAttribute()
-            attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.contract.cluster
-            attrs.append(attr)
-        config.attrs = attrs
-        config.numAttrs = len(attrs)
-        return config
-
-    def prepare(self, device_index: int) -> None:
-        """Load into ``device_index``'s context and check the cubin against the device."""
-        if device_index in self._ready_devices:
+    def prepare(self, device: int) -> None:
+        """Load into ``device``'s context and check the cubin against the device."""
+        if device in self._ready:
             return
-        driver = self._driver
-        device = drv.check(driver.cuDeviceGet(device_index), "cuDeviceGet")
-        _ensure_context(device)
-        try:
-            function = drv.check(driver.cuKernelGetFunction(self._kernel), "cuKernelGetFunction")
-        except drv.CudaDriverError as exc:
-            raise self._load_error(exc) from exc
+        with libcuda.on_device(device):
+            try:
+                libcuda.kernel_function(self._kernel)
+            except libcuda.CudaDriverError as exc:
+                raise self._load_error(exc, device) from exc
         self._check_params()
-        attr = driver.CUfunction_attribute
         if self.contract.smem_bytes > _SMEM_DEFAULT_LIMIT:
-            drv.check(driver.cuKernelSetAttribute(
-                attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.contract.smem_bytes,
-                self._kernel, device), "cuKernelSetAttribute(max dynamic smem)")
+            libcuda.kernel_set_attribute(libcuda.FUNC_MAX_DYNAMIC_SMEM, self.contract.smem_bytes,
+                                         self._kernel, device, "max dynamic smem")
         cx, cy, cz = self.contract.cluster
         if cx * cy * cz > 8:
-            drv.check(driver.cuKernelSetAttribute(
-                attr.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1, self._kernel, device),
-                "cuKernelSetAttribute(non-portable cluster)")
-        if self.contract.cluster == (1, 1, 1) and _ctypes_launch() is not None:
-            self._fast_launch = _ctypes_launch()
-            self._functions[device_index] = int(function)
-        self._ready_devices.add(device_index)
+            libcuda.kernel_set_attribute(libcuda.FUNC_NON_PORTABLE_CLUSTER, 1, self._kernel, device,
+                                         "non-portable cluster")
+        self._contexts[device] = libcuda.primary_context(device)
+        major = libcuda.device_attribute(libcuda.ATTR_CC_MAJOR, device)
+        self._ready[device] = self.contract.pdl and major >= 9
 
-    def _fill_one_by_one(self, values: list[Any], args: Sequence[Any]) -> None:
-        for index, value in enumerate(args):
-            if index in self._tma_slots:
-                _encode_tma(self._driver, self._tma_slots[index], value, values[index])
-            else:
-                values[index].value = value
+    def _load_error(self, exc: Exception, device: int | None) -> KernelLoadError:
+        where = "this machine" if device is None else f"device {device}"
+        if device is not None:
+            from .driver import device_info
 
-    def _load_error(self, exc: Exception) -> KernelLoadError:
+            info = device_info(device)
+            where += f" ({info.name}, CC {info.cc[0]}.{info.cc[1]})"
         return KernelLoadError(
-            f"cannot load {self.name}: the cubin is built for {self.target}, which "
-            f"{_describe_current_device()} cannot run ({exc}); build for this device's target "
-            f"(see `cutefi env`)"
+            f"cannot load {self.name}: the cubin is built for {self.target}, which {where} cannot "
+            f"run ({exc}); build for this device's target (see `cutefi env`)"
         )
 
     def _check_params(self) -> None:
-        driver = self._driver
-        for index, param in enumerate(self.contract.params):
-            _offset, size = drv.check(driver.cuKernelGetParamInfo(self._kernel, index), "cuKernelGetParamInfo")
-            if size != param.size:  # offsets differ from the PTX order for descriptors: sizes only
-                raise KernelLoadError(
-                    f"{self.name}: parameter {index} ({param.name}) is {size} bytes in the cubin, "
-                    f"the contract says {param.size}"
-                )
-        err, *_ = driver.cuKernelGetParamInfo(self._kernel, len(self.contract.params))
-        if err == driver.CUresult.CUDA_SUCCESS:
-            raise KernelLoadError(f"{self.name}: the cubin has more parameters than the contract")
+        sizes = libcuda.kernel_param_sizes(self._kernel)
+        declared = [p.size for p in self.contract.params]
+        # offsets differ from the PTX order for descriptors: compare sizes
+        if sizes != declared:
+            raise KernelLoadError(
+                f"{self.name}: the cubin's parameter sizes are {sizes}, the contract declares "
+                f"{list(zip(self.contract.names, declared))}"
+            )
+
+    def _encode_tma(self, buffer: bytearray, offset: int, tensor: Any, name: str) -> None:
+        key = (name, tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()))
+        descriptor = self._descriptors.get(key)
+        if descriptor is None:
+            if len(self._descriptors) >= _DESCRIPTOR_CACHE_LIMIT:
+                self._descriptors.clear()
+            descriptor = self._descriptors[key] = encode_descriptor(self.contract.recipe(name), tensor)
+        buffer[offset:offset + 128] = descriptor
 
     # -- the launch path -----------------------------------------------------------------
-    def launch(self, grid: tuple[int, int, int], args: Sequence[Any], stream: int,
-               device_index: int) -> None:
-        """Launch on ``stream`` (a raw ``cudaStream_t``) of ``device_index``.
+    def launch(self, grid: tuple[int, int, int], device: int, stream: int | None = None,
+               pdl: bool = False, /, **args: Any) -> None:
+        """Launch on ``device`` (the tensors' device), with the contract's parameters by name.
 
-        ``args`` follow the contract's parameters: ints (addresses for ``ptr``), floats, and
-        for ``tma`` parameters a torch tensor whose descriptor is encoded here.
+        ``stream``: a raw ``cudaStream_t`` of that device; None: torch's current stream there.
+        Pointers are ints (addresses), ``tma`` parameters tensors. ``pdl`` asks for
+        programmatic dependent launch; it is used only where the kernel waits for its inputs
+        (``contract.pdl``) and the device has it (sm_90+), and ignored elsewhere.
         """
-        if device_index not in self._ready_devices:
-            self.prepare(device_index)
-        block = getattr(self._local, "params", None)
-        if block is None:
-            block = self._local.params = _ParamBlock(self._kinds)
-        if block.packer is not None:
-            block.packer.pack_into(block.buffer, 0, *args)
-        else:
-            self._fill_one_by_one(block.values, args)
-        function = self._functions.get(device_index)
-        if function is not None:
-            _LAUNCH_CONFIG.pack_into(block.config, 0, *grid, *self._block_and_smem, stream)
-            err = self._fast_launch(block.config_address, function, block.address, None)
-            if err != 0:
-                drv.check((self._driver.CUresult(err),), f"cuLaunchKernelEx({self.name}, grid={grid})")
-            return
-        config = self._config
-        config.gridDimX, config.gridDimY, config.gridDimZ = grid
-        config.hStream = stream
-        err, = self._driver.cuLaunchKernelEx(config, self._kernel, block.address, 0)
-        if err != 0:
-            drv.check((err,), f"cuLaunchKernelEx({self.name}, grid={grid})")
+        if device not in self._ready:
+            self.prepare(device)
+        state = self._local.__dict__.get("state")
+        if state is None:
+            state = self._local.state = _ThreadState(self.contract)
+        self._pack(state.buffer, **args)
+        if stream is None:
+            stream = _current_stream(device)
+        attributes = state.base_attributes + (1 if pdl and self._ready[device] else 0)
+        _LAUNCH_CONFIG.pack_into(state.config, 0, *grid, *self._block_and_smem, stream,
+                                 state.attributes_address if attributes else 0, attributes)
+        if stream == 0:  # the legacy default stream: the launch uses the current context
+            self._get_context(state.context_out_ref)
+            if state.context_out.value != self._contexts[device]:
+                with libcuda.on_device(device):
+                    return self._launch(state, grid)
+        self._launch(state, grid)
+
+    def _launch(self, state: _ThreadState, grid: tuple[int, int, int]) -> None:
+        err = self._launch_fn(state.config_address, self._kernel, state.pointers_address, None)
+        if err:
+            libcuda.check(err, f"cuLaunchKernelEx({self.name}, grid={grid})")
 
 
-def _describe_current_device() -> str:
-    driver = drv._driver()
-    index = 0
-    try:
-        index = int(drv.check(driver.cuCtxGetDevice(), "cuCtxGetDevice"))
-    except drv.CudaDriverError:
-        pass  # no current context: torch's default device 0
-    info = next((d for d in drv.devices() if d.index == index), None)
-    return f"device {index}" + (f" ({info.name}, CC {info.cc[0]}.{info.cc[1]})" if info else "")
+def _current_stream(device: int) -> int:
+    """torch's current stream on ``device`` as a raw handle (far cheaper than current_stream())."""
+    import torch
+
+    global _current_stream
+    _current_stream = torch._C._cuda_getCurrentRawStream  # type: ignore[assignment]
+    return _current_stream(device)
 
 
-def _ensure_context(device: Any) -> None:
-    """Make ``device``'s primary context current on this thread (torch uses the same one)."""
-    driver = drv._driver()
-    current = drv.check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
-    if current is not None and int(current) != 0:
-        current_device = drv.check(driver.cuCtxGetDevice(), "cuCtxGetDevice")
-        if int(current_device) == int(device):
-            return
-    context = drv.check(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
-    drv.check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+def encode_descriptor(recipe: TmaRecipe, tensor: Any) -> bytes:
+    """The 128-byte descriptor of ``tensor`` (a row-major torch tensor) for ``recipe``."""
+    from ..dtypes import tma_code
 
-
-_DTYPE_TO_TMA: dict[str, str] = {
-    "bfloat16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
-    "float16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
-    "float32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
-    "uint8": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
-}
-
-
-def _encode_tma(driver: Any, recipe: TmaRecipe, tensor: Any, slot: Any) -> None:
-    """Encode ``tensor``'s descriptor for ``recipe`` with cuTensorMapEncodeTiled into ``slot``."""
-    shape, strides, address = tuple(tensor.shape), tuple(tensor.stride()), tensor.data_ptr()
+    shape, strides = tuple(tensor.shape), tuple(tensor.stride())
     if len(shape) != recipe.rank:
         raise ValueError(f"TMA parameter {recipe.param!r} needs a {recipe.rank}-D tensor, got {len(shape)}-D")
     element = tensor.element_size()
-    enum = driver.CUtensorMapDataType
-    swizzle = driver.CUtensorMapSwizzle
-    l2 = driver.CUtensorMapL2promotion
-    tensor_map = drv.check(driver.cuTensorMapEncodeTiled(
-        getattr(enum, _DTYPE_TO_TMA[recipe.dtype]),
-        recipe.rank,
-        address,
-        [driver.cuuint64_t(int(s)) for s in reversed(shape)],
-        [driver.cuuint64_t(int(s) * element) for s in reversed(strides[:-1])],
-        [driver.cuuint32_t(b) for b in recipe.box],
-        [driver.cuuint32_t(1)] * recipe.rank,
-        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        getattr(swizzle, {"none": "CU_TENSOR_MAP_SWIZZLE_NONE", "32B": "CU_TENSOR_MAP_SWIZZLE_32B",
-                          "64B": "CU_TENSOR_MAP_SWIZZLE_64B", "128B": "CU_TENSOR_MAP_SWIZZLE_128B"}[recipe.swizzle]),
-        getattr(l2, {"none": "CU_TENSOR_MAP_L2_PROMOTION_NONE", "64B": "CU_TENSOR_MAP_L2_PROMOTION_L2_64B",
-                     "128B": "CU_TENSOR_MAP_L2_PROMOTION_L2_128B",
-                     "256B": "CU_TENSOR_MAP_L2_PROMOTION_L2_256B"}[recipe.l2_promotion]),
-        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
-        if recipe.oob_fill_nan else driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-    ), "cuTensorMapEncodeTiled")
-    ctypes.memmove(ctypes.addressof(slot), int(tensor_map.getPtr()), 128)
+    out = (ctypes.c_uint8 * 192)()  # 128 bytes at a 64-byte aligned address inside
+    address = -(-ctypes.addressof(out) // 64) * 64
+    libcuda.encode_tensor_map(
+        address, tma_code(recipe.dtype), tensor.data_ptr(),
+        dims=[int(s) for s in reversed(shape)],
+        byte_strides=[int(s) * element for s in reversed(strides[:-1])],
+        box=list(recipe.box), swizzle=_SWIZZLE[recipe.swizzle],
+        l2_promotion=_L2_PROMOTION[recipe.l2_promotion], oob_fill=1 if recipe.oob_fill_nan else 0,
+    )
+    return ctypes.string_at(address, 128)

@@ -33,10 +33,13 @@ class Family(str, Enum):
     TCGEN05 = "tcgen05"    # Blackwell datacenter tensor cores: sm_100a / sm_103a
 
 
-_MMA_SYNC_CCS = {(8, 0), (8, 6), (8, 9), (9, 0), (12, 0), (12, 1)}
+# Warp-level mma.sync runs on every tensor-core chip from Ampere on, Blackwell included
+# (B200 10.0, GB300 10.3, Thor 11.0, RTX 50 12.0, DGX Spark 12.1). A toolchain that cannot
+# build one of them (CuTe DSL on CUDA 12.9 for Thor's sm_110a) drops it in TargetPolicy.
+_MMA_SYNC_CCS = {(8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1)}
 _FAMILY_RULE = {
     Family.SIMT: "builds for compute capability 8.0 and newer",
-    Family.MMA_SYNC: "builds for 8.0, 8.6, 8.9, 9.0, 12.0 and 12.1",
+    Family.MMA_SYNC: "builds for 8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0 and 12.1",
     Family.TMA: "needs TMA and clusters (compute capability 9.0 and newer)",
     Family.WGMMA: "needs wgmma, which only sm_90a has",
     Family.TCGEN05: "needs tcgen05 (sm_100a or sm_103a)",

@@ -1,4 +1,4 @@
-"""Reading what a build produced: PTX entry parameters and the cubin's ELF target."""
+"""Reading what a build produced: PTX entry parameters and directives, the cubin's ELF target."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 from .targets import Target
 
-_ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\(([^)]*)\)", re.S)
+_ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\(([^)]*)\)([^{]*)\{", re.S)
 _PARAM = re.compile(
-    r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(?:\.ptr\s+(?:\.\w+\s+)*(?:\.align\s+(\d+)\s+)?)?"
+    r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(\.ptr\s+(?:\.\w+\s+)*?(?:\.align\s+(\d+)\s+)?)?"
     r"([\w$]+)(?:\[(\d+)\])?"
 )
+_DIRECTIVE = re.compile(r"\.(reqntid|maxntid|minnctapersm|reqnctapercluster|maxclusterrank)\s+([\d,\s]+)")
 _SCALAR_BYTES = {"u8": 1, "b8": 1, "s8": 1, "u16": 2, "b16": 2, "s16": 2, "f16": 2,
                  "u32": 4, "b32": 4, "s32": 4, "f32": 4, "u64": 8, "b64": 8, "s64": 8, "f64": 8}
 
@@ -20,12 +21,21 @@ _SCALAR_BYTES = {"u8": 1, "b8": 1, "s8": 1, "u16": 2, "b16": 2, "s16": 2, "f16":
 @dataclass(frozen=True)
 class PtxParam:
     name: str
+    type: str           # the PTX element type: u32, s64, f32, b8 ...
     size: int
     align: int
+    pointer_align: int | None = None  # ``.ptr ... .align N`` (None: not marked as a pointer)
 
 
-def ptx_entries(ptx: str) -> dict[str, list[PtxParam]]:
-    """Every ``.entry`` in ``ptx`` with its parameters' sizes and alignments."""
+@dataclass(frozen=True)
+class PtxEntry:
+    name: str
+    params: list[PtxParam]
+    directives: dict[str, tuple[int, ...]]  # reqntid, minnctapersm, reqnctapercluster, ...
+
+
+def ptx_entries(ptx: str) -> dict[str, PtxEntry]:
+    """Every ``.entry`` in ``ptx`` with its parameters and performance directives."""
     entries = {}
     for match in _ENTRY.finditer(ptx):
         params = []
@@ -36,12 +46,15 @@ def ptx_entries(ptx: str) -> dict[str, list[PtxParam]]:
             param = _PARAM.search(chunk)
             if param is None:
                 raise ValueError(f"cannot read PTX parameter {chunk!r}")
-            align_prefix, kind, align_ptr, name, count = param.groups()
+            align_prefix, kind, ptr, ptr_align, name, count = param.groups()
             elem = _SCALAR_BYTES[kind]
-            size = elem * int(count or 1)
-            align = int(align_prefix or 0) or elem
-            params.append(PtxParam(name=name, size=size, align=align))
-        entries[match.group(1)] = params
+            params.append(PtxParam(
+                name=name, type=kind, size=elem * int(count or 1), align=int(align_prefix or 0) or elem,
+                pointer_align=(int(ptr_align) if ptr_align else 1) if ptr else None,
+            ))
+        directives = {name: tuple(int(v) for v in values.replace(",", " ").split())
+                      for name, values in _DIRECTIVE.findall(match.group(3))}
+        entries[match.group(1)] = PtxEntry(match.group(1), params, directives)
     return entries
 
 

@@ -1,24 +1,27 @@
-"""Every kernel spec cutefi ships, so ``cutefi aot`` can build them all.
+"""Every kernel spec cutefi ships, so ``cutefi aot`` and the tests can build them all.
 
-Op modules register their specs at import; :func:`all_specs` imports each kernel module
-listed here (pure-Python launch modules, never the CuTe DSL sources).
+Op families are discovered, not listed: a family is a subpackage of ``cutefi`` with a
+``launch.py`` (pure Python: contracts, configs, specs), which registers its specs when
+imported. :func:`all_specs` imports each family's ``launch`` module, never a CuTe DSL source.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+from pathlib import Path
 
 from .spec import KernelSpec
 
-KERNEL_MODULES = (
-    "cutefi.copy.copy",
-    "cutefi.copy.tma_copy",
-    "cutefi.utils.fill",
-    "cutefi.norm.common",
-    "cutefi.rope.specs",
-)
-
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _SPECS: dict[str, KernelSpec] = {}
+
+
+@functools.lru_cache(maxsize=1)
+def families() -> tuple[str, ...]:
+    """The op families' package names (``"norm"``, ``"rope"``, ...), sorted."""
+    return tuple(sorted(path.parent.name for path in _PACKAGE_DIR.glob("*/launch.py")
+                        if (path.parent / "__init__.py").is_file()))
 
 
 def register(*specs: KernelSpec) -> None:
@@ -27,6 +30,6 @@ def register(*specs: KernelSpec) -> None:
 
 
 def all_specs() -> list[KernelSpec]:
-    for module in KERNEL_MODULES:
-        importlib.import_module(module)
+    for family in families():
+        importlib.import_module(f"cutefi.{family}.launch")
     return list(_SPECS.values())

@@ -11,13 +11,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
-import importlib.util
 import json
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable
 
 from .._version import __version__
+from .closure import fingerprint_modules, import_closure, memoised
 from .contract import LaunchContract
 from .policy import Family
 from .targets import Target
@@ -28,15 +28,18 @@ class KernelSpec:
     """One buildable kernel variant.
 
     name:     readable id, e.g. ``"norm.rmsnorm"``.
-    kind:     ``"cute"`` (CuTe DSL; builder returns ``(jit_fn, fake_args)``) or ``"nvrtc"``
-              (builder returns ``(cuda_source, kernel_name)``).
-    builder:  ``"module:function"`` called with ``**options``.
+    kind:     ``"cute"`` (CuTe DSL; the builder returns the kernel object, whose host
+              function takes the contract's ``KernelArgs``) or ``"nvrtc"`` (the builder
+              returns ``(cuda_source, kernel_name)``).
+    builder:  ``"module:callable"`` called with ``**options``.
     contract: ``"module:function"`` called with ``**options``; returns a LaunchContract.
               Must not import cutlass (it is used at run time).
     family:   the kernel's hardware requirement, for the target policy.
     options:  the specialisation, as sorted ``(name, value)`` pairs.
-    sources:  modules whose source files are fingerprinted into the key (the builder's own
-              module is always included).
+
+    The key's source fingerprint covers every cutefi module the builder and contract modules
+    reach by import (:mod:`.closure`): editing a shared helper changes exactly the keys of
+    the kernels that use it.
     """
 
     name: str
@@ -45,7 +48,6 @@ class KernelSpec:
     contract: str
     family: Family
     options: tuple[tuple[str, Any], ...] = ()
-    sources: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # specs key the loaded-kernel table on every call: hash once, not per lookup
@@ -56,8 +58,8 @@ class KernelSpec:
 
     @classmethod
     def make(cls, name: str, kind: str, builder: str, contract: str, family: Family,
-             sources: tuple[str, ...] = (), **options: Any) -> "KernelSpec":
-        return cls(name, kind, builder, contract, family, tuple(sorted(options.items())), sources)
+             **options: Any) -> "KernelSpec":
+        return cls(name, kind, builder, contract, family, tuple(sorted(options.items())))
 
     @property
     def option_dict(self) -> dict[str, Any]:
@@ -70,8 +72,9 @@ class KernelSpec:
         return resolve(self.builder)
 
     def fingerprint(self) -> str:
-        modules = (self.builder.split(":")[0], self.contract.split(":")[0]) + self.sources
-        return _fingerprint(tuple(sorted(set(modules))))
+        """Hash of every cutefi module the builder or the contract reaches by import."""
+        roots = {self.builder.partition(":")[0], self.contract.partition(":")[0]}
+        return _fingerprint(tuple(sorted(roots)))
 
     def lookup_key(self, target: Target) -> str:
         """Names the artifact independently of the toolchain that built it."""
@@ -116,16 +119,9 @@ def _contract(path: str, options: tuple[tuple[str, Any], ...]) -> LaunchContract
     return resolve(path)(**dict(options))
 
 
-@functools.lru_cache(maxsize=None)
-def _fingerprint(modules: tuple[str, ...]) -> str:
-    digest = hashlib.sha256()
-    for module in modules:
-        spec = importlib.util.find_spec(module)
-        if spec is None or spec.origin is None:
-            raise ImportError(f"kernel source module {module!r} not found")
-        with open(spec.origin, "rb") as handle:
-            digest.update(module.encode() + b"\0" + handle.read())
-    return digest.hexdigest()[:16]
+@memoised  # per root-module set; closure.clear_caches() (and substituted_sources) reset it
+def _fingerprint(roots: tuple[str, ...]) -> str:
+    return fingerprint_modules(set().union(*(import_closure(root) for root in roots)))
 
 
 def _installed(*distributions: str) -> list[str]:

@@ -8,14 +8,8 @@ fused_add variant (in place on residual, output may alias x):
     residual[m, :] = round(x[m, :] + residual[m, :])
     out[m, :]      = rmsnorm(residual[m, :])   (computed from the rounded residual)
 
-ABI: the kernel takes only raw pointers and scalars (see ``norm_launch`` for
-the parameter table, grid/block/smem contract and size-class heuristics).  The
-CuTe tensors are built from the pointers inside the kernel, so the compiled
-cubin has a fixed, documented parameter list:
-
-    (x_ptr, w_ptr, b_ptr, out_ptr, residual_ptr,
-     M: i32, N: i32, x_row_stride: i64, out_row_stride: i64,
-     residual_row_stride: i64, eps: f32)
+ABI and launch geometry: ``contract`` in ``launch.py`` (the kernel reads its parameters by
+name from one ``KernelArgs``; the CuTe tensors are built from the raw pointers inside).
 
 Compile-time specialisation: kind (rms/layer), dtype (bf16/fp16), hidden-size class
 ``n_class`` (any N % 8 == 0, N <= n_class runs on the build), ``fused_add``, ``gemma``.
@@ -25,35 +19,31 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Int64, const_expr
-from cutlass.cute.runtime import make_ptr
+from cutlass import Float32, const_expr
 
-from cutefi.kernels.reduce import row_reduce_sum
-from cutefi.norm import norm_launch as launch
-
-_DTYPES = {
-    "bf16": cutlass.BFloat16,
-    "bfloat16": cutlass.BFloat16,
-    "fp16": cutlass.Float16,
-    "float16": cutlass.Float16,
-}
+from cutefi.cute import args as kernel_args
+from cutefi.cute.args import KernelArgs
+from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.pdl import wait_for_inputs
+from cutefi.cute.reduce import row_reduce_sum
+from cutefi.norm import launch
 
 
 class RowNormKernel:
     # ------------------------------------------------------------------ #
     # 1. heuristics (compile-time), all numbers from norm_launch
     # ------------------------------------------------------------------ #
-    def __init__(self, kind: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False):
-        if dtype_name not in _DTYPES:
-            raise ValueError(f"unsupported dtype {dtype_name!r}")
+    def __init__(self, norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False):
+        kind = norm
+        self.contract = launch.contract(norm, dtype_name, n_class, fused_add, gemma)
         if kind not in launch.KINDS or (kind == "layer" and (fused_add or gemma)):
             raise ValueError(f"unsupported norm kind {kind!r} (fused_add={fused_add}, gemma={gemma})")
         self.kind = kind
         self.layer = kind == "layer"
         # layernorm's gamma and beta are fp32; rmsnorm's weight has the input dtype
-        self.param_dtype = Float32 if self.layer else _DTYPES[dtype_name]
+        self.param_dtype = Float32 if self.layer else cute_dtype(dtype_name)
         self.dtype_name = dtype_name
-        self.dtype = _DTYPES[dtype_name]
+        self.dtype = cute_dtype(dtype_name)
         self.n_class = n_class
         self.fused_add = fused_add
         self.gemma = gemma
@@ -64,9 +54,7 @@ class RowNormKernel:
         self.warps_per_row = launch.warps_per_row(n_class, dtype_name)
         self.chunks = launch.chunks_per_thread(n_class, dtype_name)  # K
         self.tile_n = launch.tile_n(n_class, dtype_name)
-        self.static_smem_bytes = launch.static_smem_bytes(n_class, dtype_name, kind)
         self.delay_w_load = launch.delay_weight_load(n_class, dtype_name, fused_add, kind)
-        self.entry_name = launch.entry_name(dtype_name, n_class, fused_add, gemma, kind)
         assert self.num_threads % 32 == 0
         assert self.threads_per_row <= 32 or self.threads_per_row % 32 == 0
 
@@ -82,65 +70,21 @@ class RowNormKernel:
         return cute.make_tiled_copy_tv(atom, thr_layout, val_layout)
 
     # ------------------------------------------------------------------ #
-    # 2. host wrapper: same parameters, same order as the kernel
+    # 2. host wrapper: the contract's launch (grid = ceil(M / rows_per_cta))
     # ------------------------------------------------------------------ #
     @cute.jit
-    def __call__(
-        self,
-        x_ptr: cute.Pointer,
-        w_ptr: cute.Pointer,
-        b_ptr: cute.Pointer,
-        out_ptr: cute.Pointer,
-        residual_ptr: cute.Pointer,
-        M: Int32,
-        N: Int32,
-        x_row_stride: Int64,
-        out_row_stride: Int64,
-        residual_row_stride: Int64,
-        eps: Float32,
-    ):
-        # Launch numbers come from rmsnorm_launch (the loader uses the same
-        # functions): grid = (ceil(M / rows_per_cta), 1, 1),
-        # block = (block_threads, 1, 1), dynamic smem = 0.
-        # Deterministic, build-specific PTX entry name (trace-time setting).
-        self.kernel.set_name_prefix(
-            self.entry_name, remove_cutlass_symbol=True, keep_mangled_name=False
-        )
-        self.kernel(
-            x_ptr, w_ptr, b_ptr, out_ptr, residual_ptr,
-            M, N, x_row_stride, out_row_stride, residual_row_stride, eps,
-        ).launch(
-            grid=[launch.grid_x(M, self.n_class, self.dtype_name), 1, 1],
-            block=[launch.block_threads(self.n_class, self.dtype_name), 1, 1],
-            smem=launch.dynamic_smem_bytes(self.n_class, self.dtype_name),
-            # .minnctapersm -> caps ptxas at 128 regs/thread (16 warps/SM); a
-            # compile-time hint only.  carveout -1 = "no preference" (needed so
-            # the DSL does not query a device for its smem size at compile time).
-            min_blocks_per_mp=launch.min_ctas_per_sm(self.n_class, self.dtype_name),
-            preferred_smem_carveout=-1,
-        )
+    def __call__(self, args: KernelArgs):
+        kernel_args.launch(self.kernel, self.contract, args)
 
     # ------------------------------------------------------------------ #
     # 3. device kernel
     # ------------------------------------------------------------------ #
     @cute.kernel
-    def kernel(
-        self,
-        x_ptr: cute.Pointer,
-        w_ptr: cute.Pointer,
-        b_ptr: cute.Pointer,
-        out_ptr: cute.Pointer,
-        residual_ptr: cute.Pointer,
-        M: Int32,
-        N: Int32,
-        x_row_stride: Int64,
-        out_row_stride: Int64,
-        residual_row_stride: Int64,
-        eps: Float32,
-    ):
+    def kernel(self, args: KernelArgs):
         tidx, _, _ = cute.arch.thread_idx()
         bidx, _, _ = cute.arch.block_idx()
         tiler = (self.rows_per_cta, self.tile_n)
+        M, N, eps = args.M, args.N, args.eps
 
         # ---- stage 0: global views built from raw pointers ---------------
         # Row strides are multiples of 8 elements (contract) -> every 8-wide
@@ -153,14 +97,14 @@ class RowNormKernel:
             # a [N] parameter seen by every row of the CTA tile (stride 0 in m)
             return cute.make_tensor(ptr, cute.make_layout((self.rows_per_cta, N), stride=(0, 1)))
 
-        mX = row_major(x_ptr, x_row_stride)
-        mO = row_major(out_ptr, out_row_stride)
+        mX = row_major(args.x, args.x_row_stride)
+        mO = row_major(args.out, args.out_row_stride)
         mC = cute.make_identity_tensor((M, N))  # (row, col) coordinates for predication
 
         # ---- stage 1: tile (one CTA = rows_per_cta rows x tile_n cols) ----
         gX = cute.local_tile(mX, tiler, (bidx, 0))
         gO = cute.local_tile(mO, tiler, (bidx, 0))
-        gW = cute.local_tile(broadcast_rows(w_ptr), tiler, (0, 0))
+        gW = cute.local_tile(broadcast_rows(args.weight), tiler, (0, 0))
         cX = cute.local_tile(mC, tiler, (bidx, 0))
 
         # ---- stage 2: partition over threads -----------------------------
@@ -179,11 +123,11 @@ class RowNormKernel:
         tXrX.fill(0.0)
         tXrW.fill(0.0)
         if const_expr(self.layer):
-            tXgB = thr_param.partition_S(cute.local_tile(broadcast_rows(b_ptr), tiler, (0, 0)))
+            tXgB = thr_param.partition_S(cute.local_tile(broadcast_rows(args.bias), tiler, (0, 0)))
             tXrB = cute.make_rmem_tensor_like(tXgB)
             tXrB.fill(0.0)
         if const_expr(self.fused_add):
-            mR = row_major(residual_ptr, residual_row_stride)
+            mR = row_major(args.residual, args.residual_row_stride)
             gR = cute.local_tile(mR, tiler, (bidx, 0))
             tXgR = thr.partition_S(gR)
             tXrR = cute.make_rmem_tensor_like(tXgR)
@@ -207,6 +151,8 @@ class RowNormKernel:
             tXpX[0, 0, k] = col_ok and row_ok
 
         # ---- stage 4: load (128-bit, predicated; OOB chunks stay 0) -------
+        # with PDL the previous kernel may still be writing x (or reading out): wait here
+        wait_for_inputs()
         cute.copy(tiled_copy, tXgX, tXrX, pred=tXpX)
         if const_expr(self.fused_add):
             cute.copy(tiled_copy, tXgR, tXrR, pred=tXpX)
@@ -281,33 +227,3 @@ class RowNormKernel:
             return None
         layout = cute.make_ordered_layout((self.rows_per_cta, self.warps_per_row), order=(1, 0))
         return cute.make_tensor(cute.arch.alloc_smem(Float32, cute.cosize(layout), alignment=16), layout)
-
-
-# ---------------------------------------------------------------------- #
-# 4. compile entry
-# ---------------------------------------------------------------------- #
-def dsl_entry(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: bool):
-    """Return ``(jit_fn, fake_args)`` for ``cute.compile(jit_fn, *fake_args, options=...)``.
-
-    fake_args follow the ABI order: 5 x 16B-aligned gmem pointers (x, weight, bias, out,
-    residual), then M (Int32), N (Int32), three row strides (Int64), eps (Float32).
-    """
-    k = RowNormKernel(norm, dtype_name, n_class, fused_add, gemma)
-
-    def ptr(dtype=k.dtype):
-        return make_ptr(dtype, 16, cute.AddressSpace.gmem, assumed_align=16)
-
-    fake_args = (
-        ptr(),  # x_ptr
-        ptr(k.param_dtype),  # w_ptr
-        ptr(Float32),  # b_ptr
-        ptr(),  # out_ptr
-        ptr(),  # residual_ptr
-        Int32(1),  # M
-        Int32(n_class),  # N
-        Int64(n_class),  # x_row_stride
-        Int64(n_class),  # out_row_stride
-        Int64(n_class),  # residual_row_stride
-        Float32(1e-6),  # eps
-    )
-    return k, fake_args

@@ -3,7 +3,7 @@
 For every token: find its position (pos_ids, a ragged indptr/offsets batch, or a positions
 array indexing a cos|sin cache), compute the cos/sin of the thread's 8 frequencies once, then
 rotate the thread's slot of every head in the CTA's head group, q heads first, then k heads.
-The thread mapping and the parameter table are in ``rope_launch.py``.
+The thread mapping and the contract are in ``launch.py``.
 
 Frequencies (FlashInfer's convention): ``f_i = theta^(-2i/R)``, then with
 ``smooth = clamp(f_i * smooth_a + smooth_b, 0, 1)``, ``f_i = (1 - smooth) * f_i * rcp_scale +
@@ -19,12 +19,11 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64, const_expr
-from cutlass.cute.runtime import make_ptr
 
-from cutefi.rope import rope_launch as launch
-
-_DTYPES = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16}
-_INDEX = {"i32": Int32, "i64": Int64}
+from cutefi.cute import args as kernel_args
+from cutefi.cute.args import KernelArgs
+from cutefi.cute.dtypes import cute_dtype
+from cutefi.rope import launch
 
 
 class RopeKernel:
@@ -32,54 +31,28 @@ class RopeKernel:
     # 1. specialisation
     # ------------------------------------------------------------------ #
     def __init__(self, dtype: str, positions: str, index_dtype: str, interleave: bool):
-        if dtype not in _DTYPES or positions not in launch.POSITION_SOURCES or index_dtype not in _INDEX:
+        if dtype not in launch.DTYPES or positions not in launch.POSITION_SOURCES or index_dtype not in launch.INDEX_DTYPES:
             raise ValueError(f"unsupported RoPE build {dtype!r}, {positions!r}, {index_dtype!r}")
-        self.dtype = _DTYPES[dtype]
-        self.index_dtype = _INDEX[index_dtype]
+        self.contract = launch.contract(dtype, positions, index_dtype, interleave)
+        self.dtype = cute_dtype(dtype)
         self.positions = positions
         self.interleave = interleave
-        self.entry_name = launch.entry_name(dtype, positions, index_dtype, interleave)
 
     # ------------------------------------------------------------------ #
-    # 2. host wrapper: same parameters, same order as the kernel
+    # 2. host wrapper: the contract's launch
     # ------------------------------------------------------------------ #
     @cute.jit
-    def __call__(
-        self,
-        q_ptr: cute.Pointer, k_ptr: cute.Pointer, q_out_ptr: cute.Pointer, k_out_ptr: cute.Pointer,
-        pos_ptr: cute.Pointer, offsets_ptr: cute.Pointer, cache_ptr: cute.Pointer,
-        nnz: Int32, batch: Int32, num_q_heads: Int32, num_k_heads: Int32, head_dim: Int32,
-        rotary_dim: Int32, heads_per_cta: Int32,
-        q_stride_t: Int64, q_stride_h: Int64, k_stride_t: Int64, k_stride_h: Int64,
-        q_out_stride_t: Int64, q_out_stride_h: Int64, k_out_stride_t: Int64, k_out_stride_h: Int64,
-        cache_row_stride: Int64,
-        rcp_scale: Float32, log2_theta: Float32, smooth_a: Float32, smooth_b: Float32,
-    ):
-        self.kernel.set_name_prefix(self.entry_name, remove_cutlass_symbol=True, keep_mangled_name=False)
-        grid_x, grid_y, _ = launch.grid(nnz, head_dim, num_q_heads + num_k_heads, heads_per_cta)
-        self.kernel(
-            q_ptr, k_ptr, q_out_ptr, k_out_ptr, pos_ptr, offsets_ptr, cache_ptr,
-            nnz, batch, num_q_heads, num_k_heads, head_dim, rotary_dim, heads_per_cta,
-            q_stride_t, q_stride_h, k_stride_t, k_stride_h,
-            q_out_stride_t, q_out_stride_h, k_out_stride_t, k_out_stride_h,
-            cache_row_stride, rcp_scale, log2_theta, smooth_a, smooth_b,
-        ).launch(grid=[grid_x, grid_y, 1], block=[launch.THREADS, 1, 1], preferred_smem_carveout=-1)
+    def __call__(self, args: KernelArgs):
+        kernel_args.launch(self.kernel, self.contract, args)
 
     # ------------------------------------------------------------------ #
     # 3. device kernel
     # ------------------------------------------------------------------ #
     @cute.kernel
-    def kernel(
-        self,
-        q_ptr: cute.Pointer, k_ptr: cute.Pointer, q_out_ptr: cute.Pointer, k_out_ptr: cute.Pointer,
-        pos_ptr: cute.Pointer, offsets_ptr: cute.Pointer, cache_ptr: cute.Pointer,
-        nnz: Int32, batch: Int32, num_q_heads: Int32, num_k_heads: Int32, head_dim: Int32,
-        rotary_dim: Int32, heads_per_cta: Int32,
-        q_stride_t: Int64, q_stride_h: Int64, k_stride_t: Int64, k_stride_h: Int64,
-        q_out_stride_t: Int64, q_out_stride_h: Int64, k_out_stride_t: Int64, k_out_stride_h: Int64,
-        cache_row_stride: Int64,
-        rcp_scale: Float32, log2_theta: Float32, smooth_a: Float32, smooth_b: Float32,
-    ):
+    def kernel(self, args: KernelArgs):
+        a = args
+        nnz, batch, head_dim, rotary_dim = a.nnz, a.batch, a.head_dim, a.rotary_dim
+        num_q_heads, num_k_heads, heads_per_cta = a.num_q_heads, a.num_k_heads, a.heads_per_cta
         tidx, _, _ = cute.arch.thread_idx()
         bidx, bidy, _ = cute.arch.block_idx()
 
@@ -98,12 +71,12 @@ class RopeKernel:
             sin.fill(0.0)
             if rotates:
                 if const_expr(self.positions == "cache"):
-                    self._cache_cos_sin(pos_ptr, cache_ptr, token, batch, slot, rotary_dim,
-                                        cache_row_stride, cos, sin)
+                    self._cache_cos_sin(a.pos, a.cos_sin_cache, token, batch, slot, rotary_dim,
+                                        a.cache_row_stride, cos, sin)
                 else:
-                    position = self._position(pos_ptr, offsets_ptr, token, nnz, batch)
-                    self._cos_sin(position, slot, rotary_dim, rcp_scale, log2_theta, smooth_a, smooth_b,
-                                  cos, sin)
+                    position = self._position(a.pos, a.offsets, token, nnz, batch)
+                    self._cos_sin(position, slot, rotary_dim, a.rcp_scale, a.log2_theta, a.smooth_a,
+                                  a.smooth_b, cos, sin)
 
             # ---- stage 2: the slot's two vectors within a head row ---------
             # pass-through slots (and interleaved ones) own [16s, 16s + 16)
@@ -115,10 +88,10 @@ class RopeKernel:
                     chunk_b = slot + rotary_dim // (2 * launch.VEC)
 
             # ---- stage 3: rotate the head group, q heads then k heads ------
-            mQ = self._heads(q_ptr, nnz, num_q_heads, head_dim, q_stride_t, q_stride_h)
-            mQo = self._heads(q_out_ptr, nnz, num_q_heads, head_dim, q_out_stride_t, q_out_stride_h)
-            mK = self._heads(k_ptr, nnz, num_k_heads, head_dim, k_stride_t, k_stride_h)
-            mKo = self._heads(k_out_ptr, nnz, num_k_heads, head_dim, k_out_stride_t, k_out_stride_h)
+            mQ = self._heads(a.q, nnz, num_q_heads, head_dim, a.q_stride_t, a.q_stride_h)
+            mQo = self._heads(a.q_out, nnz, num_q_heads, head_dim, a.q_out_stride_t, a.q_out_stride_h)
+            mK = self._heads(a.k, nnz, num_k_heads, head_dim, a.k_stride_t, a.k_stride_h)
+            mKo = self._heads(a.k_out, nnz, num_k_heads, head_dim, a.k_out_stride_t, a.k_out_stride_h)
             first = bidy * heads_per_cta
             last = cutlass.min(first + heads_per_cta, num_q_heads + num_k_heads)
             q_end = cutlass.min(last, num_q_heads)
@@ -247,24 +220,3 @@ def _reduce_angle(angle: Float32) -> Float32:
     turns = cute.math.roundeven(angle * Float32(_INV_TWO_PI))
     reduced = cute.math.fma(-turns, Float32(_TWO_PI_HI), angle)
     return cute.math.fma(-turns, Float32(_TWO_PI_LO), reduced)
-
-
-# ---------------------------------------------------------------------- #
-# 5. compile entry
-# ---------------------------------------------------------------------- #
-def dsl_entry(dtype: str, positions: str, index_dtype: str, interleave: bool):
-    """``(jit_fn, fake_args)`` in ABI order (see ``rope_launch``)."""
-    k = RopeKernel(dtype, positions, index_dtype, interleave)
-
-    def ptr(dtype_, align=16):
-        return make_ptr(dtype_, 16, cute.AddressSpace.gmem, assumed_align=align)
-
-    fake_args = (
-        ptr(k.dtype), ptr(k.dtype), ptr(k.dtype), ptr(k.dtype),
-        ptr(k.index_dtype, k.index_dtype.width // 8), ptr(k.index_dtype, k.index_dtype.width // 8),
-        ptr(Float32),
-        Int32(1), Int32(1), Int32(32), Int32(8), Int32(128), Int32(128), Int32(40),
-        *(Int64(4096) for _ in launch.STRIDES), Int64(128),
-        Float32(1.0), Float32(13.3), Float32(0.0), Float32(0.0),
-    )
-    return k, fake_args

@@ -1,4 +1,10 @@
-"""Pieces shared by the row-norm APIs (RMSNorm, LayerNorm): specs and row-layout checks."""
+"""RMSNorm and LayerNorm: FlashInfer's names and arguments on the CuTe DSL row-norm kernel.
+
+Kernel: ``norm_kernel.py`` (one class for both; specialised on dtype, hidden-size class and
+the fused-add / gemma flags); contract, heuristics and specs: ``launch.py``. Rows, the
+hidden size within its class, row strides and eps are runtime arguments: no new build for a
+new batch or sequence length. Each distinct call layout is checked once and its plan kept.
+"""
 
 from __future__ import annotations
 
@@ -7,33 +13,15 @@ from typing import NamedTuple
 
 import torch
 
-from .._checks import (
-    current_stream,
-    require_cuda,
-    require_dtype,
-    require_same_device,
-    require_tensor,
-)
+from .._checks import require_cuda, require_dtype, require_same_device, require_tensor
 from .._plans import PlanCache, signature
 from ..jit.loader import Kernel
 from ..jit.lookup import get_kernel
-from ..jit.policy import Family
-from ..jit.registry import register
-from ..jit.spec import KernelSpec
-from . import norm_launch as launch
+from . import launch
 
 DTYPE_NAME = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 MIN_N, MAX_N, N_MULTIPLE = 8, max(launch.SUPPORTED_N_CLASSES), 8
 MAX_ROWS = 2**31 - 1
-
-
-def make_norm_spec(kind: str, dtype_name: str, n_class: int, fused_add: bool = False,
-                   gemma: bool = False) -> KernelSpec:
-    return KernelSpec.make(
-        f"norm.{kind}norm", "cute", "cutefi.norm.norm_kernel:dsl_entry", "cutefi.norm.norm_launch:contract",
-        Family.SIMT, sources=("cutefi.kernels.reduce",),
-        norm=kind, dtype_name=dtype_name, n_class=n_class, fused_add=fused_add, gemma=gemma,
-    )
 
 
 def rows_view(name: str, tensor: torch.Tensor) -> tuple[int, int, int]:
@@ -67,19 +55,6 @@ def check_rows(name: str, tensor: torch.Tensor) -> tuple[int, int, int]:
     return rows, n, max(stride, n)
 
 
-# Every build of the row-norm kernel: RMSNorm (plain / fused add x plain / gemma weight) and
-# LayerNorm (fp32 gamma and beta), per dtype and hidden-size class.
-NORM_SPECS = {
-    ("rms", dtype, n_class, fused, gemma): make_norm_spec("rms", dtype, n_class, fused, gemma)
-    for dtype in launch.SUPPORTED_DTYPES for n_class in launch.SUPPORTED_N_CLASSES
-    for fused in (False, True) for gemma in (False, True)
-} | {
-    ("layer", dtype, n_class, False, False): make_norm_spec("layer", dtype, n_class)
-    for dtype in launch.SUPPORTED_DTYPES for n_class in launch.SUPPORTED_N_CLASSES
-}
-register(*NORM_SPECS.values())
-
-
 @functools.lru_cache(maxsize=None)
 def plan(kind: str, dtype: torch.dtype, n: int, fused: bool, gemma: bool) -> tuple[KernelSpec, int]:
     """(spec, size class) for a dtype and hidden size; raises for unsupported sizes."""
@@ -87,7 +62,7 @@ def plan(kind: str, dtype: torch.dtype, n: int, fused: bool, gemma: bool) -> tup
         raise ValueError(f"hidden size must be a multiple of {N_MULTIPLE} in [{MIN_N}, {MAX_N}]; got {n}")
     dtype_name = DTYPE_NAME[dtype]
     n_class = launch.pick_n_class(n)
-    return NORM_SPECS[(kind, dtype_name, n_class, fused, gemma)], n_class
+    return launch.NORM_SPECS[(kind, dtype_name, n_class, fused, gemma)], n_class
 
 
 def _check_param(name: str, tensor: torch.Tensor, n: int, dtype: torch.dtype) -> None:
@@ -115,7 +90,7 @@ _PLANS = PlanCache()
 
 def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                 out: torch.Tensor, residual: torch.Tensor | None, eps: float, gemma: bool,
-                weight_name: str = "weight") -> None:
+                enable_pdl: bool | None = None, weight_name: str = "weight") -> None:
     """Check every argument, then launch the row-norm build for ``kind`` ("rms" or "layer").
 
     rms: ``weight`` has the input dtype, ``bias`` is None. layer: ``weight`` (gamma) and
@@ -136,8 +111,11 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     r_ptr = residual.data_ptr() if residual is not None else x_ptr
     if (x_ptr | w_ptr | b_ptr | o_ptr | r_ptr) & 15:
         _check_and_plan(kind, input, weight, bias, out, residual, gemma, weight_name)  # raises, naming it
-    plan.kernel.launch(plan.grid, (x_ptr, w_ptr, b_ptr, o_ptr, r_ptr, plan.rows, plan.n, *plan.strides, float(eps)),
-                       current_stream(plan.device), plan.device)
+    x_stride, out_stride, res_stride = plan.strides
+    plan.kernel.launch(plan.grid, plan.device, None, enable_pdl is None or bool(enable_pdl),
+                       x=x_ptr, weight=w_ptr, bias=b_ptr, out=o_ptr, residual=r_ptr, M=plan.rows, N=plan.n,
+                       x_row_stride=x_stride, out_row_stride=out_stride, residual_row_stride=res_stride,
+                       eps=float(eps))
 
 
 def _check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -165,5 +143,62 @@ def _check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: 
     if rows > MAX_ROWS:
         raise ValueError(f"at most {MAX_ROWS} rows; got {rows}")
     kernel = get_kernel(spec, device) if rows else None
-    return _Plan(kernel, device, (launch.grid_x(rows, n_class, DTYPE_NAME[input.dtype]), 1, 1), rows, n,
-                 (x_stride, out_stride, res_stride))
+    grid = kernel.contract.grid({"M": rows}) if kernel else (0, 0, 0)
+    return _Plan(kernel, device, grid, rows, n, (x_stride, out_stride, res_stride))
+
+
+# ---- public API -------------------------------------------------------------------------
+# enable_pdl (FlashInfer's meaning): None = on where the GPU has programmatic dependent
+# launch (sm_90+); the kernel waits for its inputs, so PDL never reads stale data.
+def _normalize(input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None,
+               gemma: bool, enable_pdl: bool | None) -> torch.Tensor:
+    if out is None:
+        out = torch.empty_like(require_tensor("input", input))
+    launch_norm("rms", input, weight, None, out, None, eps, gemma, enable_pdl)
+    return out
+
+
+def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
+            out: torch.Tensor | None = None, enable_pdl: bool | None = None) -> torch.Tensor:
+    """``out = input / sqrt(mean(input**2, -1) + eps) * weight``.
+
+    input: ``[rows, hidden]`` or ``[tokens, heads, head_dim]`` (per-head, qk-norm), fp16 or
+    bf16, last dimension contiguous, rows a multiple of 8 elements apart; hidden a multiple
+    of 8 in [8, 32768]. weight: ``[hidden]``, same dtype. fp32 accumulation. ``out`` may be
+    ``input`` (in place). ``enable_pdl``: programmatic dependent launch (None: where available).
+    """
+    return _normalize(input, weight, eps, out, False, enable_pdl)
+
+
+def fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                      eps: float = 1e-6, enable_pdl: bool | None = None) -> None:
+    """In place: ``residual += input``, then ``input = rmsnorm(residual) * weight``."""
+    launch_norm("rms", input, weight, None, input, require_tensor("residual", residual), eps, False, enable_pdl)
+
+
+def gemma_rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
+                  out: torch.Tensor | None = None, enable_pdl: bool | None = None) -> torch.Tensor:
+    """Gemma's RMSNorm: like :func:`rmsnorm` with the weight applied as ``1 + weight``."""
+    return _normalize(input, weight, eps, out, True, enable_pdl)
+
+
+def gemma_fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                            eps: float = 1e-6, enable_pdl: bool | None = None) -> None:
+    """Gemma's fused add + RMSNorm, in place (weight applied as ``1 + weight``)."""
+    launch_norm("rms", input, weight, None, input, require_tensor("residual", residual), eps, True, enable_pdl)
+
+
+def layernorm(input: torch.Tensor, gemma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """``(input - mean) / sqrt(var + eps) * gemma + beta`` over the last dimension.
+
+    input: ``[rows, hidden]`` fp16 or bf16, last dimension contiguous, rows a multiple of 8
+    elements apart; hidden a multiple of 8 in [8, 32768]. gemma (gamma, FlashInfer's name) and
+    beta: fp32 ``[hidden]``. Returns a new tensor with the input's dtype and shape.
+    """
+    require_tensor("input", input)
+    if input.dim() != 2:
+        raise ValueError(f"input must be 2-D [rows, hidden]; got shape {tuple(input.shape)}")
+    out = torch.empty_like(input, memory_format=torch.contiguous_format)
+    launch_norm("layer", input, gemma, require_tensor("beta", beta), out, None, eps, False, False,
+                weight_name="gamma")
+    return out

@@ -13,18 +13,11 @@ from typing import NamedTuple
 
 import torch
 
-from .._checks import (
-    current_stream,
-    require_cuda,
-    require_dtype,
-    require_same_device,
-    require_tensor,
-)
+from .._checks import require_cuda, require_dtype, require_same_device, require_tensor
 from .._plans import PlanCache, signature
 from ..jit.loader import Kernel
 from ..jit.lookup import get_kernel
-from . import rope_launch as launch
-from .specs import ROPE_SPECS
+from . import launch
 
 _DTYPE_NAME = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 _INDEX_NAME = {torch.int32: "i32", torch.int64: "i64"}
@@ -62,7 +55,7 @@ class _Plan(NamedTuple):
     kernel: Kernel | None  # None: nothing to do
     device: int
     grid: tuple[int, int, int]
-    sizes: tuple[int, ...]  # nnz, batch, heads, head_dim, rotary_dim, heads_per_cta, strides
+    sizes: dict[str, int]  # nnz, batch, heads, head_dim, rotary_dim, heads_per_cta, strides
 
 
 _PLANS = PlanCache()
@@ -88,9 +81,11 @@ def _launch(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.
     if (pointers[0] | pointers[1] | pointers[2] | pointers[3]) & 15:
         _check_and_plan(q, k, q_out, k_out, positions, pos, offsets, cache, rotary_dim, interleave, names)
     pos_ptr = pos.data_ptr()
-    args = (*pointers, pos_ptr, offsets.data_ptr() if offsets is not None else pos_ptr,
-            cache.data_ptr() if cache is not None else pos_ptr, *plan.sizes, *scalars)
-    plan.kernel.launch(plan.grid, args, current_stream(plan.device), plan.device)
+    rcp_scale, log2_theta, smooth_a, smooth_b = scalars
+    plan.kernel.launch(plan.grid, plan.device, q=pointers[0], k=pointers[1], q_out=pointers[2], k_out=pointers[3],
+                       pos=pos_ptr, offsets=offsets.data_ptr() if offsets is not None else pos_ptr,
+                       cos_sin_cache=cache.data_ptr() if cache is not None else pos_ptr, **plan.sizes,
+                       rcp_scale=rcp_scale, log2_theta=log2_theta, smooth_a=smooth_a, smooth_b=smooth_b)
 
 
 def _check_and_plan(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor, positions: str,
@@ -132,13 +127,15 @@ def _check_and_plan(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out
     elif positions == "cache":
         batch = cache.shape[0]
     if nnz == 0 or heads == 0:
-        return _Plan(None, device, (0, 0, 0), ())
-    spec = ROPE_SPECS[(_DTYPE_NAME[q.dtype], positions, _INDEX_NAME[pos.dtype], bool(interleave))]
+        return _Plan(None, device, (0, 0, 0), {})
+    spec = launch.ROPE_SPECS[(_DTYPE_NAME[q.dtype], positions, _INDEX_NAME[pos.dtype], bool(interleave))]
     heads_per_cta = launch.pick_heads_per_cta(nnz, head_dim, heads)
-    sizes = (nnz, batch, num_q_heads, num_k_heads, head_dim, rotary_dim, heads_per_cta,
-             *(_stride(t, d) for t in (q, k, q_out, k_out) for d in (0, 1)),
-             cache.stride(0) if cache is not None else 0)
-    return _Plan(get_kernel(spec, device), device, launch.grid(nnz, head_dim, heads, heads_per_cta), sizes)
+    sizes = dict(nnz=nnz, batch=batch, num_q_heads=num_q_heads, num_k_heads=num_k_heads, head_dim=head_dim,
+                 rotary_dim=rotary_dim, heads_per_cta=heads_per_cta,
+                 **dict(zip(launch.STRIDES, (_stride(t, d) for t in (q, k, q_out, k_out) for d in (0, 1)))),
+                 cache_row_stride=cache.stride(0) if cache is not None else 0)
+    kernel = get_kernel(spec, device)
+    return _Plan(kernel, device, kernel.contract.grid(sizes), sizes)
 
 
 def _rope_scalars(rope_scale: float, rope_theta: float) -> tuple[float, float, float, float]:

@@ -1,39 +1,25 @@
-"""Launch contract of the CuTe DSL row-norm kernel (RMSNorm and LayerNorm families).
+"""Contract, size-class heuristics and specs of the CuTe DSL row-norm kernel (RMSNorm and
+LayerNorm families). Pure Python, no cutlass import.
 
-Pure python, no cutlass import. The compiled kernel (``norm_kernel.py``) is specialised at
-build time on ``(kind, dtype, n_class, fused_add, gemma)``. Everything a loader needs to
-launch the cubin is derived here from ``(n_class, dtype_name)``, and the ``@cute.jit`` host
-wrapper imports these same functions, so the two cannot drift. The contract lives here, not
-in the API module, so editing the API does not change the kernels' fingerprints.
-
-Kernel parameter order (PTX ``.entry`` order), identical for every build:
-
-    0 x_ptr               u64  input  [M, N] row-major, 16-byte aligned
-    1 w_ptr               u64  weight [N] (input dtype; fp32 gamma for layernorm)
-    2 b_ptr               u64  bias [N] fp32 (layernorm beta; ignored by rmsnorm)
-    3 out_ptr             u64  output [M, N] (may alias x_ptr)
-    4 residual_ptr        u64  residual [M, N], read+written in place when
-                               fused_add (ignored otherwise; pass any ptr)
-    5 M                   u32  number of rows, >= 1
-    6 N                   u32  hidden size, N % 8 == 0, 8 <= N <= n_class
-    7 x_row_stride        u64  elements between rows of x, % 8 == 0
-    8 out_row_stride      u64  elements between rows of out, % 8 == 0
-    9 residual_row_stride u64  elements between rows of residual, % 8 == 0
-   10 eps                 f32
-
-Launch: grid = (ceil(M / rows_per_cta), 1, 1), block = (block_threads, 1, 1),
-dynamic shared memory = dynamic_smem_bytes = 0, no cluster, any stream.
-The PTX entry symbol is ``entry_name(...) + "_0"`` (single kernel per cubin).
+The kernel (``norm_kernel.py``) is specialised at build time on ``(norm, dtype, n_class,
+fused_add, gemma)``; rows, the hidden size within its class, row strides and eps are kernel
+arguments. Parameters (the contract below is the only list): ``x``, ``weight``, ``bias``
+(layernorm's beta), ``out`` (may alias ``x``), ``residual`` (fused add, read and written in
+place), ``M`` rows, ``N`` hidden size (``N % 8 == 0``, ``N <= n_class``), the three row
+strides in elements (multiples of 8) and ``eps``. Grid: ``ceil(M / rows_per_cta)`` CTAs.
 """
 
 from __future__ import annotations
 
-from ..jit.contract import LaunchContract, Param
+from ..jit.contract import LaunchContract, Param, ceil_div, pointers, scalars
+from ..jit.policy import Family
+from ..jit.registry import register
+from ..jit.spec import KernelSpec
 
 KINDS = ("rms", "layer")
 
 # element width in bits for the supported storage dtypes
-_DTYPE_BITS = {"bf16": 16, "bfloat16": 16, "fp16": 16, "float16": 16}
+_DTYPE_BITS = {"bf16": 16, "fp16": 16}
 
 # Elements per 128-bit vector access (8 x 16-bit).
 VEC_BITS = 128
@@ -141,20 +127,6 @@ def static_smem_bytes(n_class: int, dtype_name: str, kind: str = "rms") -> int:
     return reductions(kind) * rows_per_cta(n_class, dtype_name) * wpr * 4
 
 
-def dynamic_smem_bytes(n_class: int, dtype_name: str) -> int:
-    """Dynamic shared memory to pass at launch: always 0 (the block-reduction
-    buffer is a static ``.shared`` array, see ``static_smem_bytes``)."""
-    _check(n_class, dtype_name)
-    return 0
-
-
-def grid_x(M, n_class: int, dtype_name: str):
-    """ceil(M / rows_per_cta).  Pure arithmetic (no branches) so the CuTe DSL
-    host wrapper can call it with a traced Int32 M as well as a python int."""
-    r = rows_per_cta(n_class, dtype_name)
-    return (M + (r - 1)) // r
-
-
 def block(n_class: int, dtype_name: str) -> tuple[int, int, int]:
     return (block_threads(n_class, dtype_name), 1, 1)
 
@@ -168,25 +140,48 @@ def pick_n_class(N: int) -> int:
 
 
 def entry_name(dtype_name: str, n_class: int, fused_add: bool, gemma: bool, kind: str = "rms") -> str:
-    """Prefix of the PTX/cubin ``.entry`` symbol of a build (see norm_kernel)."""
+    """The PTX entry's name prefix of a build."""
     dtype_bits(dtype_name)
-    canon = "bf16" if "b" in dtype_name else "fp16"
-    return f"cutefi_{kind}norm_{canon}_n{n_class}" + ("_add" if fused_add else "") + (
+    return f"cutefi_{kind}norm_{dtype_name}_n{n_class}" + ("_add" if fused_add else "") + (
         "_gemma" if gemma else ""
     )
 
 
 def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: bool) -> LaunchContract:
+    param_dtype = "fp32" if norm == "layer" else dtype_name
+    rows = rows_per_cta(n_class, dtype_name)
     return LaunchContract(
         params=(
-            Param("x", "ptr"), Param("weight", "ptr"), Param("bias", "ptr"), Param("out", "ptr"),
-            Param("residual", "ptr"), Param("M", "i32"), Param("N", "i32"),
-            Param("x_row_stride", "i64"), Param("out_row_stride", "i64"), Param("residual_row_stride", "i64"),
+            *pointers("x", dtype=dtype_name), *pointers("weight", "bias", dtype=param_dtype),
+            *pointers("out", "residual", dtype=dtype_name),
+            *scalars("i32", "M", "N"), *scalars("i64", "x_row_stride", "out_row_stride", "residual_row_stride"),
             Param("eps", "f32"),
         ),
         block=block(n_class, dtype_name),
-        grid=lambda problem: (grid_x(problem["M"], n_class, dtype_name), 1, 1),
+        grid=lambda p: (ceil_div(p["M"], rows), 1, 1),
         sample={"M": 1000, "N": n_class, "x_row_stride": n_class, "out_row_stride": n_class,
-                "residual_row_stride": n_class, "eps": 0},
-        smem_bytes=dynamic_smem_bytes(n_class, dtype_name),
+                "residual_row_stride": n_class, "eps": 1e-6},
+        min_ctas_per_sm=min_ctas_per_sm(n_class, dtype_name),
+        entry=entry_name(dtype_name, n_class, fused_add, gemma, norm),
+        pdl=True,
     )
+
+
+def make_spec(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False) -> KernelSpec:
+    return KernelSpec.make(
+        f"norm.{norm}norm", "cute", "cutefi.norm.norm_kernel:RowNormKernel", "cutefi.norm.launch:contract",
+        Family.SIMT, norm=norm, dtype_name=dtype_name, n_class=n_class, fused_add=fused_add, gemma=gemma,
+    )
+
+
+# Every build: RMSNorm (plain / fused add x plain / gemma weight) and LayerNorm (fp32 gamma
+# and beta), per dtype and hidden-size class.
+NORM_SPECS = {
+    ("rms", dtype, n_class, fused, gemma): make_spec("rms", dtype, n_class, fused, gemma)
+    for dtype in SUPPORTED_DTYPES for n_class in SUPPORTED_N_CLASSES
+    for fused in (False, True) for gemma in (False, True)
+} | {
+    ("layer", dtype, n_class, False, False): make_spec("layer", dtype, n_class)
+    for dtype in SUPPORTED_DTYPES for n_class in SUPPORTED_N_CLASSES
+}
+register(*NORM_SPECS.values())

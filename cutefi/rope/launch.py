@@ -14,18 +14,9 @@ other slots pass ``[16s, 16s+16)`` through. A CTA of 128 threads holds ``128 // 
 tokens (one slot per thread), computes each token's cos/sin once, and walks a group of
 ``heads_per_cta`` heads of q then k (grid.y splits the heads when there are few tokens).
 
-Kernel parameter order (PTX ``.entry`` order), identical for every build:
-
-    0  q_ptr, 1 k_ptr, 2 q_out_ptr, 3 k_out_ptr   u64  16-bit [nnz, heads, head_dim] views
-    4  pos_ptr        u64  pos_ids | indptr | positions (int32 or int64 per build)
-    5  offsets_ptr    u64  per-request offsets (indptr builds; int32/int64)
-    6  cache_ptr      u64  fp32 [rows, rotary_dim] cos|sin cache (cache builds)
-    7  nnz            u32  tokens
-    8  batch          u32  requests (indptr builds) or cache rows (cache builds)
-    9  num_q_heads   10 num_k_heads   11 head_dim   12 rotary_dim   13 heads_per_cta   u32
-   14..21 token and head strides (elements) of q, k, q_out, k_out      u64, % 8 == 0
-   22 cache_row_stride  u64  (elements, % 4 == 0)
-   23 rcp_scale  24 log2_theta  25 smooth_a  26 smooth_b   f32
+Parameters: the contract below (the only list); pointers to 16-bit [nnz, heads, head_dim]
+views, the position source and the fp32 cos|sin cache, then sizes, strides (elements,
+multiples of 8) and the frequency scalars.
 
 Launch: grid = (ceil(nnz / tokens_per_cta), ceil((Hq + Hk) / heads_per_cta), 1),
 block = (128, 1, 1), no shared memory, no cluster.
@@ -33,7 +24,10 @@ block = (128, 1, 1), no shared memory, no cluster.
 
 from __future__ import annotations
 
-from ..jit.contract import LaunchContract, Param
+from ..jit.contract import LaunchContract, ceil_div, pointers, scalars
+from ..jit.policy import Family
+from ..jit.registry import register
+from ..jit.spec import KernelSpec
 
 THREADS = 128
 VEC = 8  # 16-bit elements per 128-bit access
@@ -57,8 +51,7 @@ def tokens_per_cta(head_dim):
 
 
 def grid(nnz, head_dim, num_heads_total, heads_per_cta):
-    tpc = tokens_per_cta(head_dim)
-    return ((nnz + tpc - 1) // tpc, (num_heads_total + heads_per_cta - 1) // heads_per_cta, 1)
+    return (ceil_div(nnz, tokens_per_cta(head_dim)), ceil_div(num_heads_total, heads_per_cta), 1)
 
 
 def pick_heads_per_cta(nnz: int, head_dim: int, num_heads_total: int) -> int:
@@ -73,17 +66,31 @@ def entry_name(dtype: str, positions: str, index_dtype: str, interleave: bool) -
 
 
 def contract(dtype: str, positions: str, index_dtype: str, interleave: bool) -> LaunchContract:
-    params = tuple(Param(name, "ptr") for name in
-                   ("q", "k", "q_out", "k_out", "pos", "offsets", "cos_sin_cache"))
-    params += tuple(Param(name, "i32") for name in
-                    ("nnz", "batch", "num_q_heads", "num_k_heads", "head_dim", "rotary_dim", "heads_per_cta"))
-    params += tuple(Param(name, "i64") for name in STRIDES + ("cache_row_stride",))
-    params += tuple(Param(name, "f32") for name in ("rcp_scale", "log2_theta", "smooth_a", "smooth_b"))
+    index_bytes = {"i32": 4, "i64": 8}[index_dtype]
     return LaunchContract(
-        params=params,
+        params=(
+            *pointers("q", "k", "q_out", "k_out", dtype=dtype),
+            *pointers("pos", "offsets", dtype=index_dtype, align=index_bytes),
+            *pointers("cos_sin_cache", dtype="fp32"),
+            *scalars("i32", "nnz", "batch", "num_q_heads", "num_k_heads", "head_dim", "rotary_dim", "heads_per_cta"),
+            *scalars("i64", *STRIDES, "cache_row_stride"),
+            *scalars("f32", "rcp_scale", "log2_theta", "smooth_a", "smooth_b"),
+        ),
         block=(THREADS, 1, 1),
         grid=lambda p: grid(p["nnz"], p["head_dim"], p["num_q_heads"] + p["num_k_heads"], p["heads_per_cta"]),
         sample={"nnz": 1000, "batch": 3, "num_q_heads": 32, "num_k_heads": 8, "head_dim": 128,
                 "rotary_dim": 128, "heads_per_cta": 7, **{s: 4096 for s in STRIDES},
-                "cache_row_stride": 128, "rcp_scale": 0, "log2_theta": 0, "smooth_a": 0, "smooth_b": 0},
+                "cache_row_stride": 128, "rcp_scale": 1.0, "log2_theta": 13.3},
+        entry=entry_name(dtype, positions, index_dtype, interleave),
     )
+
+
+ROPE_SPECS = {
+    (dtype, positions, index_dtype, interleave): KernelSpec.make(
+        "rope.rope", "cute", "cutefi.rope.rope_kernel:RopeKernel", "cutefi.rope.launch:contract",
+        Family.SIMT, dtype=dtype, positions=positions, index_dtype=index_dtype, interleave=interleave,
+    )
+    for dtype in DTYPES for positions in POSITION_SOURCES
+    for index_dtype in INDEX_DTYPES for interleave in (False, True)
+}
+register(*ROPE_SPECS.values())

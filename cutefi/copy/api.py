@@ -1,0 +1,85 @@
+"""``copy_`` (vectorised) and ``tma_copy_`` (TMA + cluster): the copy family's public API."""
+
+from __future__ import annotations
+
+import torch
+
+from .._checks import require_aligned, require_contiguous, require_cuda, require_dtype, require_same_device
+from .._plans import PlanCache, signature
+from ..dtypes import name_of
+from ..jit.lookup import get_kernel
+from . import launch
+
+_PLANS = PlanCache()
+
+
+def copy_(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """Copy ``src`` into ``dst`` (same dtype, shape and device; both contiguous, 16-byte aligned,
+    size a multiple of 16 bytes) with 128-bit loads and stores. Returns ``dst``."""
+    try:
+        key = (signature(dst), signature(src))
+    except AttributeError:  # not tensors: the full check names the argument
+        key = None
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS.put(key, _copy_plan(dst, src))
+    kernel, device, num_vectors = plan
+    if kernel is None:
+        return dst
+    src_ptr, dst_ptr = src.data_ptr(), dst.data_ptr()
+    if (src_ptr | dst_ptr) % launch.CHUNK_BYTES:
+        _copy_plan(dst, src)  # raises, naming the tensor
+    kernel.launch(launch.copy_grid({"num_vectors": num_vectors}), device,
+                  src=src_ptr, dst=dst_ptr, num_vectors=num_vectors)
+    return dst
+
+
+def _copy_plan(dst: torch.Tensor, src: torch.Tensor) -> tuple:
+    device = require_cuda("src", src)
+    require_cuda("dst", dst)
+    require_same_device(("src", src), ("dst", dst))
+    if src.dtype != dst.dtype or src.shape != dst.shape:
+        raise ValueError(f"dst {tuple(dst.shape)} {dst.dtype} must match src {tuple(src.shape)} {src.dtype}")
+    for name, tensor in (("src", src), ("dst", dst)):
+        require_contiguous(name, tensor)
+        require_aligned(name, tensor, launch.CHUNK_BYTES)
+    nbytes = src.numel() * src.element_size()
+    if nbytes % launch.CHUNK_BYTES:
+        raise ValueError(f"copy_ moves 16-byte chunks; src has {nbytes} bytes (not a multiple of 16)")
+    num_vectors = nbytes // launch.CHUNK_BYTES
+    if num_vectors > launch.MAX_VECTORS:
+        raise ValueError(f"copy_ takes at most {launch.MAX_VECTORS} 16-byte chunks (~32 GiB); got {num_vectors}")
+    kernel = get_kernel(launch.COPY_SPEC, device) if num_vectors else None
+    return kernel, device, num_vectors
+
+
+def tma_copy_(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """Copy a 2-D row-major ``src`` [M, N] into ``dst`` with TMA (sm_90+). Returns ``dst``.
+
+    Accepts bf16, fp16, fp32; rows must be contiguous (the row stride may exceed N), the row
+    stride in bytes a multiple of 16 and both base addresses 16-byte aligned.
+    """
+    device = require_cuda("src", src)
+    require_cuda("dst", dst)
+    require_same_device(("src", src), ("dst", dst))
+    require_dtype("src", src, [torch.bfloat16, torch.float16, torch.float32])
+    if src.dtype != dst.dtype or src.shape != dst.shape:
+        raise ValueError(f"dst {tuple(dst.shape)} {dst.dtype} must match src {tuple(src.shape)} {src.dtype}")
+    if src.dim() != 2:
+        raise ValueError(f"src must be 2-D [M, N], got shape {tuple(src.shape)}")
+    for name, tensor in (("src", src), ("dst", dst)):
+        if tensor.stride(1) != 1:
+            raise ValueError(f"{name} rows must be contiguous (stride(1) == 1), got strides {tuple(tensor.stride())}")
+        if (tensor.stride(0) * tensor.element_size()) % 16 or tensor.stride(0) < tensor.shape[1]:
+            raise ValueError(f"{name} row stride must be >= N and a multiple of 16 bytes, got {tensor.stride(0)} elements")
+        require_aligned(name, tensor, 16)
+    m, n = src.shape
+    if m == 0 or n == 0:
+        return dst
+    dtype = name_of(src.dtype)
+    tile_m, tile_n = launch.DEFAULT_TILES[dtype]
+    grid = launch.tma_grid(m, n, tile_m, tile_n)
+    if grid[1] > launch.MAX_GRID_Y:
+        raise ValueError(f"N must be at most {launch.MAX_GRID_Y * tile_n} for {dtype}, got {n}")
+    get_kernel(launch.TMA_COPY_SPECS[dtype], device).launch(grid, device, src=src, dst=dst)
+    return dst

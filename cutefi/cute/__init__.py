@@ -1,0 +1,1 @@
+"""Device helpers shared by cutefi's CuTe DSL kernels (imported by kernels, never by API modules)."""

@@ -1,0 +1,3 @@
+"""Fill family: raw bit-pattern fills (NVRTC-built), and NaN poisoning for tests."""
+
+API = ("fill_", "poison_")

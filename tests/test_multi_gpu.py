@@ -1,0 +1,263 @@
+"""GPU tier, two GPUs in one process: every public op on cuda:0 and cuda:1, whichever device is current.
+
+cutefi must launch on the device of the tensors and on torch's current stream *of that device*,
+leave torch's current device as it found it, key every cache by device, and refuse tensors of
+two devices in one call. References are float32 (RoPE angles in float64); outputs are poisoned
+with NaN first, so an unwritten element fails the check.
+"""
+
+import contextlib
+import re
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import cutefi
+
+NUM_GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(NUM_GPUS < 2, reason=f"needs 2 CUDA GPUs in one process; {NUM_GPUS} visible")]
+
+TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 3e-3}  # relative L2 error
+EPS = 1e-6
+MAX_POS = 4096
+# torch.cuda._sleep spins this many clocks (~0.25 s at H200 clocks): a kernel launched on any
+# stream but the intended one races ahead of the inputs queued behind the sleep and reads NaN
+SLEEP_CYCLES = 500_000_000
+
+
+def rms_reference(x, weight):
+    x32 = x.float()
+    return x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + EPS) * weight.float()
+
+
+def layernorm_reference(x, gamma, beta):
+    return torch.nn.functional.layer_norm(x.float(), (x.shape[-1],), gamma, beta, EPS)
+
+
+def rope_reference(x, pos_ids, theta=1e4):
+    """NeoX-style (non-interleaved) RoPE over the whole head_dim of x [nnz, heads, D]."""
+    half = x.shape[-1] // 2
+    freq = theta ** (-torch.arange(half, device=x.device, dtype=torch.float64) / half)
+    angle = pos_ids.double()[:, None] * freq
+    cos, sin = angle.cos().float()[:, None], angle.sin().float()[:, None]
+    lo, hi = x.float()[..., :half], x.float()[..., half:]
+    return torch.cat([lo * cos - hi * sin, hi * cos + lo * sin], dim=-1)
+
+
+def references(t):
+    """{output name: expected} for :func:`launch_ops` on the inputs ``t``."""
+    x, w = t["x"], t["w"]
+    added = (x.float() + t["residual"].float()).to(x.dtype)
+    return {"rmsnorm": rms_reference(x, w), "fused_add_rmsnorm": rms_reference(added, w),
+            "fused_add_rmsnorm.residual": added, "layernorm": layernorm_reference(x, t["gamma"], t["beta"]),
+            "rope.q": rope_reference(t["q"], t["pos_ids"]), "rope.k": rope_reference(t["k"], t["pos_ids"]),
+            "copy_": x, "tma_copy_": x}
+
+
+def check(what, out, ref):
+    """Assert ``out`` matches ``ref`` (bit-exact where ref has out's dtype); returns the relative error."""
+    assert out.device == ref.device, f"{what}: output on {out.device}, inputs on {ref.device}"
+    assert not torch.isnan(out).any(), f"{what}: NaN in the output (unwritten, or inputs read too early)"
+    if out.dtype == ref.dtype:  # the copies and the fused residual
+        assert torch.equal(out, ref), f"{what}: differs from the exact result"
+        return 0.0
+    rel = ((out.float() - ref).norm() / ref.norm()).item()
+    assert rel < TOLERANCE[out.dtype], f"{what}: relative error {rel:.2e}"
+    return rel
+
+
+def check_all(outs, t, label):
+    refs = references(t)
+    for name, out in outs.items():
+        check(f"{label}: {name}", out, refs[name])
+
+
+def poisoned(like):
+    return cutefi.poison_(torch.empty_like(like))
+
+
+def make_inputs(d, dtype=torch.bfloat16, rows=37, hidden=4096, nnz=29, heads=(8, 2), head_dim=128, seed=None):
+    """Fresh random inputs on cuda:d; with ``seed``, drawn on the CPU so both devices can get the same values."""
+    dev = torch.device("cuda", d)
+    gen = torch.Generator().manual_seed(seed) if seed is not None else None
+    where = "cpu" if gen is not None else dev
+
+    def randn(*shape, dt=dtype):
+        return torch.randn(*shape, generator=gen, device=where).to(dev, dt)
+
+    return dict(x=randn(rows, hidden), w=randn(hidden), residual=randn(rows, hidden),
+                gamma=randn(hidden, dt=torch.float32), beta=randn(hidden, dt=torch.float32),
+                q=randn(nnz, heads[0], head_dim), k=randn(nnz, heads[1], head_dim),
+                pos_ids=torch.randint(0, MAX_POS, (nnz,), generator=gen, device=where).to(dev, torch.int32))
+
+
+def launch_ops(t):
+    """Every public op once on the inputs ``t`` (left unchanged); returns {name: output}."""
+    x, res = t["x"].clone(), t["residual"].clone()
+    cutefi.fused_add_rmsnorm(x, res, t["w"])
+    outs = {"rmsnorm": cutefi.rmsnorm(t["x"], t["w"], out=poisoned(t["x"])),
+            "fused_add_rmsnorm": x, "fused_add_rmsnorm.residual": res,
+            "layernorm": cutefi.layernorm(t["x"], t["gamma"], t["beta"]),
+            "copy_": cutefi.copy_(poisoned(t["x"]), t["x"])}
+    outs["rope.q"], outs["rope.k"] = cutefi.apply_rope_pos_ids(t["q"], t["k"], t["pos_ids"])
+    if torch.cuda.get_device_capability(t["x"].device) >= (9, 0):
+        outs["tma_copy_"] = cutefi.tma_copy_(poisoned(t["x"]), t["x"])
+    return outs
+
+
+def delayed(t, d):
+    """Copies of the inputs ``t`` that hold NaN (ints: 0) until a long sleep on cuda:d's current stream ends."""
+    live = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else torch.zeros_like(v)
+            for k, v in t.items()}
+    torch.cuda.synchronize(d)  # the poison is in place before the sleep starts
+    with torch.cuda.device(d):
+        torch.cuda._sleep(SLEEP_CYCLES)
+    for k, v in live.items():
+        v.copy_(t[k])  # cuda:d's current stream, behind the sleep
+    return live
+
+
+@contextlib.contextmanager
+def current(d):
+    """``torch.cuda.device(d)``, asserting that nothing inside left another device current."""
+    with torch.cuda.device(d):
+        yield
+        assert torch.cuda.current_device() == d, f"cuda:{d} was current, now cuda:{torch.cuda.current_device()}"
+
+
+def synchronize_both():
+    torch.cuda.synchronize(0)
+    torch.cuda.synchronize(1)
+
+
+@pytest.fixture(autouse=True)
+def cuda0_current():
+    torch.cuda.set_device(0)
+    yield
+    assert torch.cuda.current_device() == 0, "a test left another device current"
+
+
+@pytest.mark.parametrize("d", [0, 1])
+def test_call_while_the_other_device_is_current(d):
+    t = make_inputs(d)
+    with current(1 - d):
+        outs = launch_ops(t)
+    torch.cuda.synchronize(d)
+    check_all(outs, t, f"cuda:{d} with cuda:{1 - d} current")
+
+
+def test_interleaved_devices_in_one_loop():
+    """0, 1, 0, 1, ... with fresh inputs each, the current device flipping every two calls, no sync until the end."""
+    pending = []
+    for i in range(8):
+        d, cur = i % 2, (i // 2) % 2
+        with current(cur):
+            t = make_inputs(d, dtype=torch.bfloat16 if i < 4 else torch.float16, rows=1 + 11 * i)
+            pending.append((f"call {i} on cuda:{d} with cuda:{cur} current", launch_ops(t), t))
+    synchronize_both()
+    for label, outs, t in pending:
+        check_all(outs, t, label)
+
+
+def test_first_use_on_cuda1_after_cuda0():
+    """fp16 RMSNorm of hidden 1000 (size class 1024) is in no other test: its first launch on cuda:0 and
+    then its first on cuda:1, with cuda:0 current both times (loading must not leave cuda:1 current)."""
+    for d in (0, 1):
+        x = torch.randn(5, 1000, device=f"cuda:{d}", dtype=torch.float16)
+        w = torch.randn(1000, device=f"cuda:{d}", dtype=torch.float16)
+        with current(0):
+            out = cutefi.rmsnorm(x, w, out=poisoned(x))
+        torch.cuda.synchronize(d)
+        check(f"fp16 rmsnorm N=1000, first use on cuda:{d}", out, rms_reference(x, w))
+
+
+@pytest.mark.parametrize("d", [0, 1])
+def test_side_stream_while_the_other_device_is_current(d):
+    """Inputs reach the side stream only after a long sleep on it: a launch on any other stream reads NaN."""
+    other, t = 1 - d, make_inputs(d)
+    side = torch.cuda.Stream(device=d)
+    with current(other), torch.cuda.stream(side):  # torch.cuda.stream makes cuda:d current ...
+        live = delayed(t, d)
+        with current(other):  # ... so make the other device current again for the cutefi calls
+            assert torch.cuda.current_stream(d) == side
+            outs = launch_ops(live)
+    side.synchronize()
+    check_all(outs, t, f"cuda:{d} side stream with cuda:{other} current")
+
+
+def test_cuda_graph_on_cuda1_while_cuda0_is_current():
+    """Capture every op (rmsnorm, rope, copy_ and the rest) on cuda:1; replay on fresh inputs, outputs poisoned."""
+    t = make_inputs(1)
+    with current(0):
+        launch_ops(t)  # warm-up: every kernel loaded on cuda:1 outside the capture
+    torch.cuda.synchronize(1)
+    graph = torch.cuda.CUDAGraph()
+    # torch.cuda.graph's default capture stream is made once per process on whichever device is current
+    # then (here cuda:0), so pass one on cuda:1. Entering the capture makes cuda:1 current (torch.cuda.stream
+    # -> set_stream switches device), which capture_begin relies on: no torch.cuda.device(1) is needed.
+    # Inside, cuda:0 is made current again, so cutefi must take the device from the tensors.
+    with current(0):
+        with torch.cuda.graph(graph, stream=torch.cuda.Stream(device=1)):
+            with current(0):
+                outs = launch_ops(t)
+    for replay in range(3):
+        fresh = make_inputs(1)
+        with current(0):
+            for name, tensor in t.items():
+                tensor.copy_(fresh[name])
+            for out in outs.values():
+                cutefi.poison_(out)  # the graph is not empty only if replay overwrites every output
+            graph.replay()
+        torch.cuda.synchronize(1)
+        check_all(outs, t, f"graph replay {replay} on cuda:1 with cuda:0 current")
+
+
+def _names(*parts):
+    """A regex that finds every ``"<argument> on cuda:<i>"`` of ``parts`` in a message, in any order."""
+    return "".join(f"(?=.*\\b{re.escape(p)})" for p in parts)
+
+
+MIXED = {  # call(a on cuda:0, b on cuda:1), the arguments and devices the ValueError must name
+    "rmsnorm-weight": (lambda a, b: cutefi.rmsnorm(a.x, b.w, out=a.out), ("input on cuda:0", "weight on cuda:1")),
+    "rmsnorm-out": (lambda a, b: cutefi.rmsnorm(a.x, a.w, out=b.out), ("input on cuda:0", "out on cuda:1")),
+    "fused_add-residual": (lambda a, b: cutefi.fused_add_rmsnorm(a.x, b.residual, a.w),
+                           ("input on cuda:0", "residual on cuda:1")),
+    "layernorm-beta": (lambda a, b: cutefi.layernorm(a.x, a.gamma, b.beta), ("input on cuda:0", "beta on cuda:1")),
+    "rope-k": (lambda a, b: cutefi.apply_rope_pos_ids(a.q, b.k, a.pos_ids), ("q on cuda:0", "k on cuda:1")),
+    "rope-pos_ids": (lambda a, b: cutefi.apply_rope_pos_ids(a.q, a.k, b.pos_ids),
+                     ("q on cuda:0", "pos_ids on cuda:1")),
+    "copy_-dst": (lambda a, b: cutefi.copy_(b.out, a.x), ("src on cuda:0", "dst on cuda:1")),
+    "tma_copy_-src": (lambda a, b: cutefi.tma_copy_(a.out, b.x), ("src on cuda:1", "dst on cuda:0")),
+}
+
+
+@pytest.mark.parametrize("cur", [0, 1], ids=["cuda0-current", "cuda1-current"])
+@pytest.mark.parametrize("case", MIXED)
+def test_two_devices_in_one_call_are_refused(case, cur):
+    call, named = MIXED[case]
+    a, b = (SimpleNamespace(**make_inputs(d, rows=16, hidden=256, nnz=8)) for d in (0, 1))
+    a.out, b.out = poisoned(a.x), poisoned(b.x)
+    before = {(d, k): v.clone() for d, ns in enumerate((a, b)) for k, v in vars(ns).items()}
+    with current(cur), pytest.raises(ValueError, match=_names(*named)):
+        call(a, b)
+    synchronize_both()
+    for (d, k), v in before.items():  # bit for bit: the poisoned outputs are still NaN
+        now = vars((a, b)[d])[k]
+        assert torch.equal(now.view(torch.uint8), v.view(torch.uint8)), f"{k} on cuda:{d} written by a refused call"
+
+
+def test_same_layouts_on_both_devices_in_the_same_order():
+    """Same values and layouts on cuda:0 then cuda:1 in the same call order, cuda:0 current: a cache keyed
+    without the device would launch cuda:1's calls on cuda:0 (UVA gives the devices distinct addresses, so
+    only the pointer and the device differ). cuda:1's inputs arrive behind a sleep: such a launch reads NaN."""
+    staged = {d: make_inputs(d, seed=1234) for d in (0, 1)}
+    outs = {0: launch_ops(staged[0])}
+    live = delayed(staged[1], 1)
+    outs[1] = launch_ops(live)
+    synchronize_both()
+    for d in (0, 1):
+        check_all(outs[d], staged[d], f"same layout, cuda:{d}")
+    for name, out in outs[0].items():
+        assert torch.equal(out.cpu(), outs[1][name].cpu()), f"{name}: cuda:0 and cuda:1 differ on the same input"
