@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Run cutefi's GPU tier and the measurements in one go.
-#   usage: benchmarks/run_gpu.sh OUT_DIR      (SKIP_TESTS=1 skips the GPU tier and memcheck)
+#   usage: benchmarks/run_gpu.sh OUT_DIR
+#   SKIP_TESTS=1: no GPU tier or memcheck; SKIP_FOUNDATION=1, SKIP_SUITE=1: stop before those.
+#   With two GPUs it also runs tests/test_multi_gpu.py and the torchrun check; with .oldtree/ (a
+#   checkout of the landed tree with its own .cubins) the same-run bandwidth comparison.
 # CUPTI timing needs cupti-python importable (else cutefi-bench falls back to CUDA events).
 # Cubins come from $CUTEFI_PACK_PATH (default: ./.cubins, made by `cutefi aot --out .cubins`);
 # the machine needs torch and cuda-python only. Results land in OUT_DIR.
@@ -30,8 +33,23 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     tail -n 3 "$out/memcheck_norm_rope.txt"
   fi
 fi
+if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
+  # one process driving both GPUs, then one process per GPU (NVLink multicast stays off)
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  python3 -m pytest -q -p no:cacheprovider -rs tests/test_multi_gpu.py 2>&1 | tee "$out/multi_gpu_tests.txt" || rc=1
+  torchrun --nproc-per-node 2 benchmarks/multi_gpu_torchrun.py --out "$out" > "$out/torchrun.log" 2>&1 || rc=1
+  tail -n 5 "$out/torchrun.log"
+fi
+if [ -d .oldtree/cutefi ]; then
+  # same-run bandwidth of the landed tree (.oldtree, its own .cubins) against this one
+  python3 benchmarks/compare_trees.py --tree landed=.oldtree --tree new=. --rounds 3 \
+    --out "$out/compare_trees.json" > "$out/compare_trees.log" 2>&1 || rc=1
+  tail -n 30 "$out/compare_trees.log"
+fi
+[ -n "${SKIP_FOUNDATION:-}" ] && exit $rc
 python3 -m cutefi.bench.foundation --out "$out/foundation.json" --profile "$out/first_call_profile.txt" > "$out/foundation.log" 2>&1 || rc=1
 tail -n 40 "$out/foundation.log"
+[ -n "${SKIP_SUITE:-}" ] && exit $rc
 # the default suite: every routine, cutefi and every installed peer, float32 refcheck
 python3 -m cutefi.bench.cli --refcheck --output "$out/suite.csv" "$out/suite.json" --plot "$out/suite.png" \
   > "$out/suite.log" 2>&1 || rc=1

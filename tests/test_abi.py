@@ -118,3 +118,92 @@ def test_kernel_body_reads_parameters_by_contract_name():
     args = fake_args(MIXED.__class__(params=scalars("i32", "n"), block=(32, 1, 1), grid=lambda p: (1, 1, 1)))
     with pytest.raises(AttributeError, match="no parameter 'm'; it has n"):
         args.m
+
+
+class _FakeDriver:
+    """Stands in for libcuda: records each launch's config and parameter bytes."""
+
+    def __init__(self, current_device: int) -> None:
+        self.current_device = current_device
+        self.fail_next: int = 0
+        self.launches: list[tuple[bytes, bytes]] = []
+        self.param_size = param_offsets(COPY_LIKE.params)[1]
+
+    def __getitem__(self, name):
+        import ctypes
+
+        driver = self
+
+        class _Function:
+            restype = None
+
+            def __call__(self, *args):
+                if driver.fail_next:
+                    code, driver.fail_next = driver.fail_next, 0
+                    return code
+                config, _kernel, pointers, _extra = args
+                config_bytes = ctypes.string_at(config.value, 56)
+                first_param = ctypes.cast(pointers.value, ctypes.POINTER(ctypes.c_void_p))[0]
+                driver.launches.append((config_bytes, ctypes.string_at(first_param, driver.param_size)))
+                return 0
+
+        return _Function()
+
+
+COPY_LIKE = LaunchContract(params=(*pointers("src", "dst", dtype="i32"), *scalars("i32", "n")),
+                           block=(256, 1, 1), grid=lambda p: (p["n"], 1, 1), pdl=True)
+
+
+def test_generated_launch_path_with_a_fake_driver(monkeypatch):
+    """The whole launch path on the CPU: packing by name, config with PDL, the context check."""
+    from cutefi.jit import libcuda, loader
+    from cutefi.jit.cache import Artifact
+
+    fake = _FakeDriver(current_device=0)
+    monkeypatch.setattr(libcuda, "lib", lambda: fake)
+    monkeypatch.setattr(libcuda, "library_load", lambda cubin: 0x1)
+    monkeypatch.setattr(libcuda, "library_kernel", lambda library, entry: 0x2)
+    monkeypatch.setattr(libcuda, "kernel_function", lambda kernel: 0x3)
+    monkeypatch.setattr(libcuda, "kernel_param_sizes", lambda kernel: [8, 8, 4])
+    monkeypatch.setattr(libcuda, "primary_context", lambda device: 0x111 if device == 0 else 0x222)
+    monkeypatch.setattr(libcuda, "device_attribute", lambda attribute, device: 9)
+    monkeypatch.setattr(libcuda, "error_text", lambda code: f"CUDA error {code}")
+    pushed = []
+
+    class _OnDevice:
+        def __init__(self, device):
+            pushed.append(device)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+    monkeypatch.setattr(libcuda, "on_device", _OnDevice)
+    monkeypatch.setattr(loader, "_torch_hooks", lambda: ((lambda device: 0), (lambda: fake.current_device)))
+    kernel = loader.Kernel(Artifact(cubin=b"", metadata={"entry": "k", "target": "sm_90a"}, ptx=""), COPY_LIKE)
+
+    kernel.launch((5, 1, 1), 0, None, True, n=7, dst=0x2000, src=0x1000)
+    config, params = fake.launches[-1]
+    assert struct.unpack_from("=7I", config) == (5, 1, 1, 256, 1, 1, 0)
+    assert struct.unpack_from("=QQI", config, 32)[0::2] == (0, 1)  # stream 0, one attribute (PDL)
+    assert struct.unpack_from("=QQi", params) == (0x1000, 0x2000, 7)
+    assert pushed == [0]  # prepare only: device 0's context is current, so no push at launch
+
+    kernel.launch((3, 1, 1), 1, 0xABC, False, n=1, dst=2, src=1)  # device 1, explicit stream
+    config, _ = fake.launches[-1]
+    assert struct.unpack_from("=QQI", config, 32) == (0xABC, 0, 0)  # no attribute without PDL
+    assert pushed == [0, 1]  # prepare on device 1; a non-null stream carries its own context
+
+    kernel.launch((3, 1, 1), 1, None, False, n=1, dst=2, src=1)  # default stream, device 0 current
+    assert pushed == [0, 1, 1]  # device 1's context pushed around the launch
+    fake.fail_next = 201  # CUDA_ERROR_INVALID_CONTEXT: a thread that never touched CUDA
+    launches = len(fake.launches)
+    kernel.launch((3, 1, 1), 0, None, False, n=1, dst=2, src=1)
+    assert pushed == [0, 1, 1, 0] and len(fake.launches) == launches + 1  # retried in device 0's context
+    fake.fail_next = 700
+    with pytest.raises(libcuda.CudaDriverError, match="cuLaunchKernelEx"):
+        kernel.launch((3, 1, 1), 0, None, False, n=1, dst=2, src=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'm'"):
+        kernel.launch((1, 1, 1), 0, None, False, n=1, dst=2, src=1, m=3)

@@ -1,46 +1,112 @@
-"""CPU tier: every norm and RoPE kernel cutefi ships builds for every supported target.
+"""CPU tier: every registered kernel builds, within CI's budget as kernels multiply.
 
-Each build is contract-checked by ``build`` itself (PTX entry, launch geometry, ELF target);
-here we also require 128-bit global loads and stores and no local-memory arrays in the PTX
-(register spills are decided later by ptxas and are checked on the GPU box with ncu).
+CI builds each registered spec once, for one target of its family's target list, rotating
+through that list so every target is exercised by some kernels (``ci_build_plan``). Each build
+is contract-checked by ``build`` itself (PTX entry kinds and alignments, directives, ELF
+target); here the SASS is also read (nvdisasm): no local-memory traffic (spills) and, for the
+memory-bound families, 128-bit global accesses. The full spec × target matrix is the
+compile-only report (``cutefi-bench`` without a GPU → ``benchmarks/results/compile_report_cpu.txt``);
+a spec covered by neither fails ``test_every_spec_is_covered``.
 """
 
+from __future__ import annotations
+
 import re
+from pathlib import Path
 
 import pytest
 
 from cutefi.jit.compile import build
+from cutefi.jit.policy import TargetPolicy
 from cutefi.jit.ptx import cubin_target
 from cutefi.jit.registry import all_specs
+from cutefi.jit.spec import KernelSpec
 from cutefi.jit.targets import Target
+from cutefi.jit.toolchain import toolchain_for
 
 from conftest import requires_dsl
 
-TARGETS = ["sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a", "sm_120a", "sm_121a"]
-FAMILIES = ("norm.", "rope.")
-LOCAL_MEMORY = re.compile(r"\b(ld|st)\.local\b")
+# what CI may pick from (the compile-only report's default list, sm_80 ... sm_121a)
+CI_ARCH = "8.0 8.6 8.9 9.0a 10.0a 10.3a 12.0a 12.1a"
+REPORT = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "compile_report_cpu.txt"
+SPILLS = re.compile(r"\b(LDL|STL)\b")
+WIDE_GLOBAL = re.compile(r"\b(LDG|STG)\.E\.128\b")
+# families whose kernels must move memory in 128-bit accesses (SASS checked)
+VECTORISED = ("norm.", "rope.", "copy.vector_copy")
+# Builds of CI's plan that spill today (found by this SASS check, 2026-11-22; the landed tree
+# spilled the same): LayerNorm's fp32 gamma and beta under the 128-register cap, at 2048 and
+# 4096 columns on every target, at 8192-16384 on some Blackwell targets. Strict xfail: the
+# test fails once a build stops spilling, to drop it from here.
+KNOWN_SPILLS: set[tuple[str, str]] = {
+    ("norm.layernorm(dtype_name=bf16, fused_add=False, gemma=False, n_class=8192, norm=layer)", "sm_103a"),
+}
+_SPILLING_CLASSES = {
+    f"norm.layernorm(dtype_name={dtype}, fused_add=False, gemma=False, n_class={n_class}, norm=layer)"
+    for dtype in ("bf16", "fp16") for n_class in (2048, 4096)
+}
 
 
-def _family_specs(prefix: str):
-    return [spec for spec in all_specs() if spec.name.startswith(prefix)]
+def ci_build_plan(specs: list[KernelSpec]) -> list[tuple[KernelSpec, Target]]:
+    """One (spec, target) per spec: the family's kept targets, taken in turn."""
+    plan, turn = [], {}
+    for spec in sorted(specs, key=KernelSpec.describe):
+        targets = TargetPolicy.from_environment(toolchain_for(spec.kind), None, arch_list=CI_ARCH) \
+            .decide(spec.family).kept
+        if not targets:
+            continue
+        index = turn.get(spec.family, 0)
+        turn[spec.family] = index + 1
+        plan.append((spec, targets[index % len(targets)]))
+    return plan
+
+
+def _report_specs() -> set[str]:
+    if not REPORT.is_file():
+        return set()
+    return {line.split("  ")[0].strip() for line in REPORT.read_text().splitlines()[2:] if line.strip()}
+
+
+def test_every_spec_is_covered():
+    in_ci = {spec.describe() for spec, _ in ci_build_plan(all_specs())}
+    in_report = _report_specs()
+    uncovered = [spec.describe() for spec in all_specs()
+                 if spec.describe() not in in_ci and spec.describe() not in in_report]
+    assert not uncovered, f"built neither in CI nor in the compile-only report: {uncovered}"
+
+
+def test_ci_plan_uses_every_target_of_each_family():
+    plan = ci_build_plan(all_specs())
+    for family in {spec.family for spec, _ in plan}:
+        specs = [spec for spec, _ in plan if spec.family == family]
+        kept = TargetPolicy.from_environment(toolchain_for(specs[0].kind), None, arch_list=CI_ARCH) \
+            .decide(family).kept
+        used = {target for spec, target in plan if spec.family == family}
+        assert used == set(kept[:len(specs)]), f"{family}: CI builds {sorted(map(str, used))}"
+
+
+def _plan_params():
+    known = pytest.mark.xfail(strict=True, reason="known register spills (see KNOWN_SPILLS)")
+    return [pytest.param(spec, target, id=f"{spec.describe()}@{target.sm}",
+                         marks=[known] if spec.describe() in _SPILLING_CLASSES
+                         or (spec.describe(), target.sm) in KNOWN_SPILLS else [])
+            for spec, target in ci_build_plan(all_specs())]
 
 
 @requires_dsl
-@pytest.mark.parametrize("prefix", FAMILIES)
-@pytest.mark.parametrize("target", TARGETS)
-def test_every_kernel_builds_for_target(target, prefix):
-    specs = _family_specs(prefix)
-    assert specs, f"no {prefix}* kernels registered"
-    want = Target.parse(target)
-    for spec in specs:
-        artifact = build(spec, want)
-        label = f"{spec.describe()} for {target}"
-        assert cubin_target(artifact.cubin).cc == want.cc, label
-        assert "ld.global.v4" in artifact.ptx and "st.global.v4" in artifact.ptx, f"{label}: no 128-bit access"
-        assert not LOCAL_MEMORY.search(artifact.ptx), f"{label}: local memory in PTX"
+@pytest.mark.parametrize("spec, target", _plan_params())
+def test_every_kernel_builds(spec: KernelSpec, target: Target):
+    from cutefi.jit.sass import disassemble
+
+    artifact = build(spec, target)
+    label = f"{spec.describe()} for {target.sm}"
+    assert cubin_target(artifact.cubin).cc == target.cc, label
+    sass = disassemble(artifact.cubin)
+    assert not SPILLS.search(sass), f"{label}: local memory (spills) in SASS"
+    if spec.describe().startswith(VECTORISED):
+        assert WIDE_GLOBAL.search(sass), f"{label}: no 128-bit global access in SASS"
 
 
 def test_norm_spec_table_is_complete():
     # RMSNorm: 2 dtypes x 10 size classes x fused x gemma; LayerNorm: 2 dtypes x 10 classes
-    names = [spec.name for spec in _family_specs("norm.")]
+    names = [spec.name for spec in all_specs() if spec.name.startswith("norm.")]
     assert names.count("norm.rmsnorm") == 80 and names.count("norm.layernorm") == 20

@@ -10,7 +10,7 @@ from typing import Any
 from cutefi.jit.policy import ARCH_LIST_ENV
 
 # every target cutefi supports; the policy drops what this toolchain cannot build, with reasons
-DEFAULT_ARCH = "8.0 8.6 8.9 9.0a 10.0a 12.0a 12.1a"
+DEFAULT_ARCH = "8.0 8.6 8.9 9.0a 10.0a 10.3a 12.0a 12.1a"
 SCHEMA = "cutefi-bench-compile/1"
 COLUMNS = ("kernel", "target", "build_s", "cubin_bytes", "error")
 

@@ -17,6 +17,7 @@ from typing import Any
 
 CUDA_SUCCESS = 0
 CUDA_ERROR_INVALID_VALUE = 1
+CUDA_ERROR_INVALID_CONTEXT = 201
 
 # CUdevice_attribute
 ATTR_CC_MAJOR = 75

@@ -57,13 +57,10 @@ def param_offsets(params: tuple[Param, ...]) -> tuple[list[int], int]:
     return offsets, max(cursor, 1)
 
 
-def make_packer(contract: LaunchContract, encode_tma: Callable[[bytearray, int, Any], None]) -> Callable[..., None]:
-    """``pack(buffer, **args)``: write every parameter, given by name, at its offset.
-
-    Generated once per contract so a launch costs one ``struct.pack_into`` of the scalars
-    and pointers plus one copy per TMA descriptor; a missing, unknown or misspelled name is
-    a TypeError from Python's own keyword matching, a wrong value one naming the parameter.
-    """
+def _packing_code(contract: LaunchContract, buffer: str) -> tuple[list[str], dict[str, Any]]:
+    """Statements that write every parameter (bound to a local of its own name) into ``buffer``
+    at its offset: one ``struct.pack_into`` of the scalars and pointers, one copy per TMA
+    descriptor. A wrong value raises a TypeError naming the parameter."""
     offsets, _ = param_offsets(contract.params)
     fmt, cursor, scalar_names, tma_slots = "=", 0, [], []
     for param, offset in zip(contract.params, offsets):
@@ -74,20 +71,31 @@ def make_packer(contract: LaunchContract, encode_tma: Callable[[bytearray, int, 
         fmt += _STRUCT_CODE[param.kind]
         cursor = offset + param.size
         scalar_names.append(param.name)
-    names = ", ".join(contract.names)
-    body = [f"def pack(buffer, *, {names}):"]
+    lines = []
     if scalar_names:
-        body += ["    try:",
-                 f"        _pack_into(buffer, 0, {', '.join(scalar_names)})",
-                 "    except struct.error as exc:",
-                 f"        _explain(exc, {', '.join(f'{n}={n}' for n in scalar_names)})"]
-    body += [f"    _encode(buffer, {offset}, {name}, {name!r})" for name, offset in tma_slots]
-    if len(body) == 1:
-        body.append("    pass")
-    scope = {"_pack_into": struct.Struct(fmt).pack_into, "struct": struct, "_encode": encode_tma,
-             "_explain": _explainer(contract)}
-    exec("\n".join(body), scope)  # noqa: S102 - code built from validated identifiers only
-    return scope["pack"]
+        lines += ["try:",
+                  f"    _pack_into({buffer}, 0, {', '.join(scalar_names)})",
+                  "except struct.error as exc:",
+                  f"    _explain(exc, {', '.join(f'{n}={n}' for n in scalar_names)})"]
+    lines += [f"_encode({buffer}, {offset}, {name}, {name!r})" for name, offset in tma_slots]
+    return lines, {"_pack_into": struct.Struct(fmt).pack_into, "struct": struct, "_explain": _explainer(contract)}
+
+
+def _compile(source: str, scope: dict[str, Any], name: str) -> Callable[..., Any]:
+    exec(source, scope)  # noqa: S102 - built from validated identifiers only
+    return scope[name]
+
+
+def make_packer(contract: LaunchContract, encode_tma: Callable[[bytearray, int, Any, str], None]) -> Callable[..., None]:
+    """``pack(buffer, **args)``: write every parameter, given by name, at its offset.
+
+    Generated once per contract; a missing, unknown or misspelled name is a TypeError from
+    Python's own keyword matching, a wrong value one naming the parameter.
+    """
+    lines, scope = _packing_code(contract, "buffer")
+    body = "\n".join("    " + line for line in lines or ["pass"])
+    return _compile(f"def pack(buffer, *, {', '.join(contract.names)}):\n{body}\n", {**scope, "_encode": encode_tma},
+                    "pack")
 
 
 def _explainer(contract: LaunchContract) -> Callable[..., None]:
@@ -116,6 +124,10 @@ class _ThreadState:
         self.pointers_address = ctypes.addressof(self.pointers)
         self.config = ctypes.create_string_buffer(_LAUNCH_CONFIG.size)
         self.config_address = ctypes.addressof(self.config)
+        # pre-built pointer objects: the launch passes them to libcuda without conversion
+        self.config_ptr = ctypes.c_void_p(self.config_address)
+        self.pointers_ptr = ctypes.c_void_p(self.pointers_address)
+        self.last: tuple | None = None  # (grid, stream, pdl) the config holds
         # attributes: the cluster shape (if any), then PDL (counted only when asked for)
         self.attributes = ctypes.create_string_buffer(2 * _ATTRIBUTE_BYTES)
         self.attributes_address = ctypes.addressof(self.attributes)
@@ -127,8 +139,6 @@ class _ThreadState:
         struct.pack_into("=I4xi", self.attributes, count * _ATTRIBUTE_BYTES,
                          libcuda.LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION, 1)
         self.base_attributes = count
-        self.context_out = ctypes.c_void_p()
-        self.context_out_ref = ctypes.byref(self.context_out)
 
 
 class Kernel:
@@ -142,17 +152,13 @@ class Kernel:
         self.name: str = artifact.metadata.get("spec", self.entry)
         self._local = threading.local()
         self._ready: dict[int, bool] = {}  # device -> PDL usable there
-        self._contexts: dict[int, int] = {}
         self._descriptors: dict[tuple, bytes] = {}
-        self._pack = make_packer(contract, self._encode_tma)
-        self._block_and_smem = (*contract.block, contract.smem_bytes)
         try:
             self._library = libcuda.library_load(artifact.cubin)
             self._kernel = libcuda.library_kernel(self._library, self.entry)
         except libcuda.CudaDriverError as exc:
             raise self._load_error(exc, None) from exc
-        self._launch_fn = libcuda.lib().cuLaunchKernelEx
-        self._get_context = libcuda.lib().cuCtxGetCurrent
+        self.launch = self._make_launch()
 
     # -- set-up, once per kernel and device --------------------------------------------
     def prepare(self, device: int) -> None:
@@ -172,17 +178,17 @@ class Kernel:
         if cx * cy * cz > 8:
             libcuda.kernel_set_attribute(libcuda.FUNC_NON_PORTABLE_CLUSTER, 1, self._kernel, device,
                                          "non-portable cluster")
-        self._contexts[device] = libcuda.primary_context(device)
         major = libcuda.device_attribute(libcuda.ATTR_CC_MAJOR, device)
         self._ready[device] = self.contract.pdl and major >= 9
 
     def _load_error(self, exc: Exception, device: int | None) -> KernelLoadError:
-        where = "this machine" if device is None else f"device {device}"
-        if device is not None:
-            from .driver import device_info
+        """Name the target and the device(s): ``device`` None means the library as a whole
+        has no image any visible device can run (``cuLibraryGetKernel`` refuses it)."""
+        from .driver import devices
 
-            info = device_info(device)
-            where += f" ({info.name}, CC {info.cc[0]}.{info.cc[1]})"
+        described = [f"device {d.index} ({d.name}, CC {d.cc[0]}.{d.cc[1]})" for d in devices()
+                     if device is None or d.index == device]
+        where = " or ".join(described) or "this machine"
         return KernelLoadError(
             f"cannot load {self.name}: the cubin is built for {self.target}, which {where} cannot "
             f"run ({exc}); build for this device's target (see `cutefi env`)"
@@ -216,38 +222,81 @@ class Kernel:
         Pointers are ints (addresses), ``tma`` parameters tensors. ``pdl`` asks for
         programmatic dependent launch; it is used only where the kernel waits for its inputs
         (``contract.pdl``) and the device has it (sm_90+), and ignored elsewhere.
-        """
-        if device not in self._ready:
-            self.prepare(device)
-        state = self._local.__dict__.get("state")
-        if state is None:
-            state = self._local.state = _ThreadState(self.contract)
-        self._pack(state.buffer, **args)
-        if stream is None:
-            stream = _current_stream(device)
-        attributes = state.base_attributes + (1 if pdl and self._ready[device] else 0)
-        _LAUNCH_CONFIG.pack_into(state.config, 0, *grid, *self._block_and_smem, stream,
-                                 state.attributes_address if attributes else 0, attributes)
-        if stream == 0:  # the legacy default stream: the launch uses the current context
-            self._get_context(state.context_out_ref)
-            if state.context_out.value != self._contexts[device]:
-                with libcuda.on_device(device):
-                    return self._launch(state, grid)
-        self._launch(state, grid)
 
-    def _launch(self, state: _ThreadState, grid: tuple[int, int, int]) -> None:
-        err = self._launch_fn(state.config_address, self._kernel, state.pointers_address, None)
+        (Replaced per instance by the function :meth:`_make_launch` generates, with the same
+        signature and the parameters as keyword-only arguments; this body is its reference.)
+        """
+        raise NotImplementedError  # pragma: no cover
+
+    def _make_launch(self) -> Callable[..., None]:
+        """The launch path as one generated function: argument packing inlined (no kwargs
+        dict, no extra call), the config refilled only when grid, stream or PDL change, and
+        libcuda called with pre-built pointer objects (no ctypes argument conversion)."""
+        lines, scope = _packing_code(self.contract, "state.buffer")
+        current_stream, current_device = _torch_hooks()
+        self._launch_fn = launch_fn = libcuda.lib()["cuLaunchKernelEx"]  # a fresh function: no argtypes
+        launch_fn.restype = ctypes.c_int
+        self._kernel_ptr = ctypes.c_void_p(self._kernel)
+        scope.update(
+            _encode=self._encode_tma, _ready=self._ready, _prepare=self.prepare, _local=self._local,
+            _new_state=self._new_state, _current_stream=current_stream,
+            _config_pack=_LAUNCH_CONFIG.pack_into, _block_and_smem=(*self.contract.block, self.contract.smem_bytes),
+            _launch_fn=launch_fn, _kernel=self._kernel_ptr, _current_device=current_device,
+            _pushed=self._launch_pushed, _failed=self._failed,
+        )
+        body = [
+            "ready = _ready.get(device)",
+            "if ready is None:",
+            "    _prepare(device)",
+            "    ready = _ready[device]",
+            "state = _local.__dict__.get('state') or _new_state()",
+            *lines,
+            "if stream is None:",
+            "    stream = _current_stream(device)",
+            "config = (grid, stream, pdl and ready)",
+            "if config != state.last:",
+            "    state.last = config",
+            "    count = state.base_attributes + (1 if pdl and ready else 0)",
+            "    _config_pack(state.config, 0, *grid, *_block_and_smem, stream,",
+            "                 state.attributes_address if count else 0, count)",
+            # the legacy default stream (0) runs in the current context: torch's current device
+            # says which (cudaSetDevice keeps the two together); a thread with no context
+            # at all fails with CUDA_ERROR_INVALID_CONTEXT and is retried in the device's own
+            "if stream == 0 and _current_device() != device:",
+            "    return _pushed(state, grid, device)",
+            "err = _launch_fn(state.config_ptr, _kernel, state.pointers_ptr, None)",
+            "if err:",
+            "    _failed(err, grid, state, device)",
+        ]
+        params = ", ".join(self.contract.names)
+        source = (f"def launch(grid, device, stream=None, pdl=False, /, *, {params}):\n"
+                  + "\n".join("    " + line for line in body) + "\n")
+        return _compile(source, scope, "launch")
+
+    def _new_state(self) -> _ThreadState:
+        state = self._local.state = _ThreadState(self.contract)
+        return state
+
+    def _launch_pushed(self, state: _ThreadState, grid: tuple[int, int, int], device: int) -> None:
+        """The default stream while another context is current: launch in the device's own."""
+        with libcuda.on_device(device):
+            err = self._launch_fn(state.config_ptr, self._kernel_ptr, state.pointers_ptr, None)
         if err:
             libcuda.check(err, f"cuLaunchKernelEx({self.name}, grid={grid})")
 
+    def _failed(self, err: int, grid: tuple[int, int, int], state: _ThreadState | None = None,
+                device: int | None = None) -> None:
+        if err == libcuda.CUDA_ERROR_INVALID_CONTEXT and state is not None and device is not None:
+            return self._launch_pushed(state, grid, device)  # a thread that never touched CUDA
+        libcuda.check(err, f"cuLaunchKernelEx({self.name}, grid={grid})")
 
-def _current_stream(device: int) -> int:
-    """torch's current stream on ``device`` as a raw handle (far cheaper than current_stream())."""
+
+def _torch_hooks() -> tuple[Callable[[int], int], Callable[[], int]]:
+    """torch's C functions for (a device's current raw stream, the current device): far
+    cheaper than ``torch.cuda.current_stream()`` / ``current_device()``."""
     import torch
 
-    global _current_stream
-    _current_stream = torch._C._cuda_getCurrentRawStream  # type: ignore[assignment]
-    return _current_stream(device)
+    return torch._C._cuda_getCurrentRawStream, torch._C._cuda_getDevice
 
 
 def encode_descriptor(recipe: TmaRecipe, tensor: Any) -> bytes:

@@ -96,9 +96,13 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     rms: ``weight`` has the input dtype, ``bias`` is None. layer: ``weight`` (gamma) and
     ``bias`` (beta) are fp32.
     """
-    try:
-        key = (kind, gemma, signature(input), signature(weight), signature(bias),
-               out is input or signature(out), signature(residual))
+    try:  # what a plan depends on (signature() inlined: this runs on every call)
+        key = (kind, gemma, input.dtype, input.shape, input.stride(), input.get_device(),
+               weight.dtype, weight.shape, weight.stride(), weight.get_device(),
+               None if out is input else (out.dtype, out.shape, out.stride(), out.get_device()),
+               None if residual is None else (residual.dtype, residual.shape, residual.stride(),
+                                              residual.get_device()),
+               None if bias is None else signature(bias))
     except AttributeError:  # not tensors: the full check below names the argument
         key = None
     plan = _PLANS.get(key)
@@ -150,12 +154,8 @@ def _check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: 
 # ---- public API -------------------------------------------------------------------------
 # enable_pdl (FlashInfer's meaning): None = on where the GPU has programmatic dependent
 # launch (sm_90+); the kernel waits for its inputs, so PDL never reads stale data.
-def _normalize(input: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None,
-               gemma: bool, enable_pdl: bool | None) -> torch.Tensor:
-    if out is None:
-        out = torch.empty_like(require_tensor("input", input))
-    launch_norm("rms", input, weight, None, out, None, eps, gemma, enable_pdl)
-    return out
+def _output(input: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    return torch.empty_like(require_tensor("input", input)) if out is None else out
 
 
 def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
@@ -167,7 +167,9 @@ def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
     of 8 in [8, 32768]. weight: ``[hidden]``, same dtype. fp32 accumulation. ``out`` may be
     ``input`` (in place). ``enable_pdl``: programmatic dependent launch (None: where available).
     """
-    return _normalize(input, weight, eps, out, False, enable_pdl)
+    out = _output(input, out)
+    launch_norm("rms", input, weight, None, out, None, eps, False, enable_pdl)
+    return out
 
 
 def fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
@@ -179,7 +181,9 @@ def fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch
 def gemma_rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
                   out: torch.Tensor | None = None, enable_pdl: bool | None = None) -> torch.Tensor:
     """Gemma's RMSNorm: like :func:`rmsnorm` with the weight applied as ``1 + weight``."""
-    return _normalize(input, weight, eps, out, True, enable_pdl)
+    out = _output(input, out)
+    launch_norm("rms", input, weight, None, out, None, eps, True, enable_pdl)
+    return out
 
 
 def gemma_fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
