@@ -22,6 +22,10 @@ import torch.distributed as dist
 
 import cutefi
 
+# the float32 references written in the two-GPU test (one definition for both)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from test_multi_gpu import rms_reference, rope_reference  # noqa: E402
+
 # NVLink multicast can take a shared host's GPUs out of service: it stays off (NCCL reads these at init)
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 3e-3}  # relative L2 error
@@ -29,21 +33,6 @@ RMSNORM = [(7, 4096, torch.bfloat16), (4096, 4096, torch.bfloat16), (333, 5120, 
 ROPE = [(7, 32, 8, 128, torch.bfloat16), (4096, 32, 8, 128, torch.bfloat16), (1000, 16, 4, 256, torch.float16)]
 COPY = [(1024, torch.bfloat16), (3 * 2**20 + 8, torch.float16), (2**25, torch.bfloat16)]  # elements
 WARMUP, ITERS = 3, 20
-
-
-def rms_reference(x, weight, eps=1e-6):
-    x32 = x.float()
-    return x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
-
-
-def rope_reference(x, pos_ids, theta=1e4):
-    """NeoX-style (non-interleaved) RoPE over the whole head_dim of x [nnz, heads, D]; angles in float64."""
-    half = x.shape[-1] // 2
-    freq = theta ** (-torch.arange(half, device=x.device, dtype=torch.float64) / half)
-    angle = pos_ids.double()[:, None] * freq
-    cos, sin = angle.cos().float()[:, None], angle.sin().float()[:, None]
-    lo, hi = x.float()[..., :half], x.float()[..., half:]
-    return torch.cat([lo * cos - hi * sin, hi * cos + lo * sin], dim=-1)
 
 
 def rel_error(out, ref):

@@ -49,6 +49,8 @@ fi
 [ -n "${SKIP_FOUNDATION:-}" ] && exit $rc
 python3 -m cutefi.bench.foundation --out "$out/foundation.json" --profile "$out/first_call_profile.txt" > "$out/foundation.log" 2>&1 || rc=1
 tail -n 40 "$out/foundation.log"
+# where a launch's host time goes (raw libcuda, Kernel.launch, public calls, torch.add)
+python3 benchmarks/launch_microbench.py --out "$out/launch_microbench.json" > "$out/launch_microbench.log" 2>&1 || rc=1
 [ -n "${SKIP_SUITE:-}" ] && exit $rc
 # the default suite: every routine, cutefi and every installed peer, float32 refcheck
 python3 -m cutefi.bench.cli --refcheck --output "$out/suite.csv" "$out/suite.json" --plot "$out/suite.png" \
