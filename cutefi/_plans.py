@@ -21,19 +21,20 @@ def signature(tensor: torch.Tensor | None) -> tuple | None:
     return tensor.dtype, tensor.shape, tensor.stride(), tensor.get_device()
 
 
-class PlanCache:
-    """A bounded dict (cleared when full: plans are cheap to rebuild)."""
+class PlanCache(dict):
+    """A bounded dict of plans (cleared when full: plans are cheap to rebuild).
+
+    A dict subclass so that ``get`` is the C lookup (it runs on every call); a ``None`` key
+    (arguments that are not tensors) is never stored, so it always misses.
+    """
 
     def __init__(self, limit: int = _LIMIT) -> None:
-        self._plans: dict[tuple, Any] = {}
+        super().__init__()
         self._limit = limit
-
-    def get(self, key: tuple | None) -> Any:
-        return self._plans.get(key) if key is not None else None
 
     def put(self, key: tuple | None, plan: Any) -> Any:
         if key is not None:
-            if len(self._plans) >= self._limit:
-                self._plans.clear()
-            self._plans[key] = plan
+            if len(self) >= self._limit:
+                self.clear()
+            self[key] = plan
         return plan

@@ -24,7 +24,7 @@ from cutefi.jit.spec import KernelSpec
 from cutefi.jit.targets import Target
 from cutefi.jit.toolchain import toolchain_for
 
-from conftest import requires_dsl
+from conftest import dsl_available, requires_dsl
 
 # what CI may pick from (the compile-only report's default list, sm_80 ... sm_121a)
 CI_ARCH = "8.0 8.6 8.9 9.0a 10.0a 10.3a 12.0a 12.1a"
@@ -47,7 +47,10 @@ _SPILLING_CLASSES = {
 
 
 def ci_build_plan(specs: list[KernelSpec]) -> list[tuple[KernelSpec, Target]]:
-    """One (spec, target) per spec: the family's kept targets, taken in turn."""
+    """One (spec, target) per spec: the family's kept targets, taken in turn (empty where CuTe
+    DSL is not installed, e.g. a GPU box running from a pack: its toolchain decides the targets)."""
+    if not dsl_available():
+        return []
     plan, turn = [], {}
     for spec in sorted(specs, key=KernelSpec.describe):
         targets = TargetPolicy.from_environment(toolchain_for(spec.kind), None, arch_list=CI_ARCH) \
@@ -66,6 +69,7 @@ def _report_specs() -> set[str]:
     return {line.split("  ")[0].strip() for line in REPORT.read_text().splitlines()[2:] if line.strip()}
 
 
+@requires_dsl
 def test_every_spec_is_covered():
     in_ci = {spec.describe() for spec, _ in ci_build_plan(all_specs())}
     in_report = _report_specs()
@@ -74,6 +78,7 @@ def test_every_spec_is_covered():
     assert not uncovered, f"built neither in CI nor in the compile-only report: {uncovered}"
 
 
+@requires_dsl
 def test_ci_plan_uses_every_target_of_each_family():
     plan = ci_build_plan(all_specs())
     for family in {spec.family for spec, _ in plan}:

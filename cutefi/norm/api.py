@@ -116,10 +116,10 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     if (x_ptr | w_ptr | b_ptr | o_ptr | r_ptr) & 15:
         _check_and_plan(kind, input, weight, bias, out, residual, gemma, weight_name)  # raises, naming it
     x_stride, out_stride, res_stride = plan.strides
-    plan.kernel.launch(plan.grid, plan.device, None, enable_pdl is None or bool(enable_pdl),
+    plan.kernel.launch(plan.grid, plan.device, None, True if enable_pdl is None else bool(enable_pdl),
                        x=x_ptr, weight=w_ptr, bias=b_ptr, out=o_ptr, residual=r_ptr, M=plan.rows, N=plan.n,
                        x_row_stride=x_stride, out_row_stride=out_stride, residual_row_stride=res_stride,
-                       eps=float(eps))
+                       eps=eps)
 
 
 def _check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
