@@ -37,12 +37,6 @@ def tma_code(name: str) -> int:
     return code
 
 
-def torch_dtype(name: str) -> Any:
-    import torch
-
-    return getattr(torch, DTYPES[name][1])
-
-
 _BY_TORCH: dict[Any, str] = {}
 
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from .. import dtypes
 from ..jit.contract import LaunchContract, Param, TmaRecipe, ceil_div, pointers
 from ..jit.policy import Family
 from ..jit.registry import register
@@ -42,7 +43,6 @@ TMA_THREADS = 32
 CLUSTER = (2, 1, 1)
 SMEM_ALIGN_BYTES = 1024  # the mbarrier slot, padded so the swizzled tile starts on 1 KiB
 TMA_DTYPES = ("bf16", "fp16", "fp32")
-ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 DEFAULT_TILES = {"bf16": (128, 64), "fp16": (128, 64), "fp32": (128, 32)}  # 128-byte rows
 MAX_GRID_Y = 65535
 # the static shape the build compiles against: >= 2 tiles per mode, else the compiler folds
@@ -57,11 +57,11 @@ def tma_grid(m, n, tile_m: int, tile_n: int):
 
 
 def tma_smem_bytes(dtype: str, tile_m: int, tile_n: int) -> int:
-    return SMEM_ALIGN_BYTES + tile_m * tile_n * ELEMENT_BYTES[dtype]
+    return SMEM_ALIGN_BYTES + tile_m * tile_n * dtypes.bits(dtype) // 8
 
 
 def swizzle_for(dtype: str, tile_n: int) -> str:
-    row_bytes = tile_n * ELEMENT_BYTES[dtype]
+    row_bytes = tile_n * dtypes.bits(dtype) // 8
     if row_bytes not in (32, 64, 128):
         raise ValueError(f"tile_n * element bytes must be 32, 64 or 128, got {row_bytes}")
     return f"{row_bytes}B"

@@ -15,11 +15,12 @@ import torch
 
 from .._checks import require_cuda, require_dtype, require_same_device, require_tensor
 from .._plans import PlanCache, signature
+from ..dtypes import name_of
 from ..jit.loader import Kernel
 from ..jit.lookup import get_kernel
 from . import launch
 
-DTYPE_NAME = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+_INPUT_DTYPES = (torch.bfloat16, torch.float16)
 MIN_N, MAX_N, N_MULTIPLE = 8, max(launch.SUPPORTED_N_CLASSES), 8
 MAX_ROWS = 2**31 - 1
 
@@ -60,7 +61,7 @@ def plan(kind: str, dtype: torch.dtype, n: int, fused: bool, gemma: bool) -> tup
     """(spec, size class) for a dtype and hidden size; raises for unsupported sizes."""
     if not MIN_N <= n <= MAX_N or n % N_MULTIPLE:
         raise ValueError(f"hidden size must be a multiple of {N_MULTIPLE} in [{MIN_N}, {MAX_N}]; got {n}")
-    dtype_name = DTYPE_NAME[dtype]
+    dtype_name = name_of(dtype)
     n_class = launch.pick_n_class(n)
     return launch.NORM_SPECS[(kind, dtype_name, n_class, fused, gemma)], n_class
 
@@ -126,8 +127,8 @@ def _check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: 
                     out: torch.Tensor, residual: torch.Tensor | None, gemma: bool, weight_name: str) -> _Plan:
     device = require_cuda("input", input)
     require_tensor(weight_name, weight)
-    if input.dtype not in DTYPE_NAME:
-        require_dtype("input", input, DTYPE_NAME)
+    if input.dtype not in _INPUT_DTYPES:
+        require_dtype("input", input, _INPUT_DTYPES)
     named = [("input", input), (weight_name, weight), ("out", require_tensor("out", out))]
     named += [("residual", residual)] if residual is not None else []
     named += [("beta", require_tensor("beta", bias))] if bias is not None else []

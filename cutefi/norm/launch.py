@@ -11,6 +11,7 @@ strides in elements (multiples of 8) and ``eps``. Grid: ``ceil(M / rows_per_cta)
 
 from __future__ import annotations
 
+from .. import dtypes
 from ..jit.contract import LaunchContract, Param, ceil_div, pointers, scalars
 from ..jit.policy import Family
 from ..jit.registry import register
@@ -19,7 +20,6 @@ from ..jit.spec import KernelSpec
 KINDS = ("rms", "layer")
 
 # element width in bits for the supported storage dtypes
-_DTYPE_BITS = {"bf16": 16, "fp16": 16}
 
 # Elements per 128-bit vector access (8 x 16-bit).
 VEC_BITS = 128
@@ -50,10 +50,9 @@ SUPPORTED_DTYPES = ("bf16", "fp16")
 
 
 def dtype_bits(dtype_name: str) -> int:
-    try:
-        return _DTYPE_BITS[dtype_name]
-    except KeyError:
-        raise ValueError(f"unsupported dtype {dtype_name!r}; expected bf16 or fp16") from None
+    if dtype_name not in SUPPORTED_DTYPES:
+        raise ValueError(f"unsupported dtype {dtype_name!r}; expected one of {SUPPORTED_DTYPES}")
+    return dtypes.bits(dtype_name)
 
 
 def _check(n_class: int, dtype_name: str) -> None:

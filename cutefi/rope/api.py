@@ -15,12 +15,13 @@ import torch
 
 from .._checks import require_cuda, require_dtype, require_same_device, require_tensor
 from .._plans import PlanCache, signature
+from ..dtypes import name_of
 from ..jit.loader import Kernel
 from ..jit.lookup import get_kernel
 from . import launch
 
-_DTYPE_NAME = {torch.bfloat16: "bf16", torch.float16: "fp16"}
-_INDEX_NAME = {torch.int32: "i32", torch.int64: "i64"}
+_INPUT_DTYPES = (torch.bfloat16, torch.float16)
+_INDEX_DTYPES = (torch.int32, torch.int64)
 _I32_MAX = 2**31 - 1
 
 
@@ -42,8 +43,8 @@ def _stride(tensor: torch.Tensor, dim: int) -> int:
 
 def _check_index(name: str, tensor: torch.Tensor, length: int | None) -> None:
     require_tensor(name, tensor)
-    if tensor.dtype not in _INDEX_NAME:
-        require_dtype(name, tensor, _INDEX_NAME)
+    if tensor.dtype not in _INDEX_DTYPES:
+        require_dtype(name, tensor, _INDEX_DTYPES)
     if tensor.dim() != 1 or (length is not None and tensor.shape[0] != length):
         want = f"[{length}]" if length is not None else "1-D"
         raise ValueError(f"{name} must be {want}; got shape {tuple(tensor.shape)}")
@@ -95,8 +96,8 @@ def _check_and_plan(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out
     device = require_cuda(q_name, q)
     _check_heads(q_name, q)
     _check_heads(k_name, k)
-    if q.dtype not in _DTYPE_NAME:
-        require_dtype(q_name, q, _DTYPE_NAME)
+    if q.dtype not in _INPUT_DTYPES:
+        require_dtype(q_name, q, _INPUT_DTYPES)
     if k.dtype != q.dtype:
         raise TypeError(f"{k_name} dtype {k.dtype} must match {q_name} dtype {q.dtype}")
     nnz, num_q_heads, head_dim = q.shape
@@ -128,7 +129,7 @@ def _check_and_plan(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out
         batch = cache.shape[0]
     if nnz == 0 or heads == 0:
         return _Plan(None, device, (0, 0, 0), {})
-    spec = launch.ROPE_SPECS[(_DTYPE_NAME[q.dtype], positions, _INDEX_NAME[pos.dtype], bool(interleave))]
+    spec = launch.ROPE_SPECS[(name_of(q.dtype), positions, name_of(pos.dtype), bool(interleave))]
     heads_per_cta = launch.pick_heads_per_cta(nnz, head_dim, heads)
     sizes = dict(nnz=nnz, batch=batch, num_q_heads=num_q_heads, num_k_heads=num_k_heads, head_dim=head_dim,
                  rotary_dim=rotary_dim, heads_per_cta=heads_per_cta,
