@@ -16,9 +16,85 @@ def test_cpu_tensors_are_refused():
         cutefi.fill_(x, 0)
 
 
+def _cpu_calls():
+    """One otherwise valid call of every public op, on CPU tensors, and the argument it must name."""
+    bf16, i32 = torch.bfloat16, torch.int32
+    x, w, r = torch.randn(4, 64).to(bf16), torch.randn(64).to(bf16), torch.randn(4, 64).to(bf16)
+    q, k, pos = torch.randn(8, 4, 64).to(bf16), torch.randn(8, 2, 64).to(bf16), torch.arange(8, dtype=i32)
+    indptr, offsets = torch.tensor([0, 3, 8], dtype=i32), torch.tensor([0, 5], dtype=i32)
+    cache = torch.randn(128, 64)
+    return {
+        "copy_": (lambda: cutefi.copy_(torch.empty(64), torch.randn(64)), "src"),
+        "tma_copy_": (lambda: cutefi.tma_copy_(torch.empty(8, 8), torch.randn(8, 8)), "src"),
+        "fill_": (lambda: cutefi.fill_(torch.empty(16, dtype=torch.uint8), 0xFF), "tensor"),
+        "poison_": (lambda: cutefi.poison_(torch.empty(16, dtype=bf16)), "tensor"),
+        "rmsnorm": (lambda: cutefi.rmsnorm(x, w, eps=1e-5, out=torch.empty_like(x), enable_pdl=False), "input"),
+        "gemma_rmsnorm": (lambda: cutefi.gemma_rmsnorm(x, w), "input"),
+        "fused_add_rmsnorm": (lambda: cutefi.fused_add_rmsnorm(x, r, w), "input"),
+        "gemma_fused_add_rmsnorm": (lambda: cutefi.gemma_fused_add_rmsnorm(x, r, w), "input"),
+        "rmsnorm-3d": (lambda: cutefi.rmsnorm(torch.randn(8, 4, 64).to(bf16), w), "input"),
+        "layernorm": (lambda: cutefi.layernorm(x, torch.randn(64), torch.randn(64)), "input"),
+        "apply_rope": (lambda: cutefi.apply_rope(q, k, indptr, offsets), "q"),
+        "apply_rope_inplace": (lambda: cutefi.apply_rope_inplace(q, k, indptr, offsets, 32, True, 2.0, 5e5), "q"),
+        "apply_rope_pos_ids": (lambda: cutefi.apply_rope_pos_ids(q, k, pos), "q"),
+        "apply_rope_pos_ids_inplace": (lambda: cutefi.apply_rope_pos_ids_inplace(q, k, pos, rope_scale=1), "q"),
+        "apply_llama31_rope": (lambda: cutefi.apply_llama31_rope(q, k, indptr, offsets), "q"),
+        "apply_llama31_rope_inplace": (lambda: cutefi.apply_llama31_rope_inplace(q, k, indptr, offsets), "q"),
+        "apply_llama31_rope_pos_ids": (lambda: cutefi.apply_llama31_rope_pos_ids(q, k, pos), "q"),
+        "apply_llama31_rope_pos_ids_inplace": (lambda: cutefi.apply_llama31_rope_pos_ids_inplace(q, k, pos), "q"),
+        "apply_rope_with_cos_sin_cache": (
+            lambda: cutefi.apply_rope_with_cos_sin_cache(pos, q.flatten(1), k.flatten(1), 64, cache), "query"),
+        "apply_rope_with_cos_sin_cache_inplace": (
+            lambda: cutefi.apply_rope_with_cos_sin_cache_inplace(pos, q, k, 64, cache, is_neox=False), "query"),
+    }
+
+
+@pytest.mark.parametrize("op", list(_cpu_calls()))
+def test_valid_cpu_arguments_get_the_device_error(op):
+    """Every check of types, values, shapes and layouts passes on CPU tensors; the device check,
+    which comes last, still refuses them."""
+    call, name = _cpu_calls()[op]
+    with pytest.raises(ValueError, match=f"^{name} must be on a CUDA device, got cpu$"):
+        call()
+
+
+def test_every_public_op_has_a_cpu_device_check():
+    ops = {name.split("-")[0] for name in _cpu_calls()}
+    assert ops == set(cutefi.__all__) - {"__version__"}
+
+
 def test_non_tensor_is_refused():
     with pytest.raises(TypeError, match="src must be a torch.Tensor"):
         cutefi.copy_(torch.empty(4), [1, 2, 3, 4])
+    with pytest.raises(TypeError, match="dst must be a torch.Tensor"):
+        cutefi.copy_([0.0] * 4, torch.empty(4))
+    with pytest.raises(TypeError, match="tensor must be a torch.Tensor"):
+        cutefi.poison_(None)
+
+
+def test_bug_report_cases():
+    """The reported cases: each a TypeError/ValueError naming the argument (CPU tensors: these
+    come before the device check)."""
+    q, k, pos = torch.randn(8, 4, 64).to(torch.bfloat16), torch.randn(8, 2, 64).to(torch.bfloat16), torch.arange(8)
+    with pytest.raises(ValueError, match="^q must be 3-D"):
+        cutefi.apply_rope_pos_ids(torch.tensor(1.0, dtype=torch.bfloat16), k, pos)
+    with pytest.raises(TypeError, match="^rope_scale must be a real number"):
+        cutefi.apply_rope_pos_ids(q, k, pos, rope_scale=None)
+    with pytest.raises(TypeError, match="^rope_theta must be a real number"):
+        cutefi.apply_rope_pos_ids(q, k, pos, rope_theta="1e4")
+    with pytest.raises(TypeError, match="^head_size must be an int"):
+        cutefi.apply_rope_with_cos_sin_cache(pos, q, k, "64", torch.randn(128, 64))
+    with pytest.raises(TypeError, match="^bits must be an int"):
+        cutefi.fill_(torch.empty(16, dtype=torch.uint8), bits="8")
+    x = torch.randn(4, 12).to(torch.bfloat16)
+    with pytest.raises(ValueError, match=r"^hidden size must be a multiple of 8 in \[8, 32768\]; got 12$"):
+        cutefi.rmsnorm(x, torch.randn(12).to(torch.bfloat16))
+    for eps in ("1e-6", None):
+        with pytest.raises(TypeError, match="^eps must be a real number"):
+            cutefi.rmsnorm(x[:, :8], torch.randn(8).to(torch.bfloat16), eps=eps)
+    for eps in (-1e-6, float("nan")):
+        with pytest.raises(ValueError, match="^eps must be"):
+            cutefi.rmsnorm(x[:, :8], torch.randn(8).to(torch.bfloat16), eps=eps)
 
 
 def test_unknown_public_name():

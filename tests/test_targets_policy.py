@@ -93,9 +93,6 @@ def _decide(toolchain, arch_list, family=Family.SIMT, driver=None):
     (CUDA_12_8, "9.0a 10.3a 12.0a", Family.SIMT, ["sm_90", "sm_120a"], {"sm_103a": "needs CUDA 12.9"}),
     (CUDA_12_8, "12.1a", Family.SIMT, [], {"sm_121a": "needs CUDA 12.9"}),
     (CUDA_12_9, "10.3a 12.1a", Family.SIMT, ["sm_103a", "sm_121a"], {}),
-    # CUDA 13 no longer builds Volta
-    (CUDA_13_0, "7.0 8.0", Family.SIMT, ["sm_80"], {"sm_70": "CUDA 13 no longer builds it"}),
-    (CUDA_12_9, "7.5 8.0", Family.SIMT, ["sm_80"], {"sm_75": "8.0 and newer"}),
     (CUDA_12_9, "8.0 9.0 12.0", Family.WGMMA, ["sm_90a"], {"sm_80": "only sm_90a", "sm_120": "only sm_90a"}),
     (CUDA_12_9, "9.0 9.0a", Family.MMA_SYNC, ["sm_90"], {}),  # de-duplicated
     # mma.sync on every tensor-core chip; CUDA 12.9 knows Thor only as sm_101, not sm_110
@@ -118,6 +115,26 @@ def test_policy_table(toolchain, arch_list, family, kept, dropped):
         assert fragment in reasons[target]
     for line in decision.reasons():
         assert " dropped: " in line
+
+
+@pytest.mark.parametrize("toolchain, ccs, dropped", [
+    (CUDA_13_0, [(7, 0), (8, 0)], {"sm_70": "CUDA 13 no longer builds it"}),  # Volta
+    (CUDA_12_9, [(7, 5), (8, 0)], {"sm_75": "8.0 and newer"}),
+])
+def test_old_visible_gpus_are_dropped_with_a_reason(toolchain, ccs, dropped):
+    # an arch list refuses these up front (tests/test_settings.py); a visible GPU is explained
+    decision = TargetPolicy.from_environment(toolchain, device_ccs=ccs, arch_list="").decide(Family.SIMT)
+    assert [t.sm for t in decision.kept] == ["sm_80"]
+    reasons = {t.sm: reason for t, reason in decision.dropped}
+    assert set(reasons) == set(dropped)
+    for target, fragment in dropped.items():
+        assert fragment in reasons[target]
+
+
+def test_arch_list_refuses_targets_cutefi_never_builds():
+    for text in ("7.0 8.0", "sm_75", "99.9", "sm_999"):
+        with pytest.raises(ValueError, match="known targets: 8.0 8.6"):
+            parse_target_list(text)
 
 
 def test_driver_too_old_drops_target():

@@ -36,7 +36,7 @@ def build_all(arch: str | None = None, only: list[str] | None = None,
         specs = [spec for spec in specs if any(pattern in spec.describe() for pattern in only)]
         if not specs:
             raise CompileReportError(f"no kernel name contains any of: {' '.join(only)}")
-    arch = arch or os.environ.get(ARCH_LIST_ENV) or DEFAULT_ARCH
+    arch = arch or os.environ.get(ARCH_LIST_ENV, "").strip() or DEFAULT_ARCH
     try:
         jobs, report = plan(arch, specs)
     except ValueError as exc:

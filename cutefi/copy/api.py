@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import require_aligned, require_contiguous, require_cuda, require_dtype, require_same_device
+from .._checks import (require_aligned, require_contiguous, require_cuda, require_dtype, require_same_device,
+                       require_tensor)
 from .._plans import PlanCache
 from ..dtypes import name_of
 from ..jit.lookup import get_kernel
@@ -35,9 +36,9 @@ def copy_(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
 
 
 def _copy_plan(dst: torch.Tensor, src: torch.Tensor) -> tuple:
-    device = require_cuda("src", src)
-    require_cuda("dst", dst)
-    require_same_device(("src", src), ("dst", dst))
+    # types, shapes and layouts first (CPU tensors reach these too); devices last
+    require_tensor("src", src)
+    require_tensor("dst", dst)
     if src.dtype != dst.dtype or src.shape != dst.shape:
         raise ValueError(f"dst {tuple(dst.shape)} {dst.dtype} must match src {tuple(src.shape)} {src.dtype}")
     for name, tensor in (("src", src), ("dst", dst)):
@@ -49,6 +50,9 @@ def _copy_plan(dst: torch.Tensor, src: torch.Tensor) -> tuple:
     num_vectors = nbytes // launch.CHUNK_BYTES
     if num_vectors > launch.MAX_VECTORS:
         raise ValueError(f"copy_ takes at most {launch.MAX_VECTORS} 16-byte chunks (~32 GiB); got {num_vectors}")
+    device = require_cuda("src", src)
+    require_cuda("dst", dst)
+    require_same_device(("src", src), ("dst", dst))
     kernel = get_kernel(launch.COPY_SPEC, device) if num_vectors else None
     return kernel, device, num_vectors, launch.copy_grid({"num_vectors": num_vectors})
 
@@ -59,27 +63,31 @@ def tma_copy_(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     Accepts bf16, fp16, fp32; rows must be contiguous (the row stride may exceed N), the row
     stride in bytes a multiple of 16 and both base addresses 16-byte aligned.
     """
-    device = require_cuda("src", src)
-    require_cuda("dst", dst)
-    require_same_device(("src", src), ("dst", dst))
+    # types, dimensions, shapes and layouts first (CPU tensors reach these too); devices last
+    require_tensor("src", src)
+    require_tensor("dst", dst)
+    if src.dim() != 2:
+        raise ValueError(f"src must be 2-D [M, N], got shape {tuple(src.shape)}")
     require_dtype("src", src, [torch.bfloat16, torch.float16, torch.float32])
     if src.dtype != dst.dtype or src.shape != dst.shape:
         raise ValueError(f"dst {tuple(dst.shape)} {dst.dtype} must match src {tuple(src.shape)} {src.dtype}")
-    if src.dim() != 2:
-        raise ValueError(f"src must be 2-D [M, N], got shape {tuple(src.shape)}")
-    for name, tensor in (("src", src), ("dst", dst)):
+    m, n = src.shape
+    empty = m == 0 or n == 0  # nothing to copy: torch gives empty tensors arbitrary strides
+    for name, tensor in () if empty else (("src", src), ("dst", dst)):
         if tensor.stride(1) != 1:
             raise ValueError(f"{name} rows must be contiguous (stride(1) == 1), got strides {tuple(tensor.stride())}")
         if (tensor.stride(0) * tensor.element_size()) % 16 or tensor.stride(0) < tensor.shape[1]:
             raise ValueError(f"{name} row stride must be >= N and a multiple of 16 bytes, got {tensor.stride(0)} elements")
         require_aligned(name, tensor, 16)
-    m, n = src.shape
-    if m == 0 or n == 0:
-        return dst
     dtype = name_of(src.dtype)
     tile_m, tile_n = launch.DEFAULT_TILES[dtype]
     grid = launch.tma_grid(m, n, tile_m, tile_n)
     if grid[1] > launch.MAX_GRID_Y:
         raise ValueError(f"N must be at most {launch.MAX_GRID_Y * tile_n} for {dtype}, got {n}")
+    device = require_cuda("src", src)
+    require_cuda("dst", dst)
+    require_same_device(("src", src), ("dst", dst))
+    if empty:
+        return dst
     get_kernel(launch.TMA_COPY_SPECS[dtype], device).launch(grid, device, src=src, dst=dst)
     return dst

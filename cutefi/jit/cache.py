@@ -1,11 +1,14 @@
 """Content-addressed artifact store: the disk cache and prebuilt packs share this layout.
 
 ``<root>/<lookup_key>/<toolchain_key>.cubin`` holds the cubin and ``.json`` its metadata,
-including the cubin's sha256. Files are written to a temporary name and renamed, checksums
-are verified on every read (a corrupt entry is deleted and reported as a miss, so it is
-rebuilt, never loaded), builders of one key serialise on a ``flock`` (released by the kernel
-if a holder dies, so a stale lock never blocks), and a directory that others can write to is
-refused: a cubin is code the GPU will run.
+including the cubin's sha256. Files are written to a temporary name and renamed. A read
+verifies the checksum, the metadata's shape and (``expect``) that it names the kernel the key
+was computed for; an unusable entry is deleted in the cache (a miss: rebuilt, never loaded)
+and raises :class:`CorruptEntryError` from a pack (which cannot repair itself). Builders of
+one key serialise on a ``flock`` (released if a holder dies). A store others can write to is
+refused (a cubin is code the GPU runs); the cache must also be the user's own, a pack need
+not (it is checksummed; packs installed by root are normal). ``clear`` deletes only what
+cutefi wrote, and nothing if the root holds anything else.
 """
 
 from __future__ import annotations
@@ -16,22 +19,39 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
+import re
 import stat
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
-from .._version import __version__
 
 CACHE_ENV = "CUTEFI_CACHE_DIR"
 LOCK_TIMEOUT_ENV = "CUTEFI_LOCK_TIMEOUT"
+MARKER = "CUTEFI_CACHE"  # written when cutefi creates a store; caches from before lack it
+MARKER_TEXT = ("This directory is a cutefi cubin store (cache or pack). `cutefi cache clear` "
+               "removes its entries; it refuses if other files are here.\n")
+
+_KEY = re.compile(r"[0-9a-f]{32}")  # a lookup key: one entry directory
+_ENTRY_FILE = re.compile(r"[0-9a-f]{16}\.(?:cubin|json|ptx)")  # <toolchain key>.<suffix>
+_LOCK_FILE = re.compile(r"[0-9a-f]{32}\.lock")
+_MARKER_FILE = re.compile(MARKER)
+_TEMP_OF = re.compile(r"\.(.+)\.[a-z0-9_]+\.tmp")  # atomic_write's name, left by a killed writer
+_UNSAFE_BITS = stat.S_IWGRP | stat.S_IWOTH
 
 
 class UnsafeCacheError(RuntimeError):
     """A cache or pack directory is writable by other users; cutefi will not load from it."""
+
+
+class CorruptEntryError(RuntimeError):
+    """A pack entry exists but cannot be used (damaged, or the metadata of another kernel)."""
+
+
+class ForeignContentError(RuntimeError):
+    """A store root holds files cutefi did not write; ``clear`` refuses to touch it."""
 
 
 @dataclass(frozen=True)
@@ -42,22 +62,41 @@ class Artifact:
 
 
 def default_cache_root() -> Path:
-    configured = os.environ.get(CACHE_ENV)
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".cache" / "cutefi" / __version__
+    """The cache directory, checked writable; raises ``settings.SettingsError`` naming
+    ``CUTEFI_CACHE_DIR`` (or ``CUTEFI_LOCK_TIMEOUT``) if the cache cannot be used."""
+    from . import settings  # lazy: settings imports this module
+
+    settings.lock_timeout()  # why: a bad value fails when the cache is opened, not only on a cold build
+    return settings.cache_dir()
 
 
-def check_safe_dir(path: Path) -> None:
-    """Refuse a directory writable by group/others or owned by someone else."""
+def check_safe_dir(path: Path, require_owner: bool = True, hint: str | None = None) -> None:
+    """Refuse a directory (or file) writable by group/others or, if ``require_owner``, owned by
+    someone else."""
     info = path.stat()
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise UnsafeCacheError(
-            f"{path} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); cutefi "
-            f"does not load cubins from it. Run `chmod go-w {path}` or set {CACHE_ENV}."
-        )
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        raise UnsafeCacheError(f"{path} belongs to another user; cutefi does not load cubins from it")
+    hint = hint or f"run `chmod go-w {path}` or set {CACHE_ENV} to a private directory"
+    if info.st_mode & _UNSAFE_BITS:
+        raise UnsafeCacheError(f"{path} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); "
+                               f"cutefi does not load cubins from it: {hint}")
+    if require_owner and hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise UnsafeCacheError(f"{path} belongs to another user (uid {info.st_uid}); cutefi loads cubins "
+                               f"only from a cache of its own: set {CACHE_ENV} to a private directory")
+
+
+def _is_own(name: str, pattern: re.Pattern[str]) -> bool:
+    """``name`` is a file of ``pattern``, or atomic_write's temporary for one."""
+    temp = _TEMP_OF.fullmatch(name)
+    return bool(pattern.fullmatch(name) or (temp and pattern.fullmatch(temp.group(1))))
+
+
+@dataclass
+class _Scan:
+    """The root's contents, sorted into what cutefi wrote and what it did not."""
+
+    entries: dict[Path, list[Path]] = field(default_factory=dict)  # entry dir -> its files
+    locks: list[Path] = field(default_factory=list)
+    own: list[Path] = field(default_factory=list)  # marker and temporaries
+    foreign: list[Path] = field(default_factory=list)
 
 
 class ArtifactStore:
@@ -68,9 +107,13 @@ class ArtifactStore:
         self.writable = writable
         self._checked = False
 
-    # -- paths --------------------------------------------------------------------------
+    # -- paths and safety ---------------------------------------------------------------
     def _entry_dir(self, lookup_key: str) -> Path:
         return self.root / lookup_key
+
+    def _check(self, path: Path) -> None:  # a pack may be root's, never writable by others
+        hint = None if self.writable else f"run `chmod -R go-w {self.root}` or rebuild the pack"
+        check_safe_dir(path, require_owner=self.writable, hint=hint)
 
     def _ensure_root(self) -> None:
         if self._checked:
@@ -78,49 +121,86 @@ class ArtifactStore:
         if self.writable and not self.root.exists():
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(self.root, 0o700)  # mkdir's mode is filtered by the umask
+            atomic_write(self.root / MARKER, MARKER_TEXT.encode())  # says whose files these are
         if self.root.exists():
-            check_safe_dir(self.root)
+            self._check(self.root)
             self._checked = True
 
     # -- reading ------------------------------------------------------------------------
-    def read(self, lookup_key: str, toolchain_key: str | None = None) -> Artifact | None:
-        """The entry for ``lookup_key`` (exactly ``toolchain_key`` if given, else any)."""
+    def read(self, lookup_key: str, toolchain_key: str | None = None, *,
+             expect: Mapping[str, Any] | None = None) -> Artifact | None:
+        """The entry for ``lookup_key`` (exactly ``toolchain_key`` if given, else the newest), or
+        None. ``expect``: metadata fields it must carry (lookup: what the key was computed from);
+        a mismatch is corruption. Unusable entries are deleted from the cache; a pack with no
+        usable one raises CorruptEntryError saying why."""
         self._ensure_root()
         entry_dir = self._entry_dir(lookup_key)
         if not entry_dir.is_dir():
             return None
-        check_safe_dir(entry_dir)
+        self._check(entry_dir)
+        problems: list[str] = []
         if toolchain_key is not None:
             candidates = [entry_dir / f"{toolchain_key}.json"]
         else:
-            candidates = sorted(entry_dir.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+            try:
+                candidates = sorted((p for p in entry_dir.iterdir() if p.suffix == ".json"
+                                     and not p.name.startswith(".")), key=_mtime, reverse=True)
+            except OSError as exc:
+                candidates = []
+                problems.append(f"cannot list {entry_dir}: {exc.strerror}")
         for meta_path in candidates:
-            artifact = self._read_entry(meta_path)
+            _, artifact, problem = self._load(meta_path, expect)
             if artifact is not None:
                 return artifact
+            if problem:
+                problems.append(f"{meta_path.with_suffix('')}: {problem}")
+                self._discard(meta_path)
+        if problems and not self.writable:
+            raise CorruptEntryError("; ".join(problems))
         return None
 
-    def _read_entry(self, meta_path: Path) -> Artifact | None:
-        cubin_path = meta_path.with_suffix(".cubin")
+    def _load(self, meta_path: Path, expect: Mapping[str, Any] | None
+              ) -> tuple[dict[str, Any], Artifact | None, str]:
+        """(metadata as far as readable, the artifact if usable, else why not; '' = absent)."""
         try:
-            metadata = json.loads(meta_path.read_text())
-            cubin = cubin_path.read_bytes()
+            metadata = json.loads(meta_path.read_bytes())
         except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            self._discard(meta_path)
-            return None
+            return {}, None, ""
+        except OSError as exc:
+            return {}, None, f"cannot read the metadata ({exc.strerror})"
+        except ValueError:  # also UnicodeDecodeError
+            return {}, None, "metadata is not valid JSON"
+        if not isinstance(metadata, dict):
+            return {}, None, f"metadata is a JSON {type(metadata).__name__}, not an object"
+        entry = metadata.get("entry")
+        if not isinstance(entry, str) or not entry:
+            return metadata, None, "metadata has no 'entry' (the kernel's name, a non-empty string)"
+        for name, value in (expect or {}).items():
+            if metadata.get(name) != value:
+                return metadata, None, (f"metadata says {name}={metadata.get(name)!r}, the key was "
+                                        f"computed for {value!r} (an entry of another kernel)")
+        cubin_path, ptx_path = meta_path.with_suffix(".cubin"), meta_path.with_suffix(".ptx")
+        try:
+            cubin = cubin_path.read_bytes()
+        except OSError as exc:
+            return metadata, None, f"cannot read the cubin ({exc.strerror})"
         if hashlib.sha256(cubin).hexdigest() != metadata.get("cubin_sha256"):
-            self._discard(meta_path)  # truncated or tampered: rebuild, never load
-            return None
-        ptx_path = meta_path.with_suffix(".ptx")
-        ptx = ptx_path.read_text() if ptx_path.exists() else None
-        return Artifact(cubin=cubin, metadata=metadata, ptx=ptx)
+            return metadata, None, "cubin does not match its checksum (truncated or modified)"
+        try:
+            ptx = ptx_path.read_bytes().decode() if ptx_path.exists() else None
+        except OSError as exc:
+            return metadata, None, f"cannot read the PTX ({exc.strerror})"
+        except UnicodeDecodeError:
+            return metadata, None, "PTX is not UTF-8 text"
+        # rewritable files would let others swap code past the checksum (it sits beside them)
+        for path in (meta_path, cubin_path) + ((ptx_path,) if ptx is not None else ()):
+            check_safe_dir(path, require_owner=False, hint=f"run `chmod go-w {path}`")
+        return metadata, Artifact(cubin=cubin, metadata=metadata, ptx=ptx), ""
 
     def _discard(self, meta_path: Path) -> None:
         if not self.writable:
             return
-        for suffix in (".json", ".cubin", ".ptx"):
+        for suffix in (".json", ".cubin", ".ptx"):  # metadata first: readers need it
             with contextlib.suppress(FileNotFoundError):
                 meta_path.with_suffix(suffix).unlink()
 
@@ -137,6 +217,9 @@ class ArtifactStore:
         atomic_write(base.with_suffix(".cubin"), artifact.cubin)
         if artifact.ptx is not None:
             atomic_write(base.with_suffix(".ptx"), artifact.ptx.encode())
+        else:
+            with contextlib.suppress(FileNotFoundError):  # a stale one would pair with this cubin
+                base.with_suffix(".ptx").unlink()
         atomic_write(base.with_suffix(".json"), json.dumps(metadata, indent=1, sort_keys=True).encode())
 
     @contextlib.contextmanager
@@ -144,7 +227,9 @@ class ArtifactStore:
         """Exclusive per-key build lock across processes (flock; dies with its holder)."""
         self._ensure_root()
         if timeout is None:
-            timeout = float(os.environ.get(LOCK_TIMEOUT_ENV, "600"))
+            from . import settings  # lazy: settings imports this module
+
+            timeout = settings.lock_timeout()  # validated: finite, >= 0 (0: do not wait)
         path = self.root / f"{lookup_key}.lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -166,33 +251,103 @@ class ArtifactStore:
         finally:
             os.close(fd)  # closing releases the flock
 
-    # -- listing ------------------------------------------------------------------------
+    # -- listing and clearing -----------------------------------------------------------
+    def _scan(self) -> _Scan:
+        scan = _Scan()
+        with os.scandir(self.root) as children:
+            for child in children:
+                path = Path(child.path)
+                if child.is_dir(follow_symlinks=False) and _KEY.fullmatch(child.name):
+                    files = [Path(f.path) for f in os.scandir(path)]
+                    scan.entries[path] = files
+                    scan.foreign += [f for f in files if f.is_symlink() or not f.is_file()
+                                     or not _is_own(f.name, _ENTRY_FILE)]
+                elif child.is_file(follow_symlinks=False) and _is_own(child.name, _LOCK_FILE):
+                    scan.locks.append(path)
+                elif child.is_file(follow_symlinks=False) and _is_own(child.name, _MARKER_FILE):
+                    scan.own.append(path)
+                else:
+                    scan.foreign.append(path)
+        return scan
+
     def entries(self) -> list[dict[str, Any]]:
-        if not self.root.is_dir():
+        """Metadata of every entry, with ``_path``, ``_bytes`` and ``_problem`` ('' if usable)."""
+        try:
+            scan = self._scan()
+        except OSError:  # absent or unreadable: nothing to list (`cutefi env` must not fail)
             return []
         found = []
-        for meta_path in sorted(self.root.glob("*/*.json")):
+        for meta_path in sorted(f for files in scan.entries.values() for f in files
+                                if f.suffix == ".json" and _ENTRY_FILE.fullmatch(f.name)):
             try:
-                metadata = json.loads(meta_path.read_text())
-            except (OSError, ValueError):
-                continue
+                metadata, _, problem = self._load(meta_path, None)
+            except UnsafeCacheError as exc:  # listing loads nothing: report, don't refuse
+                metadata, problem = {}, str(exc)
             cubin = meta_path.with_suffix(".cubin")
-            metadata["_path"] = str(cubin)
-            metadata["_bytes"] = cubin.stat().st_size if cubin.exists() else 0
-            found.append(metadata)
+            found.append(dict(metadata, _path=str(cubin), _problem=problem,
+                              _bytes=cubin.stat().st_size if cubin.exists() else 0))
         return found
 
     def size_bytes(self) -> int:
-        if not self.root.is_dir():
+        try:
+            scan = self._scan()
+        except OSError:
             return 0
-        return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
+        own = [f for files in scan.entries.values() for f in files if f not in scan.foreign]
+        return sum(p.stat().st_size for p in own + scan.locks + scan.own if p.exists())
 
     def clear(self) -> int:
-        removed = len(self.entries())
-        if self.root.is_dir():
-            shutil.rmtree(self.root)
+        """Delete every entry and return how many; refuse (deleting nothing) if the root holds
+        anything cutefi did not write."""
+        if not self.writable:
+            raise PermissionError(f"{self.root} is a read-only pack; cutefi does not clear packs")
+        if not os.path.lexists(self.root):
+            return 0
+        if not self.root.is_dir():
+            raise ForeignContentError(f"refusing to clear {self.root}: it is not a directory")
+        scan = self._scan()
+        if scan.foreign:
+            shown = ", ".join(str(p.relative_to(self.root)) for p in sorted(scan.foreign)[:3])
+            more = f" and {len(scan.foreign) - 3} more" if len(scan.foreign) > 3 else ""
+            raise ForeignContentError(
+                f"refusing to clear {self.root}: it holds files cutefi did not write ({shown}{more}); "
+                f"cutefi clears only <32 hex>/<16 hex>.cubin|.json|.ptx entries and <32 hex>.lock "
+                f"files: remove the others or point {CACHE_ENV} at a directory of its own"
+            )
+        removed = 0
+        for entry_dir, files in scan.entries.items():
+            for path in sorted(files, key=lambda p: p.suffix != ".json"):  # metadata first
+                removed += path.suffix == ".json"
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            with contextlib.suppress(OSError):  # a build that just added files keeps its entry
+                entry_dir.rmdir()
+        for lock in scan.locks:
+            _remove_unheld_lock(lock)
         self._checked = False
         return removed
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # discarded meanwhile: sorts last, then reads as absent
+        return 0.0
+
+
+def _remove_unheld_lock(path: Path) -> None:
+    """Remove a lock file unless a builder holds it (its waiters would lock another inode)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        path.unlink()
+    except OSError:
+        pass  # held: the build finishes and its entry stays
+    finally:
+        os.close(fd)
 
 
 def atomic_write(path: Path, data: bytes) -> None:

@@ -8,7 +8,6 @@ dropped target. Nothing is patched out of flag lists after the fact: this decide
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -122,17 +121,25 @@ class TargetPolicy:
         driver_cuda: tuple[int, int] | None = None,
         arch_list: str | None = None,
     ) -> "TargetPolicy":
-        """Requested targets from ``arch_list``, else ``$CUTEFI_CUDA_ARCH_LIST``, else devices."""
-        text = arch_list if arch_list is not None else os.environ.get(ARCH_LIST_ENV)
-        if text:
-            requested = parse_target_list(text)
-        elif device_ccs:
-            requested = [Target(major, minor) for major, minor in device_ccs]
+        """Requested targets from ``arch_list``, else ``$CUTEFI_CUDA_ARCH_LIST``, else devices.
+
+        ``arch_list=""`` means the devices. A bad list raises a ``ValueError`` (from the
+        variable: a ``SettingsError`` naming it).
+        """
+        from . import settings  # lazy: settings imports this module
+
+        requested: list[Target] | None
+        if arch_list is not None:
+            requested = parse_target_list(arch_list) if arch_list else None
         else:
-            raise ValueError(
-                f"no GPU targets: no GPU is visible and {ARCH_LIST_ENV} is not set "
-                f"(e.g. {ARCH_LIST_ENV}='8.0 9.0a 12.0a')"
-            )
+            requested = settings.arch_list()  # validated and memoised in one place
+        if requested is None:
+            if not device_ccs:
+                raise ValueError(
+                    f"no GPU targets: no GPU is visible and {ARCH_LIST_ENV} is not set "
+                    f"(e.g. {ARCH_LIST_ENV}='8.0 9.0a 12.0a')"
+                )
+            requested = [Target(major, minor) for major, minor in device_ccs]
         return cls(tuple(requested), toolchain, driver_cuda)
 
     def decide(self, family: Family) -> PolicyDecision:

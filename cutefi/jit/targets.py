@@ -64,11 +64,22 @@ class Target:
 
 
 def parse_target_list(text: str) -> list[Target]:
-    """Parse ``CUTEFI_CUDA_ARCH_LIST``-style text: targets separated by spaces, commas or ';'."""
+    """Parse ``CUTEFI_CUDA_ARCH_LIST``-style text: targets separated by spaces, commas or ';'.
+
+    A list is a request to build, so a target no toolchain could build for cutefi is refused
+    here (see :func:`why_never_built`); a visible GPU's target is not parsed, and the policy
+    explains why it is dropped instead.
+    """
     items = [item for item in re.split(r"[\s,;]+", text.strip()) if item]
     if not items:
         raise ValueError(f"empty GPU target list; give targets such as {ACCEPTED_FORMS}")
-    return [Target.parse(item) for item in items]
+    targets = [Target.parse(item) for item in items]
+    for target in targets:
+        reason = why_never_built(target)
+        if reason is not None:
+            raise ValueError(f"{reason}; known targets: {known_targets()} (optionally with 'a' or 'f'), "
+                             f"written as {ACCEPTED_FORMS}")
+    return targets
 
 
 # The first CUDA release whose compiler builds each compute capability (any suffix), and the
@@ -101,3 +112,23 @@ def last_cuda_major_for(target: Target) -> int | None:
 
 def format_version(version: tuple[int, int]) -> str:
     return f"{version[0]}.{version[1]}"
+
+
+# The oldest chip any cutefi kernel family builds for (policy.family_target refuses older ones).
+MIN_CC = (8, 0)
+
+
+def why_never_built(target: Target) -> str | None:
+    """Why no toolchain builds ``target`` for cutefi, whatever its version; None if some can."""
+    if first_cuda_for(target) is None:
+        return f"no CUDA release knows {target.sm}"
+    if target.cc < MIN_CC:
+        last = last_cuda_major_for(target)
+        dropped = f" (and CUDA {last + 1} dropped it)" if last is not None else ""
+        return f"cutefi builds for compute capability {format_version(MIN_CC)} and newer, not {target.sm}{dropped}"
+    return None
+
+
+def known_targets() -> str:
+    """The compute capabilities cutefi can be asked to build, e.g. ``'8.0 8.6 ... 12.1'``."""
+    return " ".join(format_version(cc) for cc in sorted(_FIRST_CUDA) if cc >= MIN_CC)

@@ -13,11 +13,13 @@ from typing import NamedTuple
 
 import torch
 
-from .._checks import require_cuda, require_dtype, require_same_device, require_tensor
+from .._checks import (F32_MAX, require_cuda, require_dtype, require_eps, require_flag, require_same_device,
+                       require_tensor)
 from .._plans import PlanCache, signature
 from ..dtypes import name_of
 from ..jit.loader import Kernel
 from ..jit.lookup import get_kernel
+from ..jit.spec import KernelSpec
 from . import launch
 
 _INPUT_DTYPES = (torch.bfloat16, torch.float16)
@@ -39,6 +41,17 @@ def rows_view(name: str, tensor: torch.Tensor) -> tuple[int, int, int]:
         stride = tensor.stride(1) if heads > 1 else tensor.stride(0)
         return tokens * heads, n, stride
     raise ValueError(f"{name} must be 2-D [rows, hidden] or 3-D [tokens, heads, head_dim]; got shape {tuple(tensor.shape)}")
+
+
+def hidden_size(name: str, tensor: torch.Tensor) -> int:
+    """The hidden size (last dimension) of a 2-D or 3-D ``tensor``, checked against the rule."""
+    if tensor.dim() not in (2, 3):
+        raise ValueError(f"{name} must be 2-D [rows, hidden] or 3-D [tokens, heads, head_dim]; "
+                         f"got shape {tuple(tensor.shape)}")
+    n = tensor.shape[-1]
+    if not MIN_N <= n <= MAX_N or n % N_MULTIPLE:
+        raise ValueError(f"hidden size must be a multiple of {N_MULTIPLE} in [{MIN_N}, {MAX_N}]; got {n}")
+    return n
 
 
 def check_rows(name: str, tensor: torch.Tensor) -> tuple[int, int, int]:
@@ -97,6 +110,12 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     rms: ``weight`` has the input dtype, ``bias`` is None. layer: ``weight`` (gamma) and
     ``bias`` (beta) are fp32.
     """
+    # scalars, every call: the cheap test first (a float in range, a bool or None), then the
+    # full check, which names the argument (and turns an int or NumPy eps into a float)
+    if type(eps) is not float or not 0.0 <= eps <= F32_MAX:
+        eps = require_eps(eps)
+    if enable_pdl is not None and enable_pdl is not True and enable_pdl is not False:
+        enable_pdl = require_flag("enable_pdl", enable_pdl, optional=True)
     try:  # what a plan depends on (signature() inlined: this runs on every call)
         key = (kind, gemma, input.dtype, input.shape, input.stride(), input.get_device(),
                weight.dtype, weight.shape, weight.stride(), weight.get_device(),
@@ -125,15 +144,17 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
 
 def _check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                     out: torch.Tensor, residual: torch.Tensor | None, gemma: bool, weight_name: str) -> _Plan:
-    device = require_cuda("input", input)
+    # types, dimensions, shapes and layouts first (CPU tensors reach these too); devices last
+    require_tensor("input", input)
     require_tensor(weight_name, weight)
+    require_tensor("out", out)
+    if residual is not None:
+        require_tensor("residual", residual)
+    if bias is not None:
+        require_tensor("beta", bias)
     if input.dtype not in _INPUT_DTYPES:
         require_dtype("input", input, _INPUT_DTYPES)
-    named = [("input", input), (weight_name, weight), ("out", require_tensor("out", out))]
-    named += [("residual", residual)] if residual is not None else []
-    named += [("beta", require_tensor("beta", bias))] if bias is not None else []
-    require_same_device(*named)
-    rows, n, x_stride = check_rows("input", input)
+    n = hidden_size("input", input)  # the hidden-size rule before the row layout
     spec, n_class = plan(kind, input.dtype, n, residual is not None, gemma)
     param_dtype = torch.float32 if kind == "layer" else input.dtype
     _check_param(weight_name, weight, n, param_dtype)
@@ -143,10 +164,16 @@ def _check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: 
         if tensor is not None and (tensor.shape != input.shape or tensor.dtype != input.dtype):
             raise ValueError(f"{name} {tuple(tensor.shape)} {tensor.dtype} must match input "
                              f"{tuple(input.shape)} {input.dtype}")
+    rows, _, x_stride = check_rows("input", input)
     out_stride = check_rows("out", out)[2] if out is not input else x_stride
     res_stride = check_rows("residual", residual)[2] if residual is not None else x_stride
     if rows > MAX_ROWS:
         raise ValueError(f"at most {MAX_ROWS} rows; got {rows}")
+    device = require_cuda("input", input)
+    named = [("input", input), (weight_name, weight), ("out", out)]
+    named += [("residual", residual)] if residual is not None else []
+    named += [("beta", bias)] if bias is not None else []
+    require_same_device(*named)
     kernel = get_kernel(spec, device) if rows else None
     grid = kernel.contract.grid({"M": rows}) if kernel else (0, 0, 0)
     return _Plan(kernel, device, grid, rows, n, (x_stride, out_stride, res_stride))

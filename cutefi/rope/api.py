@@ -4,16 +4,23 @@ q and k are ragged ``[nnz, heads, head_dim]`` fp16/bf16 tensors (any token and h
 that is a multiple of 8 elements, e.g. views into a fused qkv buffer); both are rotated in one
 launch. Positions come from ``pos_ids``, from a ragged batch (``indptr``, ``offsets``), or, for
 ``apply_rope_with_cos_sin_cache``, index a precomputed fp32 cos|sin cache.
+
+Scalars: ``rotary_dim`` and ``head_size`` are ints (multiples of 16; ``rotary_dim`` may be
+None), ``interleave`` and ``is_neox`` bools; ``rope_scale`` > 0, ``rope_theta`` > 1,
+``0 < low_freq_factor < high_freq_factor`` and ``old_context_len`` > 0 are finite real numbers
+(int, float or NumPy; not bool or str). Anything else is a TypeError or ValueError naming it.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from typing import NamedTuple
 
 import torch
 
-from .._checks import require_cuda, require_dtype, require_same_device, require_tensor
+from .._checks import (F32_MAX, require_cuda, require_dtype, require_flag, require_int, require_real,
+                       require_same_device, require_tensor)
 from .._plans import PlanCache, signature
 from ..dtypes import name_of
 from ..jit.loader import Kernel
@@ -23,6 +30,9 @@ from . import launch
 _INPUT_DTYPES = (torch.bfloat16, torch.float16)
 _INDEX_DTYPES = (torch.int32, torch.int64)
 _I32_MAX = 2**31 - 1
+_FAST_REALS = (int, float)  # scalar types the per-call checks take without the full check
+_DBL_MAX = sys.float_info.max
+_MIN_ROPE_SCALE = 1.0 / F32_MAX  # 1 / rope_scale goes to the kernel as a float32
 
 
 def _check_heads(name: str, tensor: torch.Tensor) -> None:
@@ -66,8 +76,10 @@ def _launch(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.
             pos: torch.Tensor, offsets: torch.Tensor | None, cache: torch.Tensor | None,
             rotary_dim: int | None, interleave: bool, scalars: tuple[float, float, float, float],
             names: tuple[str, str] = ("q", "k")) -> None:
+    if (rotary_dim is not None and type(rotary_dim) is not int) or (interleave is not True and interleave is not False):
+        rotary_dim, interleave = _check_rotary(rotary_dim, interleave)
     try:
-        key = (positions, rotary_dim, bool(interleave), names, signature(q), signature(k), signature(pos),
+        key = (positions, rotary_dim, interleave, names, signature(q), signature(k), signature(pos),
                q_out is q or signature(q_out), k_out is k or signature(k_out), signature(offsets),
                signature(cache))
     except AttributeError:  # not tensors: the full check names the argument
@@ -92,8 +104,8 @@ def _launch(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.
 def _check_and_plan(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor, positions: str,
                     pos: torch.Tensor, offsets: torch.Tensor | None, cache: torch.Tensor | None,
                     rotary_dim: int | None, interleave: bool, names: tuple[str, str]) -> _Plan:
+    # types, dimensions, shapes and layouts first (CPU tensors reach these too); devices last
     q_name, k_name = names
-    device = require_cuda(q_name, q)
     _check_heads(q_name, q)
     _check_heads(k_name, k)
     if q.dtype not in _INPUT_DTYPES:
@@ -106,27 +118,35 @@ def _check_and_plan(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out
         raise ValueError(f"{q_name} {tuple(q.shape)} and {k_name} {tuple(k.shape)} must agree on nnz and head_dim")
     if head_dim % launch.SLOT or not launch.SLOT <= head_dim <= launch.MAX_HEAD_DIM:
         raise ValueError(f"head_dim must be a multiple of 16 in [16, {launch.MAX_HEAD_DIM}]; got {head_dim}")
-    rotary_dim = head_dim if rotary_dim is None else rotary_dim
-    if not isinstance(rotary_dim, int) or rotary_dim % launch.SLOT or not 0 < rotary_dim <= head_dim:
+    rotary_dim = head_dim if rotary_dim is None else rotary_dim  # an int: _launch checked it
+    if rotary_dim % launch.SLOT or not 0 < rotary_dim <= head_dim:
         raise ValueError(f"rotary_dim must be a multiple of 16 in [16, head_dim={head_dim}]; got {rotary_dim}")
+    for out, src in ((q_out, q), (k_out, k)):
+        if out is not src:
+            _check_heads("output", out)
+    pos_name = {"pos_ids": "pos_ids", "indptr": "indptr", "cache": "positions"}[positions]
+    batch = 0
+    if positions == "indptr":
+        _check_index("indptr", pos, None)
+        batch = pos.shape[0] - 1
+        _check_index("offsets", offsets, batch)
+        if offsets.dtype != pos.dtype:
+            raise TypeError(f"offsets dtype {offsets.dtype} must match indptr dtype {pos.dtype}")
+        if batch < 1 and nnz:
+            raise ValueError("indptr must hold at least one request ([batch + 1] entries, batch >= 1)")
+    else:
+        _check_index(pos_name, pos, nnz)
+        if positions == "cache":
+            batch = cache.shape[0]
     heads = num_q_heads + num_k_heads
     if nnz > _I32_MAX // max(1, heads):
         raise ValueError(f"too many tokens: {nnz}")
-    named = [(q_name, q), (k_name, k), ("positions" if positions == "cache" else "pos_ids", pos)]
+    device = require_cuda(q_name, q)
+    named = [(q_name, q), (k_name, k), (pos_name, pos)]
     named += [("offsets", offsets)] if offsets is not None else []
     named += [("cos_sin_cache", cache)] if cache is not None else []
     named += [("output", t) for t, src in ((q_out, q), (k_out, k)) if t is not src]
     require_same_device(*named)
-    for out, src in ((q_out, q), (k_out, k)):
-        if out is not src:
-            _check_heads("output", out)
-    batch = 0
-    if positions == "indptr":
-        batch = pos.shape[0] - 1
-        if batch < 1 and nnz:
-            raise ValueError("indptr must hold at least one request ([batch + 1] entries, batch >= 1)")
-    elif positions == "cache":
-        batch = cache.shape[0]
     if nnz == 0 or heads == 0:
         return _Plan(None, device, (0, 0, 0), {})
     spec = launch.ROPE_SPECS[(name_of(q.dtype), positions, name_of(pos.dtype), bool(interleave))]
@@ -139,21 +159,64 @@ def _check_and_plan(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out
     return _Plan(kernel, device, kernel.contract.grid(sizes), sizes)
 
 
+def _check_rotary(rotary_dim: object, interleave: object) -> tuple[int | None, bool]:
+    """rotary_dim an int or None, interleave a bool (its range is checked with the head_dim)."""
+    if rotary_dim is not None:
+        rotary_dim = require_int("rotary_dim", rotary_dim, "an int (a multiple of 16) or None")
+    return rotary_dim, require_flag("interleave", interleave)
+
+
 def _rope_scalars(rope_scale: float, rope_theta: float) -> tuple[float, float, float, float]:
-    if rope_scale <= 0 or rope_theta <= 1:
-        raise ValueError(f"rope_scale must be > 0 and rope_theta > 1; got {rope_scale}, {rope_theta}")
+    # every call: the cheap test first (an int or float in range), then the full check
+    if not (type(rope_scale) in _FAST_REALS and type(rope_theta) in _FAST_REALS
+            and _MIN_ROPE_SCALE <= rope_scale <= _DBL_MAX and 1 < rope_theta <= _DBL_MAX):
+        rope_scale, rope_theta = _check_rope_scalars(rope_scale, rope_theta)
     return 1.0 / rope_scale, math.log2(rope_theta), 0.0, 0.0
+
+
+def _check_rope_scalars(rope_scale: object, rope_theta: object) -> tuple[float, float]:
+    scale, theta = require_real("rope_scale", rope_scale), require_real("rope_theta", rope_theta)
+    if scale <= 0:
+        raise ValueError(f"rope_scale must be a finite number > 0; got {rope_scale!r}")
+    if scale < _MIN_ROPE_SCALE:
+        raise ValueError(f"rope_scale must be at least {_MIN_ROPE_SCALE:.4g} (1 / rope_scale must fit in float32); "
+                         f"got {rope_scale!r}")
+    if theta <= 1:
+        raise ValueError(f"rope_theta must be a finite number > 1; got {rope_theta!r}")
+    return scale, theta
 
 
 def _llama31_scalars(rope_scale: float, rope_theta: float, low_freq_factor: float, high_freq_factor: float,
                      old_context_len: float) -> tuple[float, float, float, float]:
     rcp_scale, log2_theta, _, _ = _rope_scalars(rope_scale, rope_theta)
-    if not 0 < low_freq_factor < high_freq_factor or old_context_len <= 0:
-        raise ValueError("llama31 RoPE needs 0 < low_freq_factor < high_freq_factor and old_context_len > 0; "
-                         f"got {low_freq_factor}, {high_freq_factor}, {old_context_len}")
+    if not (type(low_freq_factor) in _FAST_REALS and type(high_freq_factor) in _FAST_REALS
+            and type(old_context_len) in _FAST_REALS
+            and 0 < low_freq_factor < high_freq_factor <= _DBL_MAX and 0 < old_context_len <= _DBL_MAX):
+        low_freq_factor, high_freq_factor, old_context_len = _check_llama31_scalars(
+            low_freq_factor, high_freq_factor, old_context_len)
     smooth_a = old_context_len / (2 * math.pi * high_freq_factor - 2 * math.pi * low_freq_factor)
     smooth_b = -1.0 / (high_freq_factor / low_freq_factor - 1.0)
+    if not (-F32_MAX <= smooth_a <= F32_MAX and -F32_MAX <= smooth_b <= F32_MAX):  # also NaN
+        raise ValueError("llama31 RoPE: old_context_len / (2*pi*(high_freq_factor - low_freq_factor)) and "
+                         "1 / (high_freq_factor / low_freq_factor - 1) must fit in float32; got "
+                         f"low_freq_factor={low_freq_factor!r}, high_freq_factor={high_freq_factor!r}, "
+                         f"old_context_len={old_context_len!r}")
     return rcp_scale, log2_theta, smooth_a, smooth_b
+
+
+def _check_llama31_scalars(low_freq_factor: object, high_freq_factor: object,
+                           old_context_len: object) -> tuple[float, float, float]:
+    low = require_real("low_freq_factor", low_freq_factor)
+    high = require_real("high_freq_factor", high_freq_factor)
+    old = require_real("old_context_len", old_context_len)
+    if low <= 0:
+        raise ValueError(f"low_freq_factor must be a finite number > 0; got {low_freq_factor!r}")
+    if high <= low:
+        raise ValueError(f"high_freq_factor must be a finite number > low_freq_factor ({low_freq_factor!r}); "
+                         f"got {high_freq_factor!r}")
+    if old <= 0:
+        raise ValueError(f"old_context_len must be a finite number > 0; got {old_context_len!r}")
+    return low, high, old
 
 
 def _outputs(q: torch.Tensor, k: torch.Tensor, inplace: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -165,17 +228,12 @@ def _outputs(q: torch.Tensor, k: torch.Tensor, inplace: bool) -> tuple[torch.Ten
 
 
 def _ragged(q, k, indptr, offsets, rotary_dim, interleave, scalars, inplace):
-    _check_index("indptr", indptr, None)
-    _check_index("offsets", offsets, indptr.shape[0] - 1)
-    if offsets.dtype != indptr.dtype:
-        raise TypeError(f"offsets dtype {offsets.dtype} must match indptr dtype {indptr.dtype}")
     q_out, k_out = _outputs(q, k, inplace)
     _launch(q, k, q_out, k_out, "indptr", indptr, offsets, None, rotary_dim, interleave, scalars)
     return None if inplace else (q_out, k_out)
 
 
 def _by_pos_ids(q, k, pos_ids, rotary_dim, interleave, scalars, inplace):
-    _check_index("pos_ids", pos_ids, require_tensor("q", q).shape[0])
     q_out, k_out = _outputs(q, k, inplace)
     _launch(q, k, q_out, k_out, "pos_ids", pos_ids, None, None, rotary_dim, interleave, scalars)
     return None if inplace else (q_out, k_out)
@@ -235,8 +293,27 @@ def apply_llama31_rope_pos_ids_inplace(q, k, pos_ids, rotary_dim=None, interleav
 
 
 def _with_cache(positions, query, key, head_size, cos_sin_cache, is_neox, inplace):
-    require_tensor("query", query)
-    require_tensor("key", key)
+    # scalars, then tensors (positions: in _launch's checked plan); devices last
+    if type(head_size) is not int:
+        head_size = require_int("head_size", head_size)
+    if head_size % launch.SLOT or not launch.SLOT <= head_size <= launch.MAX_HEAD_DIM:
+        raise ValueError(f"head_size must be a multiple of 16 in [16, {launch.MAX_HEAD_DIM}]; got {head_size}")
+    if is_neox is not True and is_neox is not False:
+        is_neox = require_flag("is_neox", is_neox)
+
+    def heads(name, tensor):
+        require_tensor(name, tensor)
+        if tensor.dim() == 3 and tensor.shape[2] == head_size:
+            return tensor
+        if tensor.dim() == 2 and tensor.shape[1] % head_size == 0:
+            if tensor.stride(1) != 1 and tensor.shape[1] > 1:
+                raise ValueError(f"{name} must be contiguous in its last dimension; "
+                                 f"got strides {tuple(tensor.stride())}")
+            return tensor.view(tensor.shape[0], tensor.shape[1] // head_size, head_size)
+        raise ValueError(f"{name} must be [nnz, heads * head_size] or [nnz, heads, head_size] with "
+                         f"head_size={head_size}; got shape {tuple(tensor.shape)}")
+
+    q, k = heads("query", query), heads("key", key)
     require_tensor("cos_sin_cache", cos_sin_cache)
     if cos_sin_cache.dtype != torch.float32:
         raise TypeError(f"cos_sin_cache must be float32 [max_position, rotary_dim]; got {cos_sin_cache.dtype}")
@@ -246,24 +323,17 @@ def _with_cache(positions, query, key, head_size, cos_sin_cache, is_neox, inplac
                          f"aligned rows; got shape {tuple(cos_sin_cache.shape)} strides {tuple(cos_sin_cache.stride())}")
     if cos_sin_cache.shape[0] < 1:
         raise ValueError("cos_sin_cache has no rows")
-    _check_index("positions", positions, query.shape[0] if query.dim() else None)
-
-    def heads(name, tensor):
-        if tensor.dim() == 3 and tensor.shape[2] == head_size:
-            return tensor
-        if tensor.dim() == 2 and head_size > 0 and tensor.shape[1] % head_size == 0 and tensor.stride(-1) == 1:
-            return tensor.view(tensor.shape[0], tensor.shape[1] // head_size, head_size)
-        raise ValueError(f"{name} must be [nnz, heads * head_size] or [nnz, heads, head_size] with "
-                         f"head_size={head_size}; got shape {tuple(tensor.shape)}")
-
-    q, k = heads("query", query), heads("key", key)
+    rotary_dim = cos_sin_cache.shape[1]
+    if rotary_dim % launch.SLOT or not launch.SLOT <= rotary_dim <= head_size:
+        raise ValueError(f"cos_sin_cache [max_position, rotary_dim] must have rotary_dim a multiple of 16 in "
+                         f"[16, head_size={head_size}]; got {rotary_dim}")
     if inplace:
         q_out, k_out, result = q, k, None
     else:
         query_out = torch.empty_like(query, memory_format=torch.contiguous_format)
         key_out = torch.empty_like(key, memory_format=torch.contiguous_format)
         q_out, k_out, result = heads("query", query_out), heads("key", key_out), (query_out, key_out)
-    _launch(q, k, q_out, k_out, "cache", positions, None, cos_sin_cache, cos_sin_cache.shape[1],
+    _launch(q, k, q_out, k_out, "cache", positions, None, cos_sin_cache, rotary_dim,
             not is_neox, (1.0, 0.0, 0.0, 0.0), names=("query", "key"))
     return result
 
