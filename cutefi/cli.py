@@ -62,6 +62,7 @@ def _env(_args: argparse.Namespace) -> int:
             for reason in decision.reasons():
                 print(f"  {'':9s} {reason}")
 
+    _print_ops(ccs)
     try:
         cache = cache_store()
     except settings.SettingsError:  # reported below with every other refused setting
@@ -79,6 +80,21 @@ def _env(_args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"cutefi env: {problem}", file=sys.stderr)
     return 2 if problems else 0  # a script can check its settings with `cutefi env`
+
+
+def _print_ops(ccs: list[tuple[int, int]]) -> None:
+    """Each public op's capability facts (the same its ``is_compute_capability_supported`` gives)."""
+    import cutefi
+
+    print("ops (dtypes; kernel families" + ("; runs on GPU " + " ".join(str(i) for i in range(len(ccs))) if ccs else "")
+          + "):")
+    for name in cutefi.__all__:
+        if name == "__version__":
+            continue
+        function = getattr(cutefi, name)
+        families = " ".join(function.capabilities()["families"])
+        runs = " ".join("yes" if function.is_compute_capability_supported(cc) else "no" for cc in ccs)
+        print(f"  {name:38s} {' '.join(function.supported_dtypes)}; {families}" + (f"; {runs}" if ccs else ""))
 
 
 def _arch_env_set() -> bool:

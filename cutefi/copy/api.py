@@ -6,17 +6,25 @@ import torch
 
 from .._checks import (require_aligned, require_contiguous, require_cuda, require_dtype, require_same_device,
                        require_tensor)
+from .._capability import declare
+from .._library import compiling, define
 from .._plans import PlanCache
 from ..dtypes import name_of
+from ..jit.logs import api_log
 from ..jit.lookup import get_kernel
+from ..jit.policy import Family
 from . import launch
 
 _PLANS = PlanCache()
 
 
+@api_log
 def copy_(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     """Copy ``src`` into ``dst`` (same dtype, shape and device; both contiguous, 16-byte aligned,
     size a multiple of 16 bytes) with 128-bit loads and stores. Returns ``dst``."""
+    if compiling():  # torch.compile traces this: one cutefi op in the graph (see _library)
+        _OPS["copy_into"](dst, src)
+        return dst
     try:  # what a plan depends on (signature() inlined: this runs on every call)
         key = (dst.dtype, dst.shape, dst.stride(), dst.get_device(),
                src.dtype, src.shape, src.stride(), src.get_device())
@@ -57,12 +65,16 @@ def _copy_plan(dst: torch.Tensor, src: torch.Tensor) -> tuple:
     return kernel, device, num_vectors, launch.copy_grid({"num_vectors": num_vectors})
 
 
+@api_log
 def tma_copy_(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     """Copy a 2-D row-major ``src`` [M, N] into ``dst`` with TMA (sm_90+). Returns ``dst``.
 
     Accepts bf16, fp16, fp32; rows must be contiguous (the row stride may exceed N), the row
     stride in bytes a multiple of 16 and both base addresses 16-byte aligned.
     """
+    if compiling():
+        _OPS["tma_copy_into"](dst, src)
+        return dst
     # types, dimensions, shapes and layouts first (CPU tensors reach these too); devices last
     require_tensor("src", src)
     require_tensor("dst", dst)
@@ -91,3 +103,24 @@ def tma_copy_(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
         return dst
     get_kernel(launch.TMA_COPY_SPECS[dtype], device).launch(grid, device, src=src, dst=dst)
     return dst
+
+
+# ---- torch.compile: the ops Dynamo records ------------------------------------------------
+def _no_output(*args: object) -> None:
+    return None
+
+
+def _copy_into(dst: torch.Tensor, src: torch.Tensor) -> None:
+    copy_(dst, src)
+
+
+def _tma_copy_into(dst: torch.Tensor, src: torch.Tensor) -> None:
+    tma_copy_(dst, src)
+
+
+_OPS = {
+    "copy_into": define("copy_into(Tensor(a!) dst, Tensor src) -> ()", _copy_into, _no_output),
+    "tma_copy_into": define("tma_copy_into(Tensor(a!) dst, Tensor src) -> ()", _tma_copy_into, _no_output),
+}
+declare(copy_, (Family.SIMT,), ("any dtype: 16-byte chunks",))
+declare(tma_copy_, (Family.TMA,), launch.TMA_DTYPES)

@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import torch
 
+from .._capability import declare
 from .._checks import require_contiguous, require_cuda, require_int, require_tensor
+from .._library import compiling, define
+from ..jit.logs import api_log
 from ..jit.lookup import get_kernel
+from ..jit.policy import Family
 from . import launch
 
 
+@api_log
 def fill_(tensor: torch.Tensor, bits: int) -> torch.Tensor:
     """Fill ``tensor`` (CUDA, contiguous, 1/2/4-byte elements) with the raw pattern ``bits``
     (an int in [0, 2**(8 * element size)))."""
+    if compiling():  # torch.compile traces this: one cutefi op in the graph (see _library)
+        _FILL(tensor, bits)
+        return tensor
     # types, values and layout first (CPU tensors reach these too); the device last
     require_tensor("tensor", tensor)
     if type(bits) is not int:
@@ -37,8 +45,19 @@ def fill_(tensor: torch.Tensor, bits: int) -> torch.Tensor:
 _NAN_BITS = {torch.float16: 0x7FFF, torch.bfloat16: 0x7FFF, torch.float32: 0x7FFFFFFF}
 
 
+@api_log
 def poison_(tensor: torch.Tensor) -> torch.Tensor:
     """Fill a floating tensor with NaN (tests: every element a kernel fails to write stays NaN)."""
     if require_tensor("tensor", tensor).dtype not in _NAN_BITS:
         raise TypeError(f"poison_ takes float16, bfloat16 or float32; got {tensor.dtype}")
     return fill_(tensor, _NAN_BITS[tensor.dtype])
+
+
+# ---- torch.compile: the op Dynamo records (poison_ calls fill_) ---------------------------
+def _fill_bits(tensor: torch.Tensor, bits: int) -> None:
+    fill_(tensor, bits)
+
+
+_FILL = define("fill_bits(Tensor(a!) tensor, int bits) -> ()", _fill_bits, lambda tensor, bits: None)
+declare(fill_, (Family.SIMT,), ("1-, 2- or 4-byte elements",))
+declare(poison_, (Family.SIMT,), ("fp16", "bf16", "fp32"))

@@ -15,6 +15,7 @@ from typing import Any
 
 from .._version import __version__
 from . import driver as drv
+from . import logs
 from .cache import Artifact, ArtifactStore, CorruptEntryError, UnsafeCacheError, default_cache_root
 from .loader import Kernel
 from .policy import family_target
@@ -84,12 +85,14 @@ def find_artifact(spec: KernelSpec, target: Target) -> Artifact:
             skipped.append(_skip_pack(pack, exc))
             continue
         if found is not None:
+            logs.log(3, f"kernel {spec.describe()} for {target.sm}: cubin from the pack {pack.root}")
             return found
     cache = cache_store()
     buildable = can_build(spec.kind)
     exact = toolchain_key(spec.kind) if buildable else None
     found = cache.read(key, exact, expect=expect)  # an unusable entry is deleted: a miss
     if found is not None:
+        logs.log(3, f"kernel {spec.describe()} for {target.sm}: cubin from the cache {cache.root}")
         return found
     if not buildable:
         if skipped:
@@ -109,6 +112,7 @@ def find_artifact(spec: KernelSpec, target: Target) -> Artifact:
     with cache.lock(key):
         found = cache.read(key, exact, expect=expect)  # another process may have built it meanwhile
         if found is None:
+            logs.log(3, f"kernel {spec.describe()} for {target.sm}: building (CuTe DSL / NVRTC)")
             found = build(spec, target)
             cache.write(key, exact, found)
     return found

@@ -15,10 +15,14 @@ import torch
 
 from .._checks import (F32_MAX, require_cuda, require_dtype, require_eps, require_flag, require_same_device,
                        require_tensor)
+from .._capability import declare
+from .._library import compiling, define
 from .._plans import PlanCache, signature
 from ..dtypes import name_of
 from ..jit.loader import Kernel
+from ..jit.logs import api_log
 from ..jit.lookup import get_kernel
+from ..jit.policy import Family
 from ..jit.spec import KernelSpec
 from . import launch
 
@@ -116,6 +120,8 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
         eps = require_eps(eps)
     if enable_pdl is not None and enable_pdl is not True and enable_pdl is not False:
         enable_pdl = require_flag("enable_pdl", enable_pdl, optional=True)
+    if compiling():  # torch.compile traces this: one cutefi op in the graph (see _library)
+        return _record_op(kind, input, weight, bias, out, residual, eps, gemma, enable_pdl)
     try:  # what a plan depends on (signature() inlined: this runs on every call)
         key = (kind, gemma, input.dtype, input.shape, input.stride(), input.get_device(),
                weight.dtype, weight.shape, weight.stride(), weight.get_device(),
@@ -186,6 +192,7 @@ def _output(input: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     return torch.empty_like(require_tensor("input", input)) if out is None else out
 
 
+@api_log
 def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
             out: torch.Tensor | None = None, enable_pdl: bool | None = None) -> torch.Tensor:
     """``out = input / sqrt(mean(input**2, -1) + eps) * weight``.
@@ -200,12 +207,14 @@ def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
     return out
 
 
+@api_log
 def fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                       eps: float = 1e-6, enable_pdl: bool | None = None) -> None:
     """In place: ``residual += input``, then ``input = rmsnorm(residual) * weight``."""
     launch_norm("rms", input, weight, None, input, require_tensor("residual", residual), eps, False, enable_pdl)
 
 
+@api_log
 def gemma_rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
                   out: torch.Tensor | None = None, enable_pdl: bool | None = None) -> torch.Tensor:
     """Gemma's RMSNorm: like :func:`rmsnorm` with the weight applied as ``1 + weight``."""
@@ -214,12 +223,14 @@ def gemma_rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
     return out
 
 
+@api_log
 def gemma_fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                             eps: float = 1e-6, enable_pdl: bool | None = None) -> None:
     """Gemma's fused add + RMSNorm, in place (weight applied as ``1 + weight``)."""
     launch_norm("rms", input, weight, None, input, require_tensor("residual", residual), eps, True, enable_pdl)
 
 
+@api_log
 def layernorm(input: torch.Tensor, gemma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """``(input - mean) / sqrt(var + eps) * gemma + beta`` over the last dimension.
 
@@ -234,3 +245,41 @@ def layernorm(input: torch.Tensor, gemma: torch.Tensor, beta: torch.Tensor, eps:
     launch_norm("layer", input, gemma, require_tensor("beta", beta), out, None, eps, False, False,
                 weight_name="gamma")
     return out
+
+
+# ---- torch.compile: the ops Dynamo records (one per mutation pattern) ---------------------
+def _no_output(*args: object) -> None:
+    return None
+
+
+_define_ops = [
+    ("rmsnorm_out(Tensor(a!) out, Tensor input, Tensor weight, float eps, bool gemma, bool? enable_pdl) -> ()",
+     lambda out, input, weight, eps, gemma, pdl: launch_norm("rms", input, weight, None, out, None, eps, gemma, pdl)),
+    ("rmsnorm_inplace(Tensor(a!) input, Tensor weight, float eps, bool gemma, bool? enable_pdl) -> ()",
+     lambda input, weight, eps, gemma, pdl: launch_norm("rms", input, weight, None, input, None, eps, gemma, pdl)),
+    ("fused_add_rmsnorm(Tensor(a!) input, Tensor(b!) residual, Tensor weight, float eps, bool gemma, "
+     "bool? enable_pdl) -> ()",
+     lambda input, residual, weight, eps, gemma, pdl: launch_norm("rms", input, weight, None, input, residual, eps,
+                                                                   gemma, pdl)),
+    ("layernorm_out(Tensor(a!) out, Tensor input, Tensor gemma, Tensor beta, float eps) -> ()",
+     lambda out, input, gamma, beta, eps: launch_norm("layer", input, gamma, beta, out, None, eps, False, False,
+                                                      weight_name="gamma")),
+]
+_OPS = {schema.split("(", 1)[0]: define(schema, impl, _no_output) for schema, impl in _define_ops}
+
+
+def _record_op(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+               out: torch.Tensor, residual: torch.Tensor | None, eps: float, gemma: bool,
+               enable_pdl: bool | None) -> None:
+    if kind == "layer":
+        _OPS["layernorm_out"](out, input, weight, bias, eps)
+    elif residual is not None:
+        _OPS["fused_add_rmsnorm"](input, residual, weight, eps, gemma, enable_pdl)
+    elif out is input:
+        _OPS["rmsnorm_inplace"](input, weight, eps, gemma, enable_pdl)
+    else:
+        _OPS["rmsnorm_out"](out, input, weight, eps, gemma, enable_pdl)
+
+
+for _public in (rmsnorm, fused_add_rmsnorm, gemma_rmsnorm, gemma_fused_add_rmsnorm, layernorm):
+    declare(_public, (Family.SIMT,), launch.SUPPORTED_DTYPES)

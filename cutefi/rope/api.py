@@ -21,10 +21,14 @@ import torch
 
 from .._checks import (F32_MAX, require_cuda, require_dtype, require_flag, require_int, require_real,
                        require_same_device, require_tensor)
+from .._capability import declare
+from .._library import compiling, define
 from .._plans import PlanCache, signature
 from ..dtypes import name_of
 from ..jit.loader import Kernel
+from ..jit.logs import api_log
 from ..jit.lookup import get_kernel
+from ..jit.policy import Family
 from . import launch
 
 _INPUT_DTYPES = (torch.bfloat16, torch.float16)
@@ -78,6 +82,8 @@ def _launch(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.
             names: tuple[str, str] = ("q", "k")) -> None:
     if (rotary_dim is not None and type(rotary_dim) is not int) or (interleave is not True and interleave is not False):
         rotary_dim, interleave = _check_rotary(rotary_dim, interleave)
+    if compiling():  # torch.compile traces this: one cutefi op in the graph (see _library)
+        return _record_op(q, k, q_out, k_out, positions, pos, offsets, cache, rotary_dim, interleave, scalars, names)
     try:
         key = (positions, rotary_dim, interleave, names, signature(q), signature(k), signature(pos),
                q_out is q or signature(q_out), k_out is k or signature(k_out), signature(offsets),
@@ -239,6 +245,7 @@ def _by_pos_ids(q, k, pos_ids, rotary_dim, interleave, scalars, inplace):
     return None if inplace else (q_out, k_out)
 
 
+@api_log
 def apply_rope(q, k, indptr, offsets, rotary_dim=None, interleave=False, rope_scale=1.0, rope_theta=1e4):
     """RoPE on a ragged batch; token ``i`` of request ``b`` sits at ``offsets[b] + i - indptr[b]``.
 
@@ -247,22 +254,26 @@ def apply_rope(q, k, indptr, offsets, rotary_dim=None, interleave=False, rope_sc
     return _ragged(q, k, indptr, offsets, rotary_dim, interleave, _rope_scalars(rope_scale, rope_theta), False)
 
 
+@api_log
 def apply_rope_inplace(q, k, indptr, offsets, rotary_dim=None, interleave=False, rope_scale=1.0, rope_theta=1e4):
     """In-place :func:`apply_rope`."""
     return _ragged(q, k, indptr, offsets, rotary_dim, interleave, _rope_scalars(rope_scale, rope_theta), True)
 
 
+@api_log
 def apply_rope_pos_ids(q, k, pos_ids, rotary_dim=None, interleave=False, rope_scale=1.0, rope_theta=1e4):
     """RoPE with one position per token (``pos_ids`` ``[nnz]``, int32 or int64). Returns new (q, k)."""
     return _by_pos_ids(q, k, pos_ids, rotary_dim, interleave, _rope_scalars(rope_scale, rope_theta), False)
 
 
+@api_log
 def apply_rope_pos_ids_inplace(q, k, pos_ids, rotary_dim=None, interleave=False, rope_scale=1.0,
                                rope_theta=1e4):
     """In-place :func:`apply_rope_pos_ids`."""
     return _by_pos_ids(q, k, pos_ids, rotary_dim, interleave, _rope_scalars(rope_scale, rope_theta), True)
 
 
+@api_log
 def apply_llama31_rope(q, k, indptr, offsets, rotary_dim=None, interleave=False, rope_scale=8, rope_theta=5e5,
                        low_freq_factor=1, high_freq_factor=4, old_context_len=8192):
     """Llama 3.1 RoPE (frequency-band scaling) on a ragged batch. Returns new (q, k)."""
@@ -270,6 +281,7 @@ def apply_llama31_rope(q, k, indptr, offsets, rotary_dim=None, interleave=False,
     return _ragged(q, k, indptr, offsets, rotary_dim, interleave, scalars, False)
 
 
+@api_log
 def apply_llama31_rope_inplace(q, k, indptr, offsets, rotary_dim=None, interleave=False, rope_scale=8,
                                rope_theta=5e5, low_freq_factor=1, high_freq_factor=4, old_context_len=8192):
     """In-place :func:`apply_llama31_rope`."""
@@ -277,6 +289,7 @@ def apply_llama31_rope_inplace(q, k, indptr, offsets, rotary_dim=None, interleav
     return _ragged(q, k, indptr, offsets, rotary_dim, interleave, scalars, True)
 
 
+@api_log
 def apply_llama31_rope_pos_ids(q, k, pos_ids, rotary_dim=None, interleave=False, rope_scale=8, rope_theta=5e5,
                                low_freq_factor=1, high_freq_factor=4, old_context_len=8192):
     """Llama 3.1 RoPE with one position per token. Returns new (q, k)."""
@@ -284,6 +297,7 @@ def apply_llama31_rope_pos_ids(q, k, pos_ids, rotary_dim=None, interleave=False,
     return _by_pos_ids(q, k, pos_ids, rotary_dim, interleave, scalars, False)
 
 
+@api_log
 def apply_llama31_rope_pos_ids_inplace(q, k, pos_ids, rotary_dim=None, interleave=False, rope_scale=8,
                                        rope_theta=5e5, low_freq_factor=1, high_freq_factor=4,
                                        old_context_len=8192):
@@ -338,12 +352,49 @@ def _with_cache(positions, query, key, head_size, cos_sin_cache, is_neox, inplac
     return result
 
 
+@api_log
 def apply_rope_with_cos_sin_cache(positions, query, key, head_size, cos_sin_cache, is_neox=True):
     """vLLM/SGLang-style RoPE from a precomputed fp32 cache (row p = ``cat(cos, sin)`` of width
     rotary_dim). query/key ``[nnz, heads * head_size]`` (or 3-D). Returns new (query, key)."""
     return _with_cache(positions, query, key, head_size, cos_sin_cache, is_neox, False)
 
 
+@api_log
 def apply_rope_with_cos_sin_cache_inplace(positions, query, key, head_size, cos_sin_cache, is_neox=True):
     """In-place :func:`apply_rope_with_cos_sin_cache`."""
     return _with_cache(positions, query, key, head_size, cos_sin_cache, is_neox, True)
+
+
+# ---- torch.compile: the ops Dynamo records (in place, or into fresh outputs) --------------
+_ROPE_ARGS = ("str positions, Tensor pos, Tensor? offsets, Tensor? cos_sin_cache, int? rotary_dim, bool interleave, "
+              "float[] scalars, str q_name, str k_name")
+
+
+def _no_output(*args: object) -> None:
+    return None
+
+
+def _run_inplace(q, k, positions, pos, offsets, cache, rotary_dim, interleave, scalars, q_name, k_name):
+    _launch(q, k, q, k, positions, pos, offsets, cache, rotary_dim, interleave, tuple(scalars), (q_name, k_name))
+
+
+def _run_out(q, k, q_out, k_out, positions, pos, offsets, cache, rotary_dim, interleave, scalars, q_name, k_name):
+    _launch(q, k, q_out, k_out, positions, pos, offsets, cache, rotary_dim, interleave, tuple(scalars),
+            (q_name, k_name))
+
+
+_INPLACE = define(f"rope_inplace(Tensor(a!) q, Tensor(b!) k, {_ROPE_ARGS}) -> ()", _run_inplace, _no_output)
+_OUT = define(f"rope_out(Tensor q, Tensor k, Tensor(a!) q_out, Tensor(b!) k_out, {_ROPE_ARGS}) -> ()",
+              _run_out, _no_output)
+
+
+def _record_op(q, k, q_out, k_out, positions, pos, offsets, cache, rotary_dim, interleave, scalars, names) -> None:
+    scalars = [float(value) for value in scalars]
+    if q_out is q and k_out is k:
+        _INPLACE(q, k, positions, pos, offsets, cache, rotary_dim, interleave, scalars, *names)
+    else:
+        _OUT(q, k, q_out, k_out, positions, pos, offsets, cache, rotary_dim, interleave, scalars, *names)
+
+
+for _public in (apply_rope, apply_rope_inplace, apply_rope_pos_ids, apply_rope_pos_ids_inplace, apply_llama31_rope, apply_llama31_rope_inplace, apply_llama31_rope_pos_ids, apply_llama31_rope_pos_ids_inplace, apply_rope_with_cos_sin_cache, apply_rope_with_cos_sin_cache_inplace):
+    declare(_public, (Family.SIMT,), launch.DTYPES)

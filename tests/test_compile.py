@@ -1,0 +1,138 @@
+"""CPU tier: torch.compile support, API logging and capability queries of the public ops.
+
+Dynamo traces public calls on fake CUDA tensors (no GPU needed) into one ``torch.ops.cutefi``
+op each, with no graph break; every op's schema marks what it mutates. Logging is checked in
+subprocesses (``CUTEFI_LOGLEVEL`` is read at import). The GPU tier (``test_gpu_compile.py``)
+runs the compiled graphs and ``torch.library.opcheck``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import cutefi
+
+# op -> names of the arguments it writes
+MUTATIONS = {
+    "rmsnorm_out": {"out"}, "rmsnorm_inplace": {"input"}, "fused_add_rmsnorm": {"input", "residual"},
+    "layernorm_out": {"out"}, "rope_inplace": {"q", "k"}, "rope_out": {"q_out", "k_out"},
+    "copy_into": {"dst"}, "tma_copy_into": {"dst"}, "fill_bits": {"tensor"},
+}
+
+
+def decoder_block(x, residual, w, gamma, beta, q, k, pos, scratch):
+    """norm -> RoPE (both forms) -> fused add + norm -> layernorm -> copy -> poison."""
+    h = cutefi.rmsnorm(x, w)
+    q2, k2 = cutefi.apply_rope_pos_ids(q, k, pos)
+    cutefi.apply_rope_pos_ids_inplace(q, k, pos)
+    cutefi.fused_add_rmsnorm(h, residual, w, enable_pdl=True)
+    cutefi.gemma_rmsnorm(h, w, out=h)
+    y = cutefi.layernorm(h, gamma, beta)
+    cutefi.copy_(scratch, y)
+    cutefi.poison_(y)
+    return q2 + q, k2 + k, scratch * 2, residual
+
+
+def _fake_inputs():
+    cuda = dict(device="cuda")
+    return (torch.randn(8, 256, dtype=torch.bfloat16, **cuda), torch.randn(8, 256, dtype=torch.bfloat16, **cuda),
+            torch.randn(256, dtype=torch.bfloat16, **cuda), torch.randn(256, **cuda), torch.randn(256, **cuda),
+            torch.randn(8, 4, 64, dtype=torch.bfloat16, **cuda), torch.randn(8, 2, 64, dtype=torch.bfloat16, **cuda),
+            torch.arange(8, dtype=torch.int32, **cuda), torch.empty(8, 256, dtype=torch.bfloat16, **cuda))
+
+
+def test_decoder_block_traces_into_cutefi_ops_without_a_graph_break():
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(decoder_block, fullgraph=True, backend=record)  # fullgraph: a break raises
+    with FakeTensorMode():
+        outputs = compiled(*_fake_inputs())
+    assert [tuple(t.shape) for t in outputs] == [(8, 4, 64), (8, 2, 64), (8, 256), (8, 256)]
+    code = graphs[0].code
+    for op in ("rmsnorm_out", "rope_out", "rope_inplace", "fused_add_rmsnorm", "rmsnorm_inplace", "layernorm_out",
+               "copy_into", "fill_bits"):
+        assert f"torch.ops.cutefi.{op}" in code, f"{op} not recorded:\n{code}"
+    assert "data_ptr" not in code
+
+
+@pytest.mark.parametrize("op", sorted(MUTATIONS))
+def test_schema_marks_what_the_op_writes(op):
+    schema = getattr(torch.ops.cutefi, op).default._schema
+    written = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+    assert written == MUTATIONS[op]
+    assert not schema.returns  # outputs are written in place: no aliasing return values
+
+
+def test_fake_implementations_run_on_fake_tensors():
+    with FakeTensorMode():
+        x, residual, w, gamma, beta, q, k, pos, scratch = _fake_inputs()
+        torch.ops.cutefi.rmsnorm_out(scratch, x, w, 1e-6, False, None)
+        torch.ops.cutefi.fused_add_rmsnorm(x, residual, w, 1e-6, True, False)
+        torch.ops.cutefi.layernorm_out(scratch, x, gamma, beta, 1e-6)
+        torch.ops.cutefi.rope_inplace(q, k, "pos_ids", pos, None, None, None, False, [1.0, 13.3, 0.0, 0.0], "q", "k")
+        torch.ops.cutefi.copy_into(scratch, x)
+        torch.ops.cutefi.fill_bits(scratch, 0x7FFF)
+
+
+def test_capability_queries():
+    for name in cutefi.__all__:
+        if name == "__version__":
+            continue
+        function = getattr(cutefi, name)
+        assert callable(function.is_compute_capability_supported), name
+        assert function.is_compute_capability_supported(90) and function.is_compute_capability_supported((9, 0))
+        assert function.supported_dtypes
+    assert cutefi.rmsnorm.is_compute_capability_supported(80)
+    assert not cutefi.tma_copy_.is_compute_capability_supported(89)  # TMA and clusters: sm_90+
+    assert not cutefi.rmsnorm.is_compute_capability_supported(70)
+    with pytest.raises(TypeError, match="cc must be"):
+        cutefi.rmsnorm.is_compute_capability_supported("9.0")
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+
+
+_CALL = ("import torch, cutefi\n"
+         "x = torch.randn(3, 64, dtype=torch.bfloat16); w = torch.ones(64, dtype=torch.bfloat16)\n"
+         "try:\n    cutefi.rmsnorm(x, w, eps=1e-5)\nexcept ValueError as e:\n    print('refused:', e)\n")
+
+
+@pytest.mark.parametrize("level, expected, absent", [
+    ("1", ["[cutefi] cutefi.rmsnorm"], ["shape="]),
+    ("3", ["cutefi.rmsnorm(input=Tensor(shape=(3, 64), dtype=bfloat16, stride=(64, 1), device=cpu)", "eps=1e-05"],
+     ["min="]),
+    ("5", ["min=", "nan=0 inf=0"], []),
+])
+def test_log_levels_write_before_the_call(tmp_path, level, expected, absent):
+    log = tmp_path / "cutefi.log"
+    done = _run(_CALL, CUTEFI_LOGLEVEL=level, CUTEFI_LOGDEST=str(log))
+    assert "refused: input must be on a CUDA device" in done.stdout, done.stderr
+    text = log.read_text()  # written before the call failed
+    for fragment in expected:
+        assert fragment in text, text
+    for fragment in absent:
+        assert fragment not in text, text
+
+
+def test_level_zero_leaves_the_functions_undecorated():
+    done = _run("import cutefi, cutefi.norm.api as api\n"
+                "print(cutefi.rmsnorm is api.rmsnorm, hasattr(cutefi.rmsnorm, '__wrapped__'))",
+                CUTEFI_LOGLEVEL="0")
+    assert done.stdout.split() == ["True", "False"], done.stderr
+
+
+def test_a_bad_log_level_names_the_variable():
+    done = _run("import cutefi; cutefi.rmsnorm", CUTEFI_LOGLEVEL="verbose")
+    assert done.returncode != 0 and "CUTEFI_LOGLEVEL must be one of (0, 1, 3, 5)" in done.stderr
