@@ -41,7 +41,8 @@ if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; t
   tail -n 5 "$out/torchrun.log"
 fi
 if [ -d .oldtree/cutefi ]; then
-  # same-run bandwidth of the landed tree (.oldtree, its own .cubins) against this one
+  # same-run bandwidth, host cost and first call of the landed tree (.oldtree, its own .cubins) and this one
+  python3 -m compileall -q .oldtree/cutefi >/dev/null
   python3 benchmarks/compare_trees.py --tree landed=.oldtree --tree new=. --rounds 3 \
     --out "$out/compare_trees.json" > "$out/compare_trees.log" 2>&1 || rc=1
   tail -n 30 "$out/compare_trees.log"
