@@ -22,8 +22,8 @@ def reference_chain(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tenso
     """float32 reference of the chain below (FlashInfer's fused-add definition, rounded per step)."""
     x, residual = x.float(), residual.float()
     for _ in range(STEPS):
-        s = (x + residual).to(torch.bfloat16).float()
-        residual = s
+        s = x + residual  # fp32 sum: normalised unrounded, stored rounded (FlashInfer's definition)
+        residual = s.to(torch.bfloat16).float()
         x = (s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-6) * weight.float()).to(torch.bfloat16).float()
         x = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight.float()).to(torch.bfloat16).float()
     return x

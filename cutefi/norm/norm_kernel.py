@@ -5,8 +5,10 @@
 
 fused_add variant (in place on residual, output may alias x):
 
-    residual[m, :] = round(x[m, :] + residual[m, :])
-    out[m, :]      = rmsnorm(residual[m, :])   (computed from the rounded residual)
+    s              = float(x[m, :]) + float(residual[m, :])     (fp32)
+    residual[m, :] = round(s)
+    out[m, :]      = s * rsqrt(mean(s^2) + eps) * w'              (from the fp32 s: FlashInfer's
+                                                                   definition, not the rounded one)
 
 ABI and launch geometry: ``contract`` in ``launch.py`` (the kernel reads its parameters by
 name from one ``KernelArgs``; the CuTe tensors are built from the raw pointers inside).
@@ -166,11 +168,11 @@ class RowNormKernel:
 
         x = tXrX.load().to(Float32)
         if const_expr(self.fused_add):
-            # residual <- round(x + residual); normalise the rounded value
-            s = (x + tXrR.load().to(Float32)).to(self.dtype)
-            tXrR.store(s)
-            cute.copy(tiled_copy, tXrR, tXgR, pred=tXpX)
-            x = s.to(Float32)
+            # residual <- round(s), s = x + residual in fp32; the rounded copy is staged in the
+            # output registers (free until stage 6), so x and residual stay to rebuild s later
+            x = x + tXrR.load().to(Float32)
+            tXrO.store(x.to(self.dtype))
+            cute.copy(tiled_copy, tXrO, tXgR, pred=tXpX)
 
         # ---- stage 5: row statistics --------------------------------------
         inv_n = cute.arch.rcp_approx(Float32(N))  # avoids the IEEE div slow path
@@ -199,11 +201,12 @@ class RowNormKernel:
         w = self._as_row_values(tXrW, tXrX).to(Float32)
         if const_expr(self.gemma):
             w = w + Float32(1.0)
-        # Re-expand x from its packed 16-bit register copy instead of keeping
-        # the fp32 copy live across the reduction: halves the registers held
-        # across the barrier (keeps every build <= 128 regs, no spills).
-        tXrXh = tXrR if const_expr(self.fused_add) else tXrX
-        x = tXrXh.load().to(Float32)
+        # Re-expand x (and for fused add s = x + residual, in fp32: the same sum as before)
+        # from the packed 16-bit registers instead of keeping the fp32 copy live across the
+        # reduction: halves the registers held across the barrier (no spills).
+        x = tXrX.load().to(Float32)
+        if const_expr(self.fused_add):
+            x = x + tXrR.load().to(Float32)
         if const_expr(self.layer):
             y = (x - mean) * rstd * w + self._as_row_values(tXrB, tXrX)
         else:
