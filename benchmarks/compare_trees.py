@@ -4,7 +4,7 @@
 
 Each tree runs in its own process (``PYTHONPATH`` = the tree, ``CUTEFI_PACK_PATH`` = its
 ``.cubins``), alternating old/new per round so clock drift hits both alike, and times
-rmsnorm (bf16 16384×4096), fused_add_rmsnorm, RoPE (pos_ids, 16384 tokens, 32/8 heads, d128)
+rmsnorm (bf16 16384×4096), fused_add_rmsnorm, layernorm, RoPE (pos_ids, 16384 tokens, 32/8 heads, d128)
 and the 2 GiB vectorised copy with CUDA-graph replay of 20 calls (median of 30 replays), and
 the host time of a public call (µs per call over 20,000 calls: rmsnorm(out=) 1×4096, copy_ of
 16 bytes), and the first call of a new process with a warm pack (import cutefi + copy_).
@@ -42,6 +42,8 @@ x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16); w = torch.ran
 y = torch.empty_like(x); r = torch.randn_like(x)
 out["rmsnorm 16384x4096 bf16"] = 2 * x.numel() * 2 / graph_ms(lambda: cutefi.rmsnorm(x, w, out=y)) / 1e6
 out["fused_add_rmsnorm 16384x4096 bf16"] = 4 * x.numel() * 2 / graph_ms(lambda: cutefi.fused_add_rmsnorm(x, r, w)) / 1e6
+g = torch.rand(4096, device="cuda") + 0.5; b = torch.randn(4096, device="cuda")
+out["layernorm 16384x4096 bf16"] = (2 * x.numel() * 2 + 2 * 4096 * 4) / graph_ms(lambda: cutefi.layernorm(x, g, b)) / 1e6
 q = torch.randn(16384, 32, 128, device="cuda", dtype=torch.bfloat16); k = torch.randn(16384, 8, 128, device="cuda", dtype=torch.bfloat16)
 pos = torch.arange(16384, device="cuda", dtype=torch.int32)
 out["rope pos_ids 16384 tok 32/8 heads d128 bf16"] = 2 * (q.numel() + k.numel()) * 2 / graph_ms(lambda: cutefi.apply_rope_pos_ids(q, k, pos)) / 1e6

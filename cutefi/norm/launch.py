@@ -45,6 +45,18 @@ _CLASS_TABLE = {
     32768: (512, 512),  # 1 row/CTA, 8 chunks
 }
 
+# LayerNorm holds fp32 gamma and beta for every element a thread owns (four times the
+# registers of a 16-bit weight): at 64 elements per thread it spilled under the 128-register
+# cap (SASS, every target, 2048-4096; some Blackwell targets, 8192-16384). Twice the threads
+# per row, 32 elements each, keeps it in registers.
+_LAYER_CLASS_TABLE = {
+    **_CLASS_TABLE,
+    2048: (64, 128),  # 2 rows/CTA, 4 chunks
+    4096: (128, 128),  # 1 row/CTA, 4 chunks
+    8192: (256, 256),  # 1 row/CTA, 4 chunks
+    16384: (512, 512),  # 1 row/CTA, 4 chunks
+}
+
 SUPPORTED_N_CLASSES = tuple(sorted(_CLASS_TABLE))
 SUPPORTED_DTYPES = ("bf16", "fp16")
 
@@ -66,24 +78,27 @@ def vec_elems(dtype_name: str) -> int:
     return VEC_BITS // dtype_bits(dtype_name)
 
 
-def threads_per_row(n_class: int, dtype_name: str) -> int:
+def _config(n_class: int, dtype_name: str, kind: str) -> tuple[int, int]:
     _check(n_class, dtype_name)
-    return _CLASS_TABLE[n_class][0]
+    return (_LAYER_CLASS_TABLE if kind == "layer" else _CLASS_TABLE)[n_class]
 
 
-def block_threads(n_class: int, dtype_name: str) -> int:
-    _check(n_class, dtype_name)
-    return _CLASS_TABLE[n_class][1]
+def threads_per_row(n_class: int, dtype_name: str, kind: str = "rms") -> int:
+    return _config(n_class, dtype_name, kind)[0]
 
 
-def rows_per_cta(n_class: int, dtype_name: str) -> int:
-    return block_threads(n_class, dtype_name) // threads_per_row(n_class, dtype_name)
+def block_threads(n_class: int, dtype_name: str, kind: str = "rms") -> int:
+    return _config(n_class, dtype_name, kind)[1]
 
 
-def min_ctas_per_sm(n_class: int, dtype_name: str) -> int:
+def rows_per_cta(n_class: int, dtype_name: str, kind: str = "rms") -> int:
+    return block_threads(n_class, dtype_name, kind) // threads_per_row(n_class, dtype_name, kind)
+
+
+def min_ctas_per_sm(n_class: int, dtype_name: str, kind: str = "rms") -> int:
     """Occupancy target baked into the PTX (``.minnctapersm``): 512 resident
     threads per SM, i.e. a 128-register cap per thread."""
-    return max(1, 512 // block_threads(n_class, dtype_name))
+    return max(1, 512 // block_threads(n_class, dtype_name, kind))
 
 
 def delay_weight_load(n_class: int, dtype_name: str, fused_add: bool, kind: str = "rms") -> bool:
@@ -93,22 +108,19 @@ def delay_weight_load(n_class: int, dtype_name: str, fused_add: bool, kind: str 
     return bool(fused_add) or kind == "layer"
 
 
-def warps_per_row(n_class: int, dtype_name: str) -> int:
-    return max(1, threads_per_row(n_class, dtype_name) // 32)
+def warps_per_row(n_class: int, dtype_name: str, kind: str = "rms") -> int:
+    return max(1, threads_per_row(n_class, dtype_name, kind) // 32)
 
 
-def chunks_per_thread(n_class: int, dtype_name: str) -> int:
+def chunks_per_thread(n_class: int, dtype_name: str, kind: str = "rms") -> int:
     """Number of 128-bit chunks each thread owns in its row (compile-time K)."""
-    v = vec_elems(dtype_name)
-    tpr = threads_per_row(n_class, dtype_name)
-    return -(-n_class // (v * tpr))
+    return -(-n_class // (vec_elems(dtype_name) * threads_per_row(n_class, dtype_name, kind)))
 
 
-def tile_n(n_class: int, dtype_name: str) -> int:
+def tile_n(n_class: int, dtype_name: str, kind: str = "rms") -> int:
     """Columns covered by one CTA row-tile (>= n_class)."""
-    return vec_elems(dtype_name) * threads_per_row(n_class, dtype_name) * chunks_per_thread(
-        n_class, dtype_name
-    )
+    return (vec_elems(dtype_name) * threads_per_row(n_class, dtype_name, kind)
+            * chunks_per_thread(n_class, dtype_name, kind))
 
 
 def reductions(kind: str) -> int:
@@ -120,14 +132,14 @@ def static_smem_bytes(n_class: int, dtype_name: str, kind: str = "rms") -> int:
     """Statically declared shared memory of the build (``.shared`` array in the
     PTX, not a launch parameter): fp32 cross-warp partial sums, one per
     (reduction, row in CTA, warp of that row); 0 when a row fits in one warp."""
-    wpr = warps_per_row(n_class, dtype_name)
+    wpr = warps_per_row(n_class, dtype_name, kind)
     if wpr == 1:
         return 0
-    return reductions(kind) * rows_per_cta(n_class, dtype_name) * wpr * 4
+    return reductions(kind) * rows_per_cta(n_class, dtype_name, kind) * wpr * 4
 
 
-def block(n_class: int, dtype_name: str) -> tuple[int, int, int]:
-    return (block_threads(n_class, dtype_name), 1, 1)
+def block(n_class: int, dtype_name: str, kind: str = "rms") -> tuple[int, int, int]:
+    return (block_threads(n_class, dtype_name, kind), 1, 1)
 
 
 def pick_n_class(N: int) -> int:
@@ -148,7 +160,7 @@ def entry_name(dtype_name: str, n_class: int, fused_add: bool, gemma: bool, kind
 
 def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: bool) -> LaunchContract:
     param_dtype = "fp32" if norm == "layer" else dtype_name
-    rows = rows_per_cta(n_class, dtype_name)
+    rows = rows_per_cta(n_class, dtype_name, norm)
     return LaunchContract(
         params=(
             *pointers("x", dtype=dtype_name), *pointers("weight", "bias", dtype=param_dtype),
@@ -156,11 +168,11 @@ def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: b
             *scalars("i32", "M", "N"), *scalars("i64", "x_row_stride", "out_row_stride", "residual_row_stride"),
             Param("eps", "f32"),
         ),
-        block=block(n_class, dtype_name),
+        block=block(n_class, dtype_name, norm),
         grid=lambda p: (ceil_div(p["M"], rows), 1, 1),
         sample={"M": 1000, "N": n_class, "x_row_stride": n_class, "out_row_stride": n_class,
                 "residual_row_stride": n_class, "eps": 1e-6},
-        min_ctas_per_sm=min_ctas_per_sm(n_class, dtype_name),
+        min_ctas_per_sm=min_ctas_per_sm(n_class, dtype_name, norm),
         entry=entry_name(dtype_name, n_class, fused_add, gemma, norm),
         pdl=True,
     )

@@ -50,12 +50,12 @@ class RowNormKernel:
         self.fused_add = fused_add
         self.gemma = gemma
         self.vec = launch.vec_elems(dtype_name)  # 8 elems = 128 bit
-        self.threads_per_row = launch.threads_per_row(n_class, dtype_name)
-        self.num_threads = launch.block_threads(n_class, dtype_name)
-        self.rows_per_cta = launch.rows_per_cta(n_class, dtype_name)
-        self.warps_per_row = launch.warps_per_row(n_class, dtype_name)
-        self.chunks = launch.chunks_per_thread(n_class, dtype_name)  # K
-        self.tile_n = launch.tile_n(n_class, dtype_name)
+        self.threads_per_row = launch.threads_per_row(n_class, dtype_name, kind)
+        self.num_threads = launch.block_threads(n_class, dtype_name, kind)
+        self.rows_per_cta = launch.rows_per_cta(n_class, dtype_name, kind)
+        self.warps_per_row = launch.warps_per_row(n_class, dtype_name, kind)
+        self.chunks = launch.chunks_per_thread(n_class, dtype_name, kind)  # K
+        self.tile_n = launch.tile_n(n_class, dtype_name, kind)
         self.delay_w_load = launch.delay_weight_load(n_class, dtype_name, fused_add, kind)
         assert self.num_threads % 32 == 0
         assert self.threads_per_row <= 32 or self.threads_per_row % 32 == 0
