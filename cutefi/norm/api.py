@@ -210,7 +210,9 @@ def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
 @api_log
 def fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                       eps: float = 1e-6, enable_pdl: bool | None = None) -> None:
-    """In place: ``residual += input``, then ``input = rmsnorm(residual) * weight``."""
+    """In place, FlashInfer's definition: ``s = input + residual`` in fp32, ``residual = s``
+    (rounded to the input dtype), ``input = s * rsqrt(mean(s**2) + eps) * weight`` (from the
+    fp32 ``s``)."""
     launch_norm("rms", input, weight, None, input, require_tensor("residual", residual), eps, False, enable_pdl)
 
 
