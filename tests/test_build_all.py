@@ -33,13 +33,18 @@ SPILLS = re.compile(r"\b(LDL|STL)\b")
 WIDE_GLOBAL = re.compile(r"\b(LDG|STG)\.E\.128\b")
 # families whose kernels must move memory in 128-bit accesses (SASS checked)
 VECTORISED = ("norm.", "rope.", "copy.vector_copy")
-# Builds that spill today (found by this SASS check, 2026-11-22): LayerNorm bf16 at
-# 32768 columns on sm_80 and Blackwell (one 512-thread CTA per row, 64 elements a thread,
-# fp32 gamma and beta). Strict xfail: the test fails once a build stops spilling, to drop it
-# from here. (2048-16384 spilled too until LayerNorm got its own threads-per-row table.)
+# Builds that spill (found by this SASS check, 2026-11-22). Strict xfail: the test fails once a
+# build stops spilling, to drop it from here.
+# - LayerNorm bf16 at 32768 columns on sm_80 and Blackwell (one 512-thread CTA per row, 64
+#   elements a thread, fp32 gamma and beta): unwanted, to fix.
+# - LayerNorm at 4096 columns, by choice: it asks for 8 CTAs per SM (64 registers), which
+#   spills 2-16 instructions' worth and still runs 21% faster on the H200 (norm/launch.py).
 KNOWN_SPILLS: set[tuple[str, str]] = {
     ("norm.layernorm(dtype_name=bf16, fused_add=False, gemma=False, n_class=32768, norm=layer)", target)
     for target in ("sm_80", "sm_100a", "sm_103a")
+} | {
+    (f"norm.layernorm(dtype_name={dtype}, fused_add=False, gemma=False, n_class=4096, norm=layer)", target)
+    for dtype in ("bf16", "fp16") for target in ("sm_86", "sm_89", "sm_90", "sm_100a", "sm_103a")
 }
 
 

@@ -95,10 +95,20 @@ def rows_per_cta(n_class: int, dtype_name: str, kind: str = "rms") -> int:
     return block_threads(n_class, dtype_name, kind) // threads_per_row(n_class, dtype_name, kind)
 
 
+# Resident threads per SM the build asks for (``.minnctapersm``): 512, a 128-register cap.
+# LayerNorm is latency-bound, not traffic-bound (ncu: one row per CTA and two block
+# reductions per row; the same DRAM and L2 bytes as RMSNorm), so more rows in flight win even
+# with a few spilled registers: at 16384x4096 bf16 on the H200, 4/5/6/8 CTAs of 128 threads
+# per SM gave 3149/3497/3657/3821 GB/s (benchmarks/results/tune_layernorm_h200.json). Only the
+# measured class takes it; 32768 would spill over a hundred registers at 1024 threads/SM.
+_THREADS_PER_SM = 512
+_LAYER_THREADS_PER_SM = {4096: 1024}
+
+
 def min_ctas_per_sm(n_class: int, dtype_name: str, kind: str = "rms") -> int:
-    """Occupancy target baked into the PTX (``.minnctapersm``): 512 resident
-    threads per SM, i.e. a 128-register cap per thread."""
-    return max(1, 512 // block_threads(n_class, dtype_name, kind))
+    """Occupancy target baked into the PTX (``.minnctapersm``), in CTAs per SM."""
+    threads = _LAYER_THREADS_PER_SM.get(n_class, _THREADS_PER_SM) if kind == "layer" else _THREADS_PER_SM
+    return max(1, threads // block_threads(n_class, dtype_name, kind))
 
 
 def delay_weight_load(n_class: int, dtype_name: str, fused_add: bool, kind: str = "rms") -> bool:
