@@ -42,8 +42,10 @@ x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16); w = torch.ran
 y = torch.empty_like(x); r = torch.randn_like(x)
 out["rmsnorm 16384x4096 bf16"] = 2 * x.numel() * 2 / graph_ms(lambda: cutefi.rmsnorm(x, w, out=y)) / 1e6
 out["fused_add_rmsnorm 16384x4096 bf16"] = 4 * x.numel() * 2 / graph_ms(lambda: cutefi.fused_add_rmsnorm(x, r, w)) / 1e6
-g = torch.rand(4096, device="cuda") + 0.5; b = torch.randn(4096, device="cuda")
-out["layernorm 16384x4096 bf16"] = (2 * x.numel() * 2 + 2 * 4096 * 4) / graph_ms(lambda: cutefi.layernorm(x, g, b)) / 1e6
+for n in (2048, 4096, 8192):
+    xl = torch.randn(16384, n, device="cuda", dtype=torch.bfloat16)
+    g = torch.rand(n, device="cuda") + 0.5; b = torch.randn(n, device="cuda")
+    out[f"layernorm 16384x{n} bf16"] = (2 * xl.numel() * 2 + 2 * n * 4) / graph_ms(lambda: cutefi.layernorm(xl, g, b)) / 1e6
 q = torch.randn(16384, 32, 128, device="cuda", dtype=torch.bfloat16); k = torch.randn(16384, 8, 128, device="cuda", dtype=torch.bfloat16)
 pos = torch.arange(16384, device="cuda", dtype=torch.int32)
 out["rope pos_ids 16384 tok 32/8 heads d128 bf16"] = 2 * (q.numel() + k.numel()) * 2 / graph_ms(lambda: cutefi.apply_rope_pos_ids(q, k, pos)) / 1e6
