@@ -344,3 +344,10 @@ def test_the_queued_sleep_is_bounded():
     assert timing.queue_cycles(5e6) == timing.queue_cycles(2000.0) == 2000 * 2000
     assert timing.queue_cycles(1.0) == 50 * 2000
     assert timing.queue_cycles(100.0) == 200 * 2000
+
+
+def test_compile_report_names_the_arch_variable(capsys, monkeypatch):
+    pytest.importorskip("cutlass")
+    monkeypatch.setenv("CUTEFI_CUDA_ARCH_LIST", "foo")
+    assert cli.main(["--compile-only", "--only", "fill"]) == 2
+    assert "CUTEFI_CUDA_ARCH_LIST='foo'" in capsys.readouterr().err

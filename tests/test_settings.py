@@ -266,3 +266,15 @@ def test_settings_errors_are_value_errors():
     from cutefi.jit import settings
 
     assert issubclass(settings.SettingsError, ValueError)
+
+
+def test_an_out_dir_of_another_user_is_refused_without_naming_the_cache_variable(tmp_path, monkeypatch):
+    """``cutefi aot --out`` is not the cache: its ownership error must not point at CUTEFI_CACHE_DIR."""
+    from cutefi.jit import settings
+
+    out = tmp_path / "pack"
+    out.mkdir(mode=0o755)
+    monkeypatch.setattr("os.getuid", lambda: os.stat(out).st_uid + 1)
+    problem = settings.dir_problem(out)
+    assert problem is not None and "belongs to another user" in problem and "use a directory you own" in problem
+    assert "CUTEFI_CACHE_DIR" not in problem

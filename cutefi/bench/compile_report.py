@@ -36,8 +36,12 @@ def build_all(arch: str | None = None, only: list[str] | None = None,
         specs = [spec for spec in specs if any(pattern in spec.describe() for pattern in only)]
         if not specs:
             raise CompileReportError(f"no kernel name contains any of: {' '.join(only)}")
+    from cutefi.jit.settings import parse_arch_list
+
+    source = "--arch" if arch else ARCH_LIST_ENV
     arch = arch or os.environ.get(ARCH_LIST_ENV, "").strip() or DEFAULT_ARCH
     try:
+        parse_arch_list(arch, source)  # an error names the option or the variable it came from
         jobs, report = plan(arch, specs)
     except ValueError as exc:
         raise CompileReportError(str(exc)) from exc

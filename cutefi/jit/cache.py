@@ -79,8 +79,10 @@ def check_safe_dir(path: Path, require_owner: bool = True, hint: str | None = No
         raise UnsafeCacheError(f"{path} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); "
                                f"cutefi does not load cubins from it: {hint}")
     if require_owner and hasattr(os, "getuid") and info.st_uid != os.getuid():
-        raise UnsafeCacheError(f"{path} belongs to another user (uid {info.st_uid}); cutefi loads cubins "
-                               f"only from a cache of its own: set {CACHE_ENV} to a private directory")
+        # a caller's hint is about write bits; for ownership only "use your own" helps
+        owner_hint = "use a directory you own" if hint is not None else f"set {CACHE_ENV} to a private directory"
+        raise UnsafeCacheError(f"{path} belongs to another user (uid {info.st_uid}); cutefi writes and loads "
+                               f"cubins only in a directory of its own: {owner_hint}")
 
 
 def _is_own(name: str, pattern: re.Pattern[str]) -> bool:
