@@ -4,7 +4,7 @@ A kernel whose contract says ``pdl=True`` calls :func:`wait_for_inputs` before i
 of memory an earlier kernel may write: with PDL the kernel may start while its predecessor
 is still running, and ``griddepcontrol.wait`` holds it until that grid has finished and
 flushed. Launched without PDL the wait returns at once. ``griddepcontrol`` exists from
-sm_90 on; on older targets both helpers compile to nothing (the loader never asks for PDL
+sm_90 on; on older targets the wait compiles to nothing (the loader never asks for PDL
 there).
 """
 
@@ -22,8 +22,3 @@ def wait_for_inputs() -> None:
     if target_has_pdl():
         cute.arch.griddepcontrol_wait()
 
-
-def allow_dependents() -> None:
-    """Let the next PDL kernel start its prologue (a hint; correctness rests on its wait)."""
-    if target_has_pdl():
-        cute.arch.griddepcontrol_launch_dependents()

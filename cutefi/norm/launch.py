@@ -128,21 +128,6 @@ def tile_n(n_class: int, dtype_name: str, kind: str = "rms") -> int:
             * chunks_per_thread(n_class, dtype_name, kind))
 
 
-def reductions(kind: str) -> int:
-    """Row reductions per row: sum(x^2) for rms; sum(x) then sum((x-mean)^2) for layer."""
-    return {"rms": 1, "layer": 2}[kind]
-
-
-def static_smem_bytes(n_class: int, dtype_name: str, kind: str = "rms") -> int:
-    """Statically declared shared memory of the build (``.shared`` array in the
-    PTX, not a launch parameter): fp32 cross-warp partial sums, one per
-    (reduction, row in CTA, warp of that row); 0 when a row fits in one warp."""
-    wpr = warps_per_row(n_class, dtype_name, kind)
-    if wpr == 1:
-        return 0
-    return reductions(kind) * rows_per_cta(n_class, dtype_name, kind) * wpr * 4
-
-
 def block(n_class: int, dtype_name: str, kind: str = "rms") -> tuple[int, int, int]:
     return (block_threads(n_class, dtype_name, kind), 1, 1)
 
