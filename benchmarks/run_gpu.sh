@@ -31,6 +31,12 @@ if [ -z "${SKIP_TESTS:-}" ]; then
       tests/test_gpu_rmsnorm.py tests/test_gpu_layernorm.py tests/test_gpu_rope.py -k "M7- or nnz7" \
       > "$out/memcheck_norm_rope.txt" 2>&1
     tail -n 3 "$out/memcheck_norm_rope.txt"
+    # the shifted norms (odd sizes, misaligned pointers, uneven 3-D views) and FP8 outputs
+    compute-sanitizer --tool memcheck --report-api-errors no python3 -m pytest -m gpu -q -p no:cacheprovider \
+      tests/test_gpu_norm_layouts.py tests/test_gpu_norm_quant.py \
+      -k "qk_norm or misaligned or every_hidden_size[111 or every_hidden_size[4095 or (layernorm_quant and 111) or graph" \
+      > "$out/memcheck_norm_layouts.txt" 2>&1
+    tail -n 3 "$out/memcheck_norm_layouts.txt"
   fi
 fi
 if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then

@@ -23,10 +23,11 @@ MUTATIONS = {
     "rmsnorm_out": {"out"}, "rmsnorm_inplace": {"input"}, "fused_add_rmsnorm": {"input", "residual"},
     "layernorm_out": {"out"}, "rope_inplace": {"q", "k"}, "rope_out": {"q_out", "k_out"},
     "copy_into": {"dst"}, "tma_copy_into": {"dst"}, "fill_bits": {"tensor"},
+    "rmsnorm_quant": {"out"}, "fused_add_rmsnorm_quant": {"out", "residual"}, "layernorm_quant": {"out"},
 }
 
 
-def decoder_block(x, residual, w, gamma, beta, q, k, pos, scratch):
+def decoder_block(x, residual, w, gamma, beta, q, k, pos, scratch, scale):
     """norm -> RoPE (both forms) -> fused add + norm -> layernorm -> copy -> poison."""
     h = cutefi.rmsnorm(x, w)
     q2, k2 = cutefi.apply_rope_pos_ids(q, k, pos)
@@ -36,7 +37,13 @@ def decoder_block(x, residual, w, gamma, beta, q, k, pos, scratch):
     y = cutefi.layernorm(h, gamma, beta)
     cutefi.copy_(scratch, y)
     cutefi.poison_(y)
-    return q2 + q, k2 + k, scratch * 2, residual
+    # FP8 outputs, float and tensor scales
+    q8 = torch.empty(h.shape, dtype=torch.float8_e4m3fn, device=h.device)
+    cutefi.rmsnorm_quant(q8, h, w, 0.5)
+    cutefi.fused_add_rmsnorm_quant(q8, h, residual, w, scale)
+    f8 = torch.empty(h.shape, dtype=torch.float8_e5m2, device=h.device)
+    cutefi.layernorm_quant(f8, h, gamma, beta, 2.0)
+    return q2 + q, k2 + k, scratch * 2 + q8.float() + f8.float(), residual
 
 
 def _fake_inputs():
@@ -44,7 +51,8 @@ def _fake_inputs():
     return (torch.randn(8, 256, dtype=torch.bfloat16, **cuda), torch.randn(8, 256, dtype=torch.bfloat16, **cuda),
             torch.randn(256, dtype=torch.bfloat16, **cuda), torch.randn(256, **cuda), torch.randn(256, **cuda),
             torch.randn(8, 4, 64, dtype=torch.bfloat16, **cuda), torch.randn(8, 2, 64, dtype=torch.bfloat16, **cuda),
-            torch.arange(8, dtype=torch.int32, **cuda), torch.empty(8, 256, dtype=torch.bfloat16, **cuda))
+            torch.arange(8, dtype=torch.int32, **cuda), torch.empty(8, 256, dtype=torch.bfloat16, **cuda),
+            torch.full((1,), 0.25, **cuda))
 
 
 def test_decoder_block_traces_into_cutefi_ops_without_a_graph_break():
@@ -60,7 +68,7 @@ def test_decoder_block_traces_into_cutefi_ops_without_a_graph_break():
     assert [tuple(t.shape) for t in outputs] == [(8, 4, 64), (8, 2, 64), (8, 256), (8, 256)]
     code = graphs[0].code
     for op in ("rmsnorm_out", "rope_out", "rope_inplace", "fused_add_rmsnorm", "rmsnorm_inplace", "layernorm_out",
-               "copy_into", "fill_bits"):
+               "copy_into", "fill_bits", "rmsnorm_quant", "fused_add_rmsnorm_quant", "layernorm_quant"):
         assert f"torch.ops.cutefi.{op}" in code, f"{op} not recorded:\n{code}"
     assert "data_ptr" not in code
 
@@ -75,10 +83,14 @@ def test_schema_marks_what_the_op_writes(op):
 
 def test_fake_implementations_run_on_fake_tensors():
     with FakeTensorMode():
-        x, residual, w, gamma, beta, q, k, pos, scratch = _fake_inputs()
+        x, residual, w, gamma, beta, q, k, pos, scratch, scale = _fake_inputs()
         torch.ops.cutefi.rmsnorm_out(scratch, x, w, 1e-6, False, None)
         torch.ops.cutefi.fused_add_rmsnorm(x, residual, w, 1e-6, True, False)
         torch.ops.cutefi.layernorm_out(scratch, x, gamma, beta, 1e-6)
+        q8 = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+        torch.ops.cutefi.rmsnorm_quant(q8, x, w, None, 0.5, 1e-6, None)
+        torch.ops.cutefi.fused_add_rmsnorm_quant(q8, x, residual, w, scale, 0.0, 1e-6, True)
+        torch.ops.cutefi.layernorm_quant(q8, x, gamma, beta, None, 2.0, 1e-6)
         torch.ops.cutefi.rope_inplace(q, k, "pos_ids", pos, None, None, None, False, [1.0, 13.3, 0.0, 0.0], "q", "k")
         torch.ops.cutefi.copy_into(scratch, x)
         torch.ops.cutefi.fill_bits(scratch, 0x7FFF)

@@ -84,8 +84,8 @@ def test_pdl_chain_on_a_side_stream_and_in_a_graph():
 
 def test_pdl_is_used_where_the_device_has_it():
     from cutefi.jit.lookup import get_kernel
-    from cutefi.norm.launch import NORM_SPECS
+    from cutefi.norm.launch import norm_spec
 
-    kernel = get_kernel(NORM_SPECS[("rms", "bf16", 4096, False, False)], 0)
+    kernel = get_kernel(norm_spec("rms", "bf16", 4096), 0)
     assert kernel.contract.pdl
     assert kernel._ready[0] == (torch.cuda.get_device_capability(0)[0] >= 9)

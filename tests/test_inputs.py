@@ -34,6 +34,12 @@ def _cpu_calls():
         "gemma_fused_add_rmsnorm": (lambda: cutefi.gemma_fused_add_rmsnorm(x, r, w), "input"),
         "rmsnorm-3d": (lambda: cutefi.rmsnorm(torch.randn(8, 4, 64).to(bf16), w), "input"),
         "layernorm": (lambda: cutefi.layernorm(x, torch.randn(64), torch.randn(64)), "input"),
+        "rmsnorm_quant": (lambda: cutefi.rmsnorm_quant(torch.empty(x.shape, dtype=torch.float8_e4m3fn), x, w, 0.5),
+                          "input"),
+        "fused_add_rmsnorm_quant": (lambda: cutefi.fused_add_rmsnorm_quant(
+            torch.empty(x.shape, dtype=torch.float8_e5m2), x, r, w, torch.tensor([2.0])), "input"),
+        "layernorm_quant": (lambda: cutefi.layernorm_quant(
+            torch.empty(x.shape, dtype=torch.float8_e4m3fn), x, torch.randn(64), torch.randn(64), 1.0), "input"),
         "apply_rope": (lambda: cutefi.apply_rope(q, k, indptr, offsets), "q"),
         "apply_rope_inplace": (lambda: cutefi.apply_rope_inplace(q, k, indptr, offsets, 32, True, 2.0, 5e5), "q"),
         "apply_rope_pos_ids": (lambda: cutefi.apply_rope_pos_ids(q, k, pos), "q"),
@@ -87,8 +93,8 @@ def test_bug_report_cases():
     with pytest.raises(TypeError, match="^bits must be an int"):
         cutefi.fill_(torch.empty(16, dtype=torch.uint8), bits="8")
     x = torch.randn(4, 12).to(torch.bfloat16)
-    with pytest.raises(ValueError, match=r"^hidden size must be a multiple of 8 in \[8, 32768\]; got 12$"):
-        cutefi.rmsnorm(x, torch.randn(12).to(torch.bfloat16))
+    with pytest.raises(ValueError, match=r"^input hidden size \(last dimension\) must be in \[1, 32768\]; got 0$"):
+        cutefi.rmsnorm(x[:, :0], torch.randn(0).to(torch.bfloat16))
     for eps in ("1e-6", None):
         with pytest.raises(TypeError, match="^eps must be a real number"):
             cutefi.rmsnorm(x[:, :8], torch.randn(8).to(torch.bfloat16), eps=eps)

@@ -1,3 +1,5 @@
-"""Norm family: RMSNorm (plain, fused add, Gemma) and LayerNorm on one CuTe DSL row-norm kernel."""
+"""Norm family: RMSNorm (plain, fused add, Gemma) and LayerNorm, and their FP8-quantising
+variants, on one CuTe DSL row-norm kernel."""
 
-API = ("rmsnorm", "fused_add_rmsnorm", "gemma_rmsnorm", "gemma_fused_add_rmsnorm", "layernorm")
+API = ("rmsnorm", "fused_add_rmsnorm", "gemma_rmsnorm", "gemma_fused_add_rmsnorm", "layernorm",
+       "rmsnorm_quant", "fused_add_rmsnorm_quant", "layernorm_quant")

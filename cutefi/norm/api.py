@@ -1,118 +1,38 @@
-"""RMSNorm and LayerNorm: FlashInfer's names and arguments on the CuTe DSL row-norm kernel.
+"""RMSNorm and LayerNorm, and their FP8-quantising variants: FlashInfer's names and arguments
+on the CuTe DSL row-norm kernel.
 
-Kernel: ``norm_kernel.py`` (one class for both; specialised on dtype, hidden-size class and
-the fused-add / gemma flags); contract, heuristics and specs: ``launch.py``. Rows, the
-hidden size within its class, row strides and eps are runtime arguments: no new build for a
-new batch or sequence length. Each distinct call layout is checked once and its plan kept.
+Kernel: ``norm_kernel.py`` (one class for all; specialised on dtype, hidden-size class, the
+fused-add / gemma flags, access width and quant format); contract, heuristics and specs:
+``launch.py``; argument checks and the choice of build: ``plan.py``. Rows, heads, the hidden
+size within its class, strides and eps are runtime arguments: no new build for a new batch or
+sequence length. Each distinct call layout is checked once and its plan kept.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import NamedTuple
-
 import torch
 
-from .._checks import (F32_MAX, require_cuda, require_dtype, require_eps, require_flag, require_same_device,
-                       require_tensor)
 from .._capability import declare
+from .._checks import F32_MAX, require_eps, require_flag, require_real, require_tensor
 from .._library import compiling, define
 from .._plans import PlanCache, signature
-from ..dtypes import name_of
-from ..jit.loader import Kernel
 from ..jit.logs import api_log
-from ..jit.lookup import get_kernel
 from ..jit.policy import Family
-from ..jit.spec import KernelSpec
 from . import launch
-
-_INPUT_DTYPES = (torch.bfloat16, torch.float16)
-MIN_N, MAX_N, N_MULTIPLE = 8, max(launch.SUPPORTED_N_CLASSES), 8
-MAX_ROWS = 2**31 - 1
-
-
-def rows_view(name: str, tensor: torch.Tensor) -> tuple[int, int, int]:
-    """(rows, N, row stride in elements) of a 2-D [M, N] or 3-D [tokens, heads, N] tensor."""
-    if tensor.dim() == 2:
-        return tensor.shape[0], tensor.shape[1], tensor.stride(0)
-    if tensor.dim() == 3:
-        tokens, heads, n = tensor.shape
-        if tokens > 1 and heads > 1 and tensor.stride(0) != heads * tensor.stride(1):
-            raise ValueError(
-                f"{name} [tokens, heads, head_dim] must have evenly spaced rows "
-                f"(stride(0) == heads * stride(1)); got strides {tuple(tensor.stride())}"
-            )
-        stride = tensor.stride(1) if heads > 1 else tensor.stride(0)
-        return tokens * heads, n, stride
-    raise ValueError(f"{name} must be 2-D [rows, hidden] or 3-D [tokens, heads, head_dim]; got shape {tuple(tensor.shape)}")
-
-
-def hidden_size(name: str, tensor: torch.Tensor) -> int:
-    """The hidden size (last dimension) of a 2-D or 3-D ``tensor``, checked against the rule."""
-    if tensor.dim() not in (2, 3):
-        raise ValueError(f"{name} must be 2-D [rows, hidden] or 3-D [tokens, heads, head_dim]; "
-                         f"got shape {tuple(tensor.shape)}")
-    n = tensor.shape[-1]
-    if not MIN_N <= n <= MAX_N or n % N_MULTIPLE:
-        raise ValueError(f"hidden size must be a multiple of {N_MULTIPLE} in [{MIN_N}, {MAX_N}]; got {n}")
-    return n
-
-
-def check_rows(name: str, tensor: torch.Tensor) -> tuple[int, int, int]:
-    if tensor.is_contiguous() and tensor.dim() in (2, 3):  # the common case, checked cheaply
-        n = tensor.shape[-1]
-        rows, stride = tensor.numel() // n if n else 0, n
-    else:
-        rows, n, stride = rows_view(name, tensor)
-        if tensor.stride(-1) != 1:
-            raise ValueError(f"{name} must be contiguous in its last dimension; got strides {tuple(tensor.stride())}")
-    if rows > 1 and (stride % N_MULTIPLE or stride < n):
-        raise ValueError(f"{name} row stride must be a multiple of 8 elements and >= {n}; got {stride}")
-    if tensor.data_ptr() % 16:
-        raise ValueError(f"{name} must start at a 16-byte aligned address")
-    return rows, n, max(stride, n)
-
-
-@functools.lru_cache(maxsize=None)
-def plan(kind: str, dtype: torch.dtype, n: int, fused: bool, gemma: bool) -> tuple[KernelSpec, int]:
-    """(spec, size class) for a dtype and hidden size; raises for unsupported sizes."""
-    if not MIN_N <= n <= MAX_N or n % N_MULTIPLE:
-        raise ValueError(f"hidden size must be a multiple of {N_MULTIPLE} in [{MIN_N}, {MAX_N}]; got {n}")
-    dtype_name = name_of(dtype)
-    n_class = launch.pick_n_class(n)
-    return launch.NORM_SPECS[(kind, dtype_name, n_class, fused, gemma)], n_class
-
-
-def _check_param(name: str, tensor: torch.Tensor, n: int, dtype: torch.dtype) -> None:
-    if tensor.dim() != 1 or tensor.shape[0] != n:
-        raise ValueError(f"{name} must be 1-D of size {n} (the hidden size); got shape {tuple(tensor.shape)}")
-    if tensor.dtype != dtype:
-        raise TypeError(f"{name} dtype must be {str(dtype)[6:]}; got {str(tensor.dtype)[6:]}")
-    if tensor.stride(0) != 1 or tensor.data_ptr() % 16:
-        raise ValueError(f"{name} must be contiguous and 16-byte aligned")
-
-
-class _Plan(NamedTuple):
-    """Everything about a call that depends only on shapes, strides, dtypes and devices."""
-
-    kernel: Kernel | None  # None: nothing to do (no rows)
-    device: int
-    grid: tuple[int, int, int]
-    rows: int
-    n: int
-    strides: tuple[int, int, int]  # x, out, residual row strides
-
+from .plan import POINTERS_ALIGNED, POINTERS_STAGED, check_and_plan, pointer_mode
 
 _PLANS = PlanCache()
 
 
 def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                 out: torch.Tensor, residual: torch.Tensor | None, eps: float, gemma: bool,
-                enable_pdl: bool | None = None, weight_name: str = "weight") -> None:
+                enable_pdl: bool | None = None, weight_name: str = "weight",
+                scale: float | torch.Tensor | None = None) -> None:
     """Check every argument, then launch the row-norm build for ``kind`` ("rms" or "layer").
 
     rms: ``weight`` has the input dtype, ``bias`` is None. layer: ``weight`` (gamma) and
-    ``bias`` (beta) are fp32.
+    ``bias`` (beta) are fp32. ``scale`` (not None: the FP8 quant variant, ``out`` FP8): a
+    nonzero float, or a one-element tensor read on the device.
     """
     # scalars, every call: the cheap test first (a float in range, a bool or None), then the
     # full check, which names the argument (and turns an int or NumPy eps into a float)
@@ -120,69 +40,89 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
         eps = require_eps(eps)
     if enable_pdl is not None and enable_pdl is not True and enable_pdl is not False:
         enable_pdl = require_flag("enable_pdl", enable_pdl, optional=True)
+    quant = scale is not None
+    scale_value, scale_tensor = _scale_arguments(scale, input) if quant else (1.0, None)
     if compiling():  # torch.compile traces this: one cutefi op in the graph (see _library)
-        return _record_op(kind, input, weight, bias, out, residual, eps, gemma, enable_pdl)
+        return _record_op(kind, input, weight, bias, out, residual, eps, gemma, enable_pdl, quant, scale_tensor,
+                          scale_value)
     try:  # what a plan depends on (signature() inlined: this runs on every call)
-        key = (kind, gemma, input.dtype, input.shape, input.stride(), input.get_device(),
+        x_ptr, w_ptr, o_ptr = input.data_ptr(), weight.data_ptr(), out.data_ptr()
+        b_ptr = bias.data_ptr() if bias is not None else w_ptr
+        r_ptr = residual.data_ptr() if residual is not None else x_ptr
+        pointers = POINTERS_ALIGNED if not (x_ptr | w_ptr | b_ptr | o_ptr | r_ptr) & 15 else \
+            pointer_mode(x_ptr, w_ptr, b_ptr, o_ptr, r_ptr, out.element_size())
+        key = (kind, gemma, quant, input.dtype, input.shape, input.stride(), input.get_device(),
                weight.dtype, weight.shape, weight.stride(), weight.get_device(),
                None if out is input else (out.dtype, out.shape, out.stride(), out.get_device()),
                None if residual is None else (residual.dtype, residual.shape, residual.stride(),
                                               residual.get_device()),
-               None if bias is None else signature(bias))
+               None if bias is None else signature(bias), pointers)
     except AttributeError:  # not tensors: the full check below names the argument
-        key = None
+        key, pointers = None, POINTERS_STAGED
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS.put(key, _check_and_plan(kind, input, weight, bias, out, residual, gemma, weight_name))
+        plan = _PLANS.put(key, check_and_plan(kind, input, weight, bias, out, residual, gemma, weight_name, quant,
+                                              pointers))
     if plan.kernel is None:
+        if plan.staged:
+            _run_staged(kind, input, weight, bias, out, residual, eps, gemma, enable_pdl, weight_name, scale)
         return
-    x_ptr, w_ptr, o_ptr = input.data_ptr(), weight.data_ptr(), out.data_ptr()
-    b_ptr = bias.data_ptr() if bias is not None else w_ptr
-    r_ptr = residual.data_ptr() if residual is not None else x_ptr
-    if (x_ptr | w_ptr | b_ptr | o_ptr | r_ptr) & 15:
-        _check_and_plan(kind, input, weight, bias, out, residual, gemma, weight_name)  # raises, naming it
-    x_stride, out_stride, res_stride = plan.strides
+    if scale_tensor is not None:
+        _check_scale_device(scale_tensor, plan.device)
+    s_ptr = scale_tensor.data_ptr() if scale_tensor is not None else w_ptr
+    shift = 0
+    if plan.shifted:  # pointers rounded down to 16 bytes; the kernel adds the shift back
+        shift = (x_ptr >> 1) & 7
+        x_ptr, r_ptr, o_ptr = x_ptr - 2 * shift, r_ptr - 2 * shift, o_ptr - out.element_size() * shift
+    x_stride, x_head, out_stride, out_head, res_stride, res_head = plan.strides
     plan.kernel.launch(plan.grid, plan.device, None, True if enable_pdl is None else bool(enable_pdl),
-                       x=x_ptr, weight=w_ptr, bias=b_ptr, out=o_ptr, residual=r_ptr, M=plan.rows, N=plan.n,
-                       x_row_stride=x_stride, out_row_stride=out_stride, residual_row_stride=res_stride,
-                       eps=eps)
+                       x=x_ptr, weight=w_ptr, bias=b_ptr, out=o_ptr, residual=r_ptr, scale=s_ptr,
+                       M=plan.rows, N=plan.n, heads=plan.heads, shift=shift,
+                       x_row_stride=x_stride, x_head_stride=x_head, out_row_stride=out_stride,
+                       out_head_stride=out_head, residual_row_stride=res_stride,
+                       residual_head_stride=res_head, eps=eps, scale_value=scale_value)
 
 
-def _check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                    out: torch.Tensor, residual: torch.Tensor | None, gemma: bool, weight_name: str) -> _Plan:
-    # types, dimensions, shapes and layouts first (CPU tensors reach these too); devices last
-    require_tensor("input", input)
-    require_tensor(weight_name, weight)
-    require_tensor("out", out)
+def _run_staged(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                out: torch.Tensor, residual: torch.Tensor | None, eps: float, gemma: bool,
+                enable_pdl: bool | None, weight_name: str, scale: float | torch.Tensor | None) -> None:
+    """A call whose rows sit unlike in their 16-byte chunks (e.g. an odd hidden size with out at
+    another offset than input): the same op on fresh, aligned copies, results copied back."""
+    def fresh(tensor: torch.Tensor) -> torch.Tensor:
+        return torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
+
+    x = fresh(input)
+    r = fresh(residual) if residual is not None else None
+    y = x if out is input else torch.empty(out.shape, dtype=out.dtype, device=out.device)
+    w = weight if not weight.data_ptr() % 16 else weight.clone()
+    b = bias if bias is None or not bias.data_ptr() % 16 else bias.clone()
+    launch_norm(kind, x, w, b, y, r, eps, gemma, enable_pdl, weight_name, scale)
+    out.copy_(y)
     if residual is not None:
-        require_tensor("residual", residual)
-    if bias is not None:
-        require_tensor("beta", bias)
-    if input.dtype not in _INPUT_DTYPES:
-        require_dtype("input", input, _INPUT_DTYPES)
-    n = hidden_size("input", input)  # the hidden-size rule before the row layout
-    spec, n_class = plan(kind, input.dtype, n, residual is not None, gemma)
-    param_dtype = torch.float32 if kind == "layer" else input.dtype
-    _check_param(weight_name, weight, n, param_dtype)
-    if bias is not None:
-        _check_param("beta", bias, n, param_dtype)
-    for name, tensor in (("out", out), ("residual", residual)):
-        if tensor is not None and (tensor.shape != input.shape or tensor.dtype != input.dtype):
-            raise ValueError(f"{name} {tuple(tensor.shape)} {tensor.dtype} must match input "
-                             f"{tuple(input.shape)} {input.dtype}")
-    rows, _, x_stride = check_rows("input", input)
-    out_stride = check_rows("out", out)[2] if out is not input else x_stride
-    res_stride = check_rows("residual", residual)[2] if residual is not None else x_stride
-    if rows > MAX_ROWS:
-        raise ValueError(f"at most {MAX_ROWS} rows; got {rows}")
-    device = require_cuda("input", input)
-    named = [("input", input), (weight_name, weight), ("out", out)]
-    named += [("residual", residual)] if residual is not None else []
-    named += [("beta", bias)] if bias is not None else []
-    require_same_device(*named)
-    kernel = get_kernel(spec, device) if rows else None
-    grid = kernel.contract.grid({"M": rows}) if kernel else (0, 0, 0)
-    return _Plan(kernel, device, grid, rows, n, (x_stride, out_stride, res_stride))
+        residual.copy_(r)
+
+
+def _scale_arguments(scale: float | torch.Tensor, input: torch.Tensor) -> tuple[float, torch.Tensor | None]:
+    """(scale_value, scale_tensor): a float scale goes to the kernel as a value, a CUDA tensor
+    by pointer (read on the device, so CUDA graphs see its updates; scale_value 0 says so)."""
+    if isinstance(scale, torch.Tensor):
+        if scale.numel() != 1:
+            raise ValueError(f"scale must be a float or a tensor of one element; got shape {tuple(scale.shape)}")
+        if not scale.is_floating_point():
+            raise TypeError(f"scale tensor must be floating point; got {str(scale.dtype)[6:]}")
+        if not scale.is_cuda:  # a host value: no device memory needed
+            return _scale_arguments(float(scale.item()), input)
+        return 0.0, scale if scale.dtype == torch.float32 else scale.float()
+    value = require_real("scale", scale)
+    if not 1.0 / F32_MAX <= abs(value) <= F32_MAX:  # its float32 reciprocal must be finite too
+        raise ValueError(f"scale must be a nonzero finite float32 with a finite reciprocal (the output is "
+                         f"divided by it); got {scale!r}")
+    return value, None
+
+
+def _check_scale_device(scale: torch.Tensor, device: int) -> None:
+    if scale.get_device() != device:
+        raise ValueError(f"scale must be on the device of input (cuda:{device}); got {scale.device}")
 
 
 # ---- public API -------------------------------------------------------------------------
@@ -197,10 +137,11 @@ def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
             out: torch.Tensor | None = None, enable_pdl: bool | None = None) -> torch.Tensor:
     """``out = input / sqrt(mean(input**2, -1) + eps) * weight``.
 
-    input: ``[rows, hidden]`` or ``[tokens, heads, head_dim]`` (per-head, qk-norm), fp16 or
-    bf16, last dimension contiguous, rows a multiple of 8 elements apart; hidden a multiple
-    of 8 in [8, 32768]. weight: ``[hidden]``, same dtype. fp32 accumulation. ``out`` may be
-    ``input`` (in place). ``enable_pdl``: programmatic dependent launch (None: where available).
+    input: ``[rows, hidden]`` or ``[tokens, heads, head_dim]`` (per-head, qk-norm; any token
+    and head strides), fp16 or bf16, last dimension contiguous; any hidden size in [1, 32768]
+    (full speed where rows and pointers are 16-byte aligned). weight: ``[hidden]``, same dtype.
+    fp32 accumulation. ``out`` may be ``input`` (in place). ``enable_pdl``: programmatic
+    dependent launch (None: where available).
     """
     out = _output(input, out)
     launch_norm("rms", input, weight, None, out, None, eps, False, enable_pdl)
@@ -232,26 +173,69 @@ def gemma_fused_add_rmsnorm(input: torch.Tensor, residual: torch.Tensor, weight:
     launch_norm("rms", input, weight, None, input, require_tensor("residual", residual), eps, True, enable_pdl)
 
 
+def _require_2d(input: object) -> None:
+    if require_tensor("input", input).dim() != 2:
+        raise ValueError(f"input must be 2-D [rows, hidden]; got shape {tuple(input.shape)}")
+
+
 @api_log
 def layernorm(input: torch.Tensor, gemma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """``(input - mean) / sqrt(var + eps) * gemma + beta`` over the last dimension.
 
-    input: ``[rows, hidden]`` fp16 or bf16, last dimension contiguous, rows a multiple of 8
-    elements apart; hidden a multiple of 8 in [8, 32768]. gemma (gamma, FlashInfer's name) and
-    beta: fp32 ``[hidden]``. Returns a new tensor with the input's dtype and shape.
+    input: ``[rows, hidden]`` fp16 or bf16, last dimension contiguous, any hidden size in
+    [1, 32768]. gemma (gamma, FlashInfer's name) and beta: fp32 ``[hidden]``. Returns a new
+    tensor with the input's dtype and shape.
     """
-    require_tensor("input", input)
-    if input.dim() != 2:
-        raise ValueError(f"input must be 2-D [rows, hidden]; got shape {tuple(input.shape)}")
+    _require_2d(input)
     out = torch.empty_like(input, memory_format=torch.contiguous_format)
     launch_norm("layer", input, gemma, require_tensor("beta", beta), out, None, eps, False, False,
                 weight_name="gamma")
     return out
 
 
+# ---- FP8-quantising variants: out (float8_e4m3fn or float8_e5m2) = fp8(clamp(y / scale)) ---
+# FlashInfer's semantics: y times 1/scale, saturated to the format's largest finite value
+# (448 or 57344; a NaN saturates to +max, as FlashInfer's fminf/fmaxf do), rounded to nearest
+# even. scale: a nonzero float, or a one-element tensor (read on the device: CUDA-graph safe).
+@api_log
+def rmsnorm_quant(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, scale: float | torch.Tensor,
+                  eps: float = 1e-6, enable_pdl: bool | None = None) -> None:
+    """:func:`rmsnorm` of ``input`` written to the FP8 tensor ``out`` (its dtype picks the format)."""
+    launch_norm("rms", input, weight, None, require_tensor("out", out), None, eps, False, enable_pdl,
+                scale=_require_scale(scale))
+
+
+@api_log
+def fused_add_rmsnorm_quant(out: torch.Tensor, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                            scale: float | torch.Tensor, eps: float = 1e-6, enable_pdl: bool | None = None) -> None:
+    """``residual = input + residual`` (in place, as :func:`fused_add_rmsnorm`); the RMSNorm of
+    the fp32 sum written to the FP8 tensor ``out``. ``input`` is not written."""
+    launch_norm("rms", input, weight, None, require_tensor("out", out), require_tensor("residual", residual), eps,
+                False, enable_pdl, scale=_require_scale(scale))
+
+
+@api_log
+def layernorm_quant(out: torch.Tensor, input: torch.Tensor, gemma: torch.Tensor, beta: torch.Tensor,
+                    scale: float | torch.Tensor, eps: float = 1e-6) -> None:
+    """:func:`layernorm` of ``input`` written to the FP8 tensor ``out``."""
+    _require_2d(input)
+    launch_norm("layer", input, gemma, require_tensor("beta", beta), require_tensor("out", out), None, eps, False,
+                False, weight_name="gamma", scale=_require_scale(scale))
+
+
+def _require_scale(scale: object) -> float | torch.Tensor:
+    if scale is None:
+        raise TypeError("scale must be a float or a one-element tensor; got None")
+    return scale  # type: ignore[return-value]
+
+
 # ---- torch.compile: the ops Dynamo records (one per mutation pattern) ---------------------
 def _no_output(*args: object) -> None:
     return None
+
+
+def _scale(tensor: torch.Tensor | None, value: float) -> float | torch.Tensor:
+    return tensor if tensor is not None else value
 
 
 _define_ops = [
@@ -266,15 +250,34 @@ _define_ops = [
     ("layernorm_out(Tensor(a!) out, Tensor input, Tensor gemma, Tensor beta, float eps) -> ()",
      lambda out, input, gamma, beta, eps: launch_norm("layer", input, gamma, beta, out, None, eps, False, False,
                                                       weight_name="gamma")),
+    ("rmsnorm_quant(Tensor(a!) out, Tensor input, Tensor weight, Tensor? scale, float scale_value, float eps, "
+     "bool? enable_pdl) -> ()",
+     lambda out, input, weight, scale, value, eps, pdl: launch_norm("rms", input, weight, None, out, None, eps, False,
+                                                                    pdl, scale=_scale(scale, value))),
+    ("fused_add_rmsnorm_quant(Tensor(a!) out, Tensor input, Tensor(b!) residual, Tensor weight, Tensor? scale, "
+     "float scale_value, float eps, bool? enable_pdl) -> ()",
+     lambda out, input, residual, weight, scale, value, eps, pdl: launch_norm(
+         "rms", input, weight, None, out, residual, eps, False, pdl, scale=_scale(scale, value))),
+    ("layernorm_quant(Tensor(a!) out, Tensor input, Tensor gemma, Tensor beta, Tensor? scale, float scale_value, "
+     "float eps) -> ()",
+     lambda out, input, gamma, beta, scale, value, eps: launch_norm(
+         "layer", input, gamma, beta, out, None, eps, False, False, weight_name="gamma", scale=_scale(scale, value))),
 ]
 _OPS = {schema.split("(", 1)[0]: define(schema, impl, _no_output) for schema, impl in _define_ops}
 
 
 def _record_op(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                out: torch.Tensor, residual: torch.Tensor | None, eps: float, gemma: bool,
-               enable_pdl: bool | None) -> None:
+               enable_pdl: bool | None, quant: bool, scale: torch.Tensor | None, scale_value: float) -> None:
     if kind == "layer":
-        _OPS["layernorm_out"](out, input, weight, bias, eps)
+        if quant:
+            _OPS["layernorm_quant"](out, input, weight, bias, scale, scale_value, eps)
+        else:
+            _OPS["layernorm_out"](out, input, weight, bias, eps)
+    elif quant and residual is not None:
+        _OPS["fused_add_rmsnorm_quant"](out, input, residual, weight, scale, scale_value, eps, enable_pdl)
+    elif quant:
+        _OPS["rmsnorm_quant"](out, input, weight, scale, scale_value, eps, enable_pdl)
     elif residual is not None:
         _OPS["fused_add_rmsnorm"](input, residual, weight, eps, gemma, enable_pdl)
     elif out is input:
@@ -284,4 +287,6 @@ def _record_op(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch
 
 
 for _public in (rmsnorm, fused_add_rmsnorm, gemma_rmsnorm, gemma_fused_add_rmsnorm, layernorm):
+    declare(_public, (Family.SIMT,), launch.SUPPORTED_DTYPES)
+for _public in (rmsnorm_quant, fused_add_rmsnorm_quant, layernorm_quant):
     declare(_public, (Family.SIMT,), launch.SUPPORTED_DTYPES)

@@ -1,15 +1,28 @@
 """Contract, size-class heuristics and specs of the CuTe DSL row-norm kernel (RMSNorm and
-LayerNorm families). Pure Python, no cutlass import.
+LayerNorm families, and their FP8-quantising variants). Pure Python, no cutlass import.
 
 The kernel (``norm_kernel.py``) is specialised at build time on ``(norm, dtype, n_class,
-fused_add, gemma)``; rows, the hidden size within its class, row strides and eps are kernel
-arguments. Parameters (the contract below is the only list): ``x``, ``weight``, ``bias``
-(layernorm's beta), ``out`` (may alias ``x``), ``residual`` (fused add, read and written in
-place), ``M`` rows, ``N`` hidden size (``N % 8 == 0``, ``N <= n_class``), the three row
-strides in elements (multiples of 8) and ``eps``. Grid: ``ceil(M / rows_per_cta)`` CTAs.
+fused_add, gemma, aligned, out_dtype)``; rows, heads, the hidden size within its class, strides
+and eps are kernel arguments. Parameters (the contract below is the only list): ``x``,
+``weight``, ``bias`` (layernorm's beta), ``out`` (may alias ``x``; FP8 for the quant builds),
+``residual`` (fused add, read and written in place), ``scale`` and ``scale_value`` (quant: the
+output is divided by ``scale_value``, or by ``scale[0]`` where ``scale_value`` is 0), ``M`` rows, ``N`` hidden size (``N <= n_class``), ``heads``, and per tensor a
+row (token) stride and a head stride in elements, and ``eps``: row ``r`` starts at ``(r //
+heads) * row_stride + (r % heads) * head_stride``, so a 2-D tensor is ``heads = 1`` and a 3-D
+``[tokens, heads, head_dim]`` view may have any strides. Grid: ``ceil(M / rows_per_cta)`` CTAs.
+
+Every access moves 8 elements (128 bits of a 16-bit dtype). ``aligned`` builds need ``N``,
+every stride and every pointer 8-element aligned. The others ("shifted") take any hidden size
+and stride: each row is read and written in the aligned 8-element chunks that cover it, from
+``shift + row start`` rounded down, where ``shift`` is the first row's offset from the 16-byte
+aligned pointers passed (x, out and residual rows must sit alike in their chunks; the API
+checks); the chunks at a row's ends are masked element by element, and the weight is brought
+into the row's frame from two aligned chunks.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from .. import dtypes
 from ..jit.contract import LaunchContract, Param, ceil_div, pointers, scalars
@@ -18,13 +31,14 @@ from ..jit.registry import register
 from ..jit.spec import KernelSpec
 
 KINDS = ("rms", "layer")
+QUANT_DTYPES = ("fp8e4m3", "fp8e5m2")
+# the largest finite value of each FP8 format: quant outputs are saturated to it
+QUANT_MAX = {"fp8e4m3": 448.0, "fp8e5m2": 57344.0}
 
-# element width in bits for the supported storage dtypes
-
-# Elements per 128-bit vector access (8 x 16-bit).
+# Elements per access of an aligned build: 128 bits of a 16-bit dtype.
 VEC_BITS = 128
 
-# Size-class heuristics for 16-bit dtypes:
+# Size-class heuristics of aligned builds (16-bit dtypes):
 #   n_class -> (threads_per_row, block_threads)
 # Rule: keep every thread at <= 64 elements of the row (8 x 128-bit chunks,
 # 64 fp32 registers) so the whole row stays in registers with no spills; use
@@ -51,7 +65,14 @@ _CLASS_TABLE = {
 # 2048, 8192 and 16384 without the occupancy change measured 9-30% slower than the RMSNorm row
 # (session 4, layernorm_h200.json against norm_h200.json), so those keep it.
 _LAYER_CLASS_TABLE = {**_CLASS_TABLE, 4096: (128, 128)}  # 1 row/CTA, 4 chunks
+# The FP8 LayerNorm builds (clamp and conversion on top) at most 32 elements a thread: with 64
+# they spilled hundreds of registers on sm_100a/sm_120a.
+_LAYER_QUANT_CLASS_TABLE = {**_LAYER_CLASS_TABLE, 2048: (64, 128), 8192: (256, 256), 16384: (512, 512),
+                            32768: (1024, 1024)}
 
+# Shifted builds (rows not 16-byte aligned: any hidden size, odd strides) take the aligned
+# split with one more 128-bit chunk a thread's row pass may need: a row starts up to 7 elements
+# into its first aligned chunk.
 SUPPORTED_N_CLASSES = tuple(sorted(_CLASS_TABLE))
 SUPPORTED_DTYPES = ("bf16", "fp16")
 
@@ -73,21 +94,18 @@ def vec_elems(dtype_name: str) -> int:
     return VEC_BITS // dtype_bits(dtype_name)
 
 
-def _config(n_class: int, dtype_name: str, kind: str) -> tuple[int, int]:
-    _check(n_class, dtype_name)
-    return (_LAYER_CLASS_TABLE if kind == "layer" else _CLASS_TABLE)[n_class]
-
-
-def threads_per_row(n_class: int, dtype_name: str, kind: str = "rms") -> int:
-    return _config(n_class, dtype_name, kind)[0]
-
-
-def block_threads(n_class: int, dtype_name: str, kind: str = "rms") -> int:
-    return _config(n_class, dtype_name, kind)[1]
-
-
-def rows_per_cta(n_class: int, dtype_name: str, kind: str = "rms") -> int:
-    return block_threads(n_class, dtype_name, kind) // threads_per_row(n_class, dtype_name, kind)
+def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict[int, tuple[int, int]]:
+    if kind == "layer":
+        table = _LAYER_QUANT_CLASS_TABLE if quant else _LAYER_CLASS_TABLE
+    else:
+        table = _CLASS_TABLE
+    if aligned:
+        return table
+    # shifted builds also hold the parameters' two aligned chunks and their shifted copy (or,
+    # LayerNorm, fp32 parameters read element by element): 2x the threads a row (4x with the
+    # residual too), at most 1024
+    factor = 4 if fused_add else 2
+    return {n: (min(1024, tpr * factor), max(threads, min(1024, tpr * factor))) for n, (tpr, threads) in table.items()}
 
 
 # Resident threads per SM the build asks for (``.minnctapersm``): 512, a 128-register cap.
@@ -100,36 +118,60 @@ _THREADS_PER_SM = 512
 _LAYER_THREADS_PER_SM = {4096: 1024}
 
 
-def min_ctas_per_sm(n_class: int, dtype_name: str, kind: str = "rms") -> int:
-    """Occupancy target baked into the PTX (``.minnctapersm``), in CTAs per SM."""
-    threads = _LAYER_THREADS_PER_SM.get(n_class, _THREADS_PER_SM) if kind == "layer" else _THREADS_PER_SM
-    return max(1, threads // block_threads(n_class, dtype_name, kind))
+def min_ctas_per_sm(n_class: int, block_threads: int, kind: str = "rms", aligned: bool = True,
+                    quant: bool = False) -> int:
+    """Occupancy target baked into the PTX (``.minnctapersm``), in CTAs per SM. The FP8
+    LayerNorm keeps 512 threads: at 1024 (64 registers) its 4096 build spilled ~170 registers
+    and ran at 21% of the copy bandwidth."""
+    threads = _THREADS_PER_SM
+    if kind == "layer" and aligned and not quant:
+        threads = _LAYER_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
+    return max(1, threads // block_threads)
 
 
-def delay_weight_load(n_class: int, dtype_name: str, fused_add: bool, kind: str = "rms") -> bool:
-    """Load w (and b) after the row reduction (register budget): fused builds, and layernorm
-    whose fp32 gamma and beta take four times the registers of a 16-bit weight."""
+@dataclass(frozen=True)
+class Geometry:
+    """A build's compile-time shape; the kernel and its contract both derive from it."""
+
+    n_class: int
+    vec: int  # elements per access
+    shifted: bool  # rows start anywhere in their first aligned chunk (one chunk more a row)
+    threads_per_row: int
+    block_threads: int
+    min_ctas_per_sm: int
+    # load w (and b) after the row reduction (register budget): fused builds, layernorm (fp32
+    # gamma and beta take four times the registers of a 16-bit weight) and shifted builds
+    delay_weight_load: bool
+
+    @property
+    def rows_per_cta(self) -> int:
+        return self.block_threads // self.threads_per_row
+
+    @property
+    def warps_per_row(self) -> int:
+        return max(1, self.threads_per_row // 32)
+
+    @property
+    def chunks(self) -> int:
+        """Accesses (chunks) each thread owns in its row (compile-time K)."""
+        return -(-(self.n_class + (self.vec if self.shifted else 0)) // (self.vec * self.threads_per_row))
+
+    @property
+    def tile_n(self) -> int:
+        """Columns covered by one pass of a row's threads (>= n_class)."""
+        return self.vec * self.threads_per_row * self.chunks
+
+
+def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, aligned: bool = True,
+             out_dtype: str | None = None) -> Geometry:
     _check(n_class, dtype_name)
-    return bool(fused_add) or kind == "layer"
-
-
-def warps_per_row(n_class: int, dtype_name: str, kind: str = "rms") -> int:
-    return max(1, threads_per_row(n_class, dtype_name, kind) // 32)
-
-
-def chunks_per_thread(n_class: int, dtype_name: str, kind: str = "rms") -> int:
-    """Number of 128-bit chunks each thread owns in its row (compile-time K)."""
-    return -(-n_class // (vec_elems(dtype_name) * threads_per_row(n_class, dtype_name, kind)))
-
-
-def tile_n(n_class: int, dtype_name: str, kind: str = "rms") -> int:
-    """Columns covered by one CTA row-tile (>= n_class)."""
-    return (vec_elems(dtype_name) * threads_per_row(n_class, dtype_name, kind)
-            * chunks_per_thread(n_class, dtype_name, kind))
-
-
-def block(n_class: int, dtype_name: str, kind: str = "rms") -> tuple[int, int, int]:
-    return (block_threads(n_class, dtype_name, kind), 1, 1)
+    threads_per_row, block_threads = _class_table(norm, fused_add, aligned, out_dtype is not None)[n_class]
+    return Geometry(
+        n_class=n_class, vec=vec_elems(dtype_name), shifted=not aligned, threads_per_row=threads_per_row,
+        block_threads=block_threads,
+        min_ctas_per_sm=min_ctas_per_sm(n_class, block_threads, norm, aligned, out_dtype is not None),
+        delay_weight_load=bool(fused_add) or norm == "layer" or not aligned,
+    )
 
 
 def pick_n_class(N: int) -> int:
@@ -140,49 +182,97 @@ def pick_n_class(N: int) -> int:
     raise ValueError(f"N={N} exceeds the largest supported class {SUPPORTED_N_CLASSES[-1]}")
 
 
-def entry_name(dtype_name: str, n_class: int, fused_add: bool, gemma: bool, kind: str = "rms") -> str:
+def _check_out_dtype(out_dtype: str | None) -> None:
+    if out_dtype is not None and out_dtype not in QUANT_DTYPES:
+        raise ValueError(f"unsupported quant out_dtype {out_dtype!r}; expected one of {QUANT_DTYPES}")
+
+
+def entry_name(dtype_name: str, n_class: int, fused_add: bool, gemma: bool, kind: str = "rms",
+               aligned: bool = True, out_dtype: str | None = None) -> str:
     """The PTX entry's name prefix of a build."""
     dtype_bits(dtype_name)
-    return f"cutefi_{kind}norm_{dtype_name}_n{n_class}" + ("_add" if fused_add else "") + (
-        "_gemma" if gemma else ""
-    )
+    _check_out_dtype(out_dtype)
+    return (f"cutefi_{kind}norm_{dtype_name}_n{n_class}" + ("_add" if fused_add else "")
+            + ("_gemma" if gemma else "") + ("" if aligned else "_any")
+            + (f"_to_{out_dtype}" if out_dtype else ""))
 
 
-def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: bool) -> LaunchContract:
+def _pointer_align(dtype_name: str, dtype_of_row: str) -> int:
+    """Byte alignment of a pointer: one access of the row's width (8 elements)."""
+    return max(1, dtypes.bits(dtype_name) // 8) * vec_elems(dtype_of_row)
+
+
+def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: bool, aligned: bool = True,
+             out_dtype: str | None = None, fp8_in_software: bool = False) -> LaunchContract:
+    _check_out_dtype(out_dtype)
     param_dtype = "fp32" if norm == "layer" else dtype_name
-    rows = rows_per_cta(n_class, dtype_name, norm)
+    out_name = out_dtype or dtype_name
+    shape = geometry(norm, dtype_name, n_class, fused_add, aligned, out_dtype)
+
+    def align(name: str) -> int:
+        return _pointer_align(name, dtype_name)
+
     return LaunchContract(
         params=(
-            *pointers("x", dtype=dtype_name), *pointers("weight", "bias", dtype=param_dtype),
-            *pointers("out", "residual", dtype=dtype_name),
-            *scalars("i32", "M", "N"), *scalars("i64", "x_row_stride", "out_row_stride", "residual_row_stride"),
-            Param("eps", "f32"),
+            *pointers("x", dtype=dtype_name, align=align(dtype_name)),
+            *pointers("weight", "bias", dtype=param_dtype, align=align(param_dtype)),
+            *pointers("out", dtype=out_name, align=align(out_name)),
+            *pointers("residual", dtype=dtype_name, align=align(dtype_name)),
+            Param("scale", "ptr", "fp32", 4),
+            *scalars("i32", "M", "N", "heads", "shift"),
+            *scalars("i64", "x_row_stride", "x_head_stride", "out_row_stride", "out_head_stride",
+                     "residual_row_stride", "residual_head_stride"),
+            Param("eps", "f32"), Param("scale_value", "f32"),
         ),
-        block=block(n_class, dtype_name, norm),
-        grid=lambda p: (ceil_div(p["M"], rows), 1, 1),
-        sample={"M": 1000, "N": n_class, "x_row_stride": n_class, "out_row_stride": n_class,
-                "residual_row_stride": n_class, "eps": 1e-6},
-        min_ctas_per_sm=min_ctas_per_sm(n_class, dtype_name, norm),
-        entry=entry_name(dtype_name, n_class, fused_add, gemma, norm),
+        block=(shape.block_threads, 1, 1),
+        grid=lambda p: (ceil_div(p["M"], shape.rows_per_cta), 1, 1),
+        sample={"M": 1000, "N": n_class, "heads": 1, "shift": 0, "x_row_stride": n_class, "x_head_stride": 0,
+                "out_row_stride": n_class, "out_head_stride": 0, "residual_row_stride": n_class,
+                "residual_head_stride": 0, "eps": 1e-6, "scale_value": 1.0},
+        min_ctas_per_sm=shape.min_ctas_per_sm,
+        entry=entry_name(dtype_name, n_class, fused_add, gemma, norm, aligned, out_dtype)
+        + ("_swcvt" if fp8_in_software else ""),
         pdl=True,
     )
 
 
-def make_spec(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False) -> KernelSpec:
+def make_spec(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
+              aligned: bool = True, out_dtype: str | None = None, fp8_in_software: bool = False) -> KernelSpec:
+    # the default access width and output dtype are left out of the options, so the specs
+    # (and their names) of the plain aligned builds read as before
+    extra = ({} if aligned else {"aligned": False}) | ({"out_dtype": out_dtype} if out_dtype else {})
+    extra |= {"fp8_in_software": True} if fp8_in_software else {}
     return KernelSpec.make(
         f"norm.{norm}norm", "cute", "cutefi.norm.norm_kernel:RowNormKernel", "cutefi.norm.launch:contract",
-        Family.SIMT, norm=norm, dtype_name=dtype_name, n_class=n_class, fused_add=fused_add, gemma=gemma,
+        Family.SIMT, norm=norm, dtype_name=dtype_name, n_class=n_class, fused_add=fused_add, gemma=gemma, **extra,
     )
 
 
-# Every build: RMSNorm (plain / fused add x plain / gemma weight) and LayerNorm (fp32 gamma
-# and beta), per dtype and hidden-size class.
-NORM_SPECS = {
-    ("rms", dtype, n_class, fused, gemma): make_spec("rms", dtype, n_class, fused, gemma)
-    for dtype in SUPPORTED_DTYPES for n_class in SUPPORTED_N_CLASSES
-    for fused in (False, True) for gemma in (False, True)
-} | {
-    ("layer", dtype, n_class, False, False): make_spec("layer", dtype, n_class)
-    for dtype in SUPPORTED_DTYPES for n_class in SUPPORTED_N_CLASSES
-}
-register(*NORM_SPECS.values())
+def _variants():
+    """Every build's (kind, dtype, n_class, fused_add, gemma, aligned, out_dtype): RMSNorm (plain
+    / fused add x plain / gemma weight), LayerNorm (fp32 gamma and beta), and the FP8 quant
+    variants of RMSNorm (plain, fused add) and LayerNorm; each in both access widths."""
+    for dtype in SUPPORTED_DTYPES:
+        for n_class in SUPPORTED_N_CLASSES:
+            for aligned in (True, False):
+                for fused in (False, True):
+                    for gemma in (False, True):
+                        yield ("rms", dtype, n_class, fused, gemma, aligned, None)
+                    for out_dtype in QUANT_DTYPES:
+                        yield ("rms", dtype, n_class, fused, False, aligned, out_dtype)
+                for out_dtype in (None, *QUANT_DTYPES):
+                    yield ("layer", dtype, n_class, False, False, aligned, out_dtype)
+
+
+NORM_SPECS = {key: make_spec(*key) for key in _variants()}
+# The FP8 conversion of sm_80/sm_86 (no FP8 instructions) built for any target, so a GPU test
+# can compare it bit for bit with the hardware conversion: one build per format.
+SOFTWARE_FP8_SPECS = {fmt: make_spec("rms", "bf16", 4096, out_dtype=fmt, fp8_in_software=True)
+                      for fmt in QUANT_DTYPES}
+register(*NORM_SPECS.values(), *SOFTWARE_FP8_SPECS.values())
+
+
+def norm_spec(kind: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
+              aligned: bool = True, out_dtype: str | None = None) -> KernelSpec:
+    """The registered build for a specialisation (KeyError for one that is not built)."""
+    return NORM_SPECS[(kind, dtype_name, n_class, fused_add, gemma, aligned, out_dtype)]

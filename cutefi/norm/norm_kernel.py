@@ -1,20 +1,25 @@
 """Row-wise norm kernel (RMSNorm and LayerNorm families) in CuTe DSL with an author-controlled ABI.
 
-    rms:   out[m, :] = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w'        w' = w or (1 + w)
-    layer: out[m, :] = (x[m, :] - mean) * rsqrt(var + eps) * gamma + beta  (gamma, beta fp32)
+    rms:   y[m, :] = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w'        w' = w or (1 + w)
+    layer: y[m, :] = (x[m, :] - mean) * rsqrt(var + eps) * gamma + beta  (gamma, beta fp32)
+    out = y, or for the FP8 quant builds out = fp8(clamp(y * (1 / scale[0]), -max, max))
 
 fused_add variant (in place on residual, output may alias x):
 
     s              = float(x[m, :]) + float(residual[m, :])     (fp32)
     residual[m, :] = round(s)
-    out[m, :]      = s * rsqrt(mean(s^2) + eps) * w'              (from the fp32 s: FlashInfer's
+    y[m, :]        = s * rsqrt(mean(s^2) + eps) * w'              (from the fp32 s: FlashInfer's
                                                                    definition, not the rounded one)
 
 ABI and launch geometry: ``contract`` in ``launch.py`` (the kernel reads its parameters by
 name from one ``KernelArgs``; the CuTe tensors are built from the raw pointers inside).
+Each thread finds its own row's start (row ``r`` = token ``r // heads``, head ``r % heads``),
+so 2-D rows and 3-D ``[tokens, heads, head_dim]`` views with any strides take one path.
 
 Compile-time specialisation: kind (rms/layer), dtype (bf16/fp16), hidden-size class
-``n_class`` (any N % 8 == 0, N <= n_class runs on the build), ``fused_add``, ``gemma``.
+``n_class`` (any N <= n_class runs on the build), ``fused_add``, ``gemma``, ``aligned`` (else
+shifted: rows start anywhere in their first 16-byte chunk, see ``shifted.py``) and the quant
+``out_dtype``.
 """
 
 from __future__ import annotations
@@ -25,49 +30,55 @@ from cutlass import Float32, const_expr
 
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
+from cutefi.cute.convert import store_fp8
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.cute.reduce import row_reduce_sum
 from cutefi.norm import launch
+from cutefi.norm.shifted import mask_outside_row, shift_chunk, store_ends
 
 
 class RowNormKernel:
     # ------------------------------------------------------------------ #
-    # 1. heuristics (compile-time), all numbers from norm_launch
+    # 1. heuristics (compile-time), all numbers from launch.py
     # ------------------------------------------------------------------ #
-    def __init__(self, norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False):
+    def __init__(self, norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
+                 aligned: bool = True, out_dtype: str | None = None, fp8_in_software: bool = False):
         kind = norm
-        self.contract = launch.contract(norm, dtype_name, n_class, fused_add, gemma)
+        self.contract = launch.contract(norm, dtype_name, n_class, fused_add, gemma, aligned, out_dtype,
+                                        fp8_in_software)
+        self.fp8_in_software = fp8_in_software
         if kind not in launch.KINDS or (kind == "layer" and (fused_add or gemma)):
             raise ValueError(f"unsupported norm kind {kind!r} (fused_add={fused_add}, gemma={gemma})")
         self.kind = kind
         self.layer = kind == "layer"
         # layernorm's gamma and beta are fp32; rmsnorm's weight has the input dtype
         self.param_dtype = Float32 if self.layer else cute_dtype(dtype_name)
-        self.dtype_name = dtype_name
         self.dtype = cute_dtype(dtype_name)
-        self.n_class = n_class
+        self.quant = out_dtype is not None
+        self.out_dtype = cute_dtype(out_dtype) if self.quant else self.dtype
+        self.quant_max = launch.QUANT_MAX[out_dtype] if self.quant else 0.0
         self.fused_add = fused_add
         self.gemma = gemma
-        self.vec = launch.vec_elems(dtype_name)  # 8 elems = 128 bit
-        self.threads_per_row = launch.threads_per_row(n_class, dtype_name, kind)
-        self.num_threads = launch.block_threads(n_class, dtype_name, kind)
-        self.rows_per_cta = launch.rows_per_cta(n_class, dtype_name, kind)
-        self.warps_per_row = launch.warps_per_row(n_class, dtype_name, kind)
-        self.chunks = launch.chunks_per_thread(n_class, dtype_name, kind)  # K
-        self.tile_n = launch.tile_n(n_class, dtype_name, kind)
-        self.delay_w_load = launch.delay_weight_load(n_class, dtype_name, fused_add, kind)
+        self.aligned = aligned
+        shape = launch.geometry(norm, dtype_name, n_class, fused_add, aligned, out_dtype)
+        self.vec = shape.vec  # elements per access
+        self.threads_per_row = shape.threads_per_row
+        self.num_threads = shape.block_threads
+        self.rows_per_cta = shape.rows_per_cta
+        self.warps_per_row = shape.warps_per_row
+        self.tile_n = shape.tile_n
+        self.delay_w_load = shape.delay_weight_load
+        self.shifted = shape.shifted
         assert self.num_threads % 32 == 0
         assert self.threads_per_row <= 32 or self.threads_per_row % 32 == 0
 
     def _tiled_copy(self, dtype) -> cute.TiledCopy:
-        # 128-bit universal copy atom; threads (rows_per_cta, threads_per_row)
-        # row-major, each thread owns 1 x vec contiguous elements per chunk
-        # (two 128-bit accesses per chunk for fp32 parameters).
-        atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=128)
-        thr_layout = cute.make_ordered_layout(
-            (self.rows_per_cta, self.threads_per_row), order=(1, 0)
-        )
+        # one row: threads_per_row threads, each owning vec contiguous elements per chunk
+        # (an access of up to 128 bits; two per chunk for aligned fp32 parameters)
+        atom_bits = min(128, self.vec * dtype.width)
+        atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=atom_bits)
+        thr_layout = cute.make_layout((1, self.threads_per_row))
         val_layout = cute.make_layout((1, self.vec))
         return cute.make_tiled_copy_tv(atom, thr_layout, val_layout)
 
@@ -85,38 +96,48 @@ class RowNormKernel:
     def kernel(self, args: KernelArgs):
         tidx, _, _ = cute.arch.thread_idx()
         bidx, _, _ = cute.arch.block_idx()
-        tiler = (self.rows_per_cta, self.tile_n)
         M, N, eps = args.M, args.N, args.eps
 
-        # ---- stage 0: global views built from raw pointers ---------------
-        # Row strides are multiples of 8 elements (contract) -> every 8-wide
-        # chunk starts on a 16-byte boundary, enabling 128-bit accesses.
-        def row_major(ptr, stride):
-            stride = cute.assume(stride, divby=self.vec)
-            return cute.make_tensor(ptr, cute.make_layout((M, N), stride=(stride, 1)))
+        # ---- stage 0: this thread's row and its start in each tensor ------
+        lane = tidx % self.threads_per_row
+        row = bidx * self.rows_per_cta + tidx // self.threads_per_row
+        row_ok = row < M
+        token = row // args.heads
+        head = row - token * args.heads
+        # shifted builds: where the row starts in its first aligned chunk (the same in x, out
+        # and residual: the API passes pointers whose rows sit alike in their chunks)
+        lead = cutlass.Int32(0)
+        if const_expr(self.shifted):
+            x_start = cutlass.Int64(token) * args.x_row_stride + cutlass.Int64(head) * args.x_head_stride
+            lead = cutlass.Int32((x_start + args.shift) % self.vec)
 
-        def broadcast_rows(ptr):
-            # a [N] parameter seen by every row of the CTA tile (stride 0 in m)
-            return cute.make_tensor(ptr, cute.make_layout((self.rows_per_cta, N), stride=(0, 1)))
+        def row_view(ptr, row_stride, head_stride):
+            # the row's first aligned chunk: strides of aligned builds are multiples of vec
+            # elements (the API checks), shifted builds round down by lead, so accesses stay
+            # 128-bit
+            offset = cutlass.Int64(token) * row_stride + cutlass.Int64(head) * head_stride
+            if const_expr(self.shifted):
+                offset = offset + args.shift - lead
+            offset = cute.assume(offset, divby=self.vec)
+            return cute.make_tensor(ptr + offset, cute.make_layout((1, self.tile_n)))
 
-        mX = row_major(args.x, args.x_row_stride)
-        mO = row_major(args.out, args.out_row_stride)
-        mC = cute.make_identity_tensor((M, N))  # (row, col) coordinates for predication
+        def param_view(ptr, offset: int = 0):
+            return cute.make_tensor(ptr + offset, cute.make_layout((1, self.tile_n)))
 
-        # ---- stage 1: tile (one CTA = rows_per_cta rows x tile_n cols) ----
-        gX = cute.local_tile(mX, tiler, (bidx, 0))
-        gO = cute.local_tile(mO, tiler, (bidx, 0))
-        gW = cute.local_tile(broadcast_rows(args.weight), tiler, (0, 0))
-        cX = cute.local_tile(mC, tiler, (bidx, 0))
+        gX = row_view(args.x, args.x_row_stride, args.x_head_stride)
+        gO = row_view(args.out, args.out_row_stride, args.out_head_stride)
+        cX = cute.make_identity_tensor((1, self.tile_n))  # (0, col) coordinates for predication
 
-        # ---- stage 2: partition over threads -----------------------------
+        # ---- stage 1: partition the row over its threads ----------------
         tiled_copy = self._tiled_copy(self.dtype)
+        out_copy = self._tiled_copy(self.out_dtype)
         param_copy = self._tiled_copy(self.param_dtype)  # same thread/value layout
-        thr = tiled_copy.get_slice(tidx)
-        thr_param = param_copy.get_slice(tidx)
+        thr = tiled_copy.get_slice(lane)
+        thr_out = out_copy.get_slice(lane)
+        thr_param = param_copy.get_slice(lane)
         tXgX = thr.partition_S(gX)  # ((vec,1), 1, K)
-        tXgO = thr.partition_D(gO)
-        tXgW = thr_param.partition_S(gW)
+        tXgO = thr_out.partition_D(gO)
+        tXgW = thr_param.partition_S(param_view(args.weight))
         tXcX = thr.partition_S(cX)
 
         tXrX = cute.make_rmem_tensor_like(tXgX)
@@ -125,94 +146,172 @@ class RowNormKernel:
         tXrX.fill(0.0)
         tXrW.fill(0.0)
         if const_expr(self.layer):
-            tXgB = thr_param.partition_S(cute.local_tile(broadcast_rows(args.bias), tiler, (0, 0)))
+            tXgB = thr_param.partition_S(param_view(args.bias))
             tXrB = cute.make_rmem_tensor_like(tXgB)
             tXrB.fill(0.0)
         if const_expr(self.fused_add):
-            mR = row_major(args.residual, args.residual_row_stride)
-            gR = cute.local_tile(mR, tiler, (bidx, 0))
-            tXgR = thr.partition_S(gR)
+            tXgR = thr.partition_S(row_view(args.residual, args.residual_row_stride, args.residual_head_stride))
             tXrR = cute.make_rmem_tensor_like(tXgR)
             tXrR.fill(0.0)
 
-        # ---- stage 3: predicates (one bool per 128-bit chunk) -------------
-        # N % 8 == 0, so a chunk is either fully in or fully out of the row.
+        # ---- stage 2: predicates (one bool per access) -------------------
+        # col: the row column of each chunk's first element. Aligned builds have N % vec == 0,
+        # so a chunk is either fully in or fully out of the row; shifted rows have partial
+        # chunks at their ends (in[k] and not full[k]), masked element by element.
         K = const_expr(cute.size(tXgX, mode=[2]))
-        pred_layout = cute.make_layout((1, 1, K), stride=(0, 0, 1))
-        tXpX = cute.make_rmem_tensor(pred_layout, cutlass.Boolean)  # row & col in bounds
-        # col in bounds, per parameter copy: a chunk of fp32 parameters is two 128-bit copies
-        atoms_per_chunk = const_expr(self.vec * self.param_dtype.width // 128)
-        tXpW = cute.make_rmem_tensor(
-            cute.make_layout((atoms_per_chunk, 1, K), stride=(0, 0, 1)), cutlass.Boolean
-        )
-        row = tXcX[(0, 0), 0, 0][0]
-        row_ok = row < M
+        col = [tXcX[(0, 0), 0, k][1] - lead for k in range(K)]
+        tXpX = cute.make_rmem_tensor(cute.make_layout((1, 1, K), stride=(0, 0, 1)), cutlass.Boolean)
+        # col in bounds, per parameter access: a chunk of fp32 parameters is two 128-bit copies
+        tXpW = cute.make_rmem_tensor(cute.make_layout((cute.size(tXgW, mode=[0, 1]), 1, K), stride=(0, 0, 1)),
+                                     cutlass.Boolean)
+        tXpO = cute.make_rmem_tensor(cute.make_layout((cute.size(tXgO, mode=[0, 1]), 1, K), stride=(0, 0, 1)),
+                                     cutlass.Boolean)
+        full = [None] * K
         for k in cutlass.range_constexpr(K):
-            col_ok = tXcX[(0, 0), 0, k][1] < N
+            col_ok = col[k] < N
             tXpW[0, 0, k] = col_ok
             tXpX[0, 0, k] = col_ok and row_ok
+            if const_expr(self.shifted):
+                full[k] = col[k] >= 0 and col[k] + self.vec <= N
+                tXpO[0, 0, k] = full[k] and row_ok
+            else:
+                tXpO[0, 0, k] = col_ok and row_ok
 
-        # ---- stage 4: load (128-bit, predicated; OOB chunks stay 0) -------
+        # ---- stage 3: load (predicated; out-of-row chunks stay 0) ---------
         # with PDL the previous kernel may still be writing x (or reading out): wait here
         wait_for_inputs()
         cute.copy(tiled_copy, tXgX, tXrX, pred=tXpX)
         if const_expr(self.fused_add):
             cute.copy(tiled_copy, tXgR, tXrR, pred=tXpX)
-        # weight: loaded once per thread (same columns for every row it handles).
-        # Unfused rmsnorm: issued with x so its latency overlaps the reduction.
-        # Fused / layernorm: deferred past the reduction (x, residual and w in
-        # flight at once would exceed the 128-register budget and spill); the
-        # parameters are L2-resident.
+        if const_expr(self.shifted):
+            # the row's ends share their chunks with neighbouring data: keep only its columns
+            for k in cutlass.range_constexpr(K):
+                if not full[k]:
+                    mask_outside_row(tXrX, k, col[k], N)
+                    if const_expr(self.fused_add):
+                        mask_outside_row(tXrR, k, col[k], N)
+        # weight: loaded once per thread. Unfused aligned rmsnorm: issued with x so its latency
+        # overlaps the reduction. Otherwise deferred past the reduction (x, residual and w in
+        # flight at once would exceed the register budget and spill); parameters are L2-resident.
         if const_expr(not self.delay_w_load):
             cute.copy(param_copy, tXgW, tXrW, pred=tXpW)
 
         x = tXrX.load().to(Float32)
         if const_expr(self.fused_add):
-            # residual <- round(s), s = x + residual in fp32; the rounded copy is staged in the
-            # output registers (free until stage 6), so x and residual stay to rebuild s later
+            # residual <- round(s), s = x + residual in fp32 (the rounded copy is staged in
+            # registers of its own; x and residual stay to rebuild s later)
             x = x + tXrR.load().to(Float32)
-            tXrO.store(x.to(self.dtype))
-            cute.copy(tiled_copy, tXrO, tXgR, pred=tXpX)
+            tXrS = cute.make_rmem_tensor_like(tXrR)
+            tXrS.store(x.to(self.dtype))
+            self._store(tiled_copy, tXrS, tXgR, tXpO, full, col, N, row_ok)
 
-        # ---- stage 5: row statistics --------------------------------------
+        # ---- stage 4: row statistics --------------------------------------
         inv_n = cute.arch.rcp_approx(Float32(N))  # avoids the IEEE div slow path
         mean = Float32(0.0)
         if const_expr(self.layer):
             sum_x = x.reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
             mean = row_reduce_sum(sum_x, self.threads_per_row, self._reduction_buffer())
             mean = mean * inv_n
-            # centred values of in-row columns only: out-of-row chunks hold 0,
+            # centred values of in-row columns only: out-of-row elements hold 0,
             # which would otherwise add mean^2 each to the variance
             tXrD = cute.make_rmem_tensor_like(tXrX, Float32)
             tXrD.store(x - mean)
             for k in cutlass.range_constexpr(K):
                 if not tXpW[0, 0, k]:
                     tXrD[None, None, k].fill(0.0)
+                if const_expr(self.shifted):
+                    if not full[k]:
+                        mask_outside_row(tXrD, k, col[k], N)
             x = tXrD.load()
         sum_sq = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
         sum_sq = row_reduce_sum(sum_sq, self.threads_per_row, self._reduction_buffer())
         rstd = cute.math.rsqrt(sum_sq * inv_n + eps, fastmath=True)
 
-        # ---- stage 6: scale, apply parameters, store (128-bit, predicated) -
+        # ---- stage 5: scale, apply parameters, store (predicated) ---------
         if const_expr(self.delay_w_load):
-            cute.copy(param_copy, tXgW, tXrW, pred=tXpW)
+            self._load_param(param_copy, thr_param, args.weight, tXgW, tXrW, tXpW, col, lead, N)
         if const_expr(self.layer):
-            cute.copy(param_copy, tXgB, tXrB, pred=tXpW)
+            self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
         w = self._as_row_values(tXrW, tXrX).to(Float32)
         if const_expr(self.gemma):
             w = w + Float32(1.0)
         # Re-expand x (and for fused add s = x + residual, in fp32: the same sum as before)
-        # from the packed 16-bit registers instead of keeping the fp32 copy live across the
+        # from the 16-bit registers instead of keeping the fp32 copy live across the
         # reduction: halves the registers held across the barrier (no spills).
         x = tXrX.load().to(Float32)
         if const_expr(self.fused_add):
             x = x + tXrR.load().to(Float32)
+        inv_scale = Float32(1.0)
+        if const_expr(self.quant):
+            # FlashInfer's quantisation: times 1/scale, saturated to the format's finite range
+            # (a NaN becomes +max, as FlashInfer's fminf makes it), then rounded to nearest
+            scale = args.scale_value  # 0: the scale is a tensor, read on the device
+            if scale == Float32(0.0):
+                scale = cute.make_tensor(args.scale, cute.make_layout(1))[0]
+            inv_scale = Float32(1.0) / scale
         if const_expr(self.layer):
             y = (x - mean) * rstd * w + self._as_row_values(tXrB, tXrX)
+            if const_expr(self.quant):
+                y = y * inv_scale
         else:
-            y = x * rstd * w
-        tXrO.store(y.to(self.dtype))
-        cute.copy(tiled_copy, tXrO, tXgO, pred=tXpX)
+            y = x * (rstd * inv_scale) * w  # RMSNorm: 1/scale folded into the row's factor
+        if const_expr(self.quant):
+            store_fp8(y, tXrO, self.quant_max, self.fp8_in_software)
+        else:
+            tXrO.store(y.to(self.out_dtype))
+        self._store(out_copy, tXrO, tXgO, tXpO, full, col, N, row_ok)
+
+    @cute.jit
+    def _store(self, copy: cute.TiledCopy, values: cute.Tensor, dest: cute.Tensor, pred: cute.Tensor, full: list,
+               col: list, n: cutlass.Int32, row_ok: cutlass.Boolean):
+        """128-bit stores of the chunks ``pred`` selects; shifted rows then store the in-row
+        elements of their partial end chunks one by one."""
+        cute.copy(copy, values, dest, pred=pred)
+        if const_expr(self.shifted):
+            for k in cutlass.range_constexpr(cute.size(values, mode=[2])):
+                if row_ok and not full[k] and col[k] < n:
+                    store_ends(values, dest, k, col[k], n)
+
+    @cute.jit
+    def _load_param(self, copy: cute.TiledCopy, thr, ptr, chunks: cute.Tensor, values: cute.Tensor,
+                    pred: cute.Tensor, col: list, lead: cutlass.Int32, n: cutlass.Int32):
+        """A parameter vector in the row's frame: aligned builds load their chunks; shifted
+        ones load the aligned chunks before and at each chunk's columns and shift them by
+        ``lead`` (columns outside the row read as whatever is there: never stored)."""
+        if const_expr(not self.shifted):
+            cute.copy(copy, chunks, values, pred=pred)
+        elif const_expr(self.param_dtype.width == 32):
+            # fp32: every element is 4-byte aligned wherever the row starts, so read the
+            # row's columns directly, one 32-bit access each (no merges into packed registers)
+            K = const_expr(cute.size(values, mode=[2]))
+            element_copy = cute.make_tiled_copy_tv(
+                cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.param_dtype, num_bits_per_copy=32),
+                cute.make_layout((1, self.threads_per_row)), cute.make_layout((1, self.vec)))
+            thr_element = element_copy.get_slice(cute.arch.thread_idx()[0] % self.threads_per_row)
+            src = thr_element.partition_S(cute.make_tensor(ptr + (-lead), cute.make_layout((1, self.tile_n))))
+            dst = cute.make_tensor(values.iterator, src.layout.shape)
+            in_row = cute.make_rmem_tensor(cute.make_layout(src.layout.shape), cutlass.Boolean)
+            for k in cutlass.range_constexpr(K):
+                for i in cutlass.range_constexpr(self.vec):
+                    in_row[(0, i), 0, k] = col[k] + i >= 0 and col[k] + i < n
+            cute.copy(element_copy, src, dst, pred=in_row)
+        else:
+            prev_chunks = thr.partition_S(cute.make_tensor(ptr + (-self.vec), cute.make_layout((1, self.tile_n))))
+            prev = cute.make_rmem_tensor_like(values)
+            cur = cute.make_rmem_tensor_like(values)
+            prev.fill(0.0)
+            cur.fill(0.0)
+            K = const_expr(cute.size(values, mode=[2]))
+            prev_pred = cute.make_rmem_tensor_like(pred)
+            cur_pred = cute.make_rmem_tensor_like(pred)
+            for k in cutlass.range_constexpr(K):
+                aligned_col = col[k] + lead
+                cur_pred[0, 0, k] = aligned_col < n
+                prev_pred[0, 0, k] = aligned_col >= self.vec and aligned_col - self.vec < n
+            cute.copy(copy, prev_chunks, prev, pred=prev_pred)
+            cute.copy(copy, chunks, cur, pred=cur_pred)
+            for k in cutlass.range_constexpr(K):
+                shift_chunk(prev, cur, values, k, lead)
 
     @cute.jit
     def _as_row_values(self, params: cute.Tensor, like: cute.Tensor) -> cute.TensorSSA:

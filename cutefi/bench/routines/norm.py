@@ -53,8 +53,8 @@ class _RowNorm(Routine):
     flags = (ROWS, HIDDEN)
 
     def check_shape(self, shape: dict[str, int]) -> None:
-        if shape["hidden"] % 8 or not 8 <= shape["hidden"] <= 32768:
-            raise BenchInputError(f"--hidden {shape['hidden']}: {self.name} takes multiples of 8 in [8, 32768]")
+        if not 1 <= shape["hidden"] <= 32768:
+            raise BenchInputError(f"--hidden {shape['hidden']}: {self.name} takes hidden sizes in [1, 32768]")
 
 
 class RmsNorm(_RowNorm):

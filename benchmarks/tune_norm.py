@@ -1,0 +1,180 @@
+"""Norm geometry variants (threads per row, CTA size, CTAs per SM) timed side by side, same run.
+
+Each variant is the shipped kernel built with another row split and occupancy target
+(``launch._class_table`` and ``launch.min_ctas_per_sm`` patched), on a machine with CuTe DSL
+(``--build``, into ``.tune/``). On the GPU each is loaded with the contract of the same patch,
+launched as the public op launches it, checked against a float32 reference and timed by
+CUDA-graph replay next to the shipped op and torch's copy (the ceiling).
+
+Run: python benchmarks/tune_norm.py --build            (CPU machine, CuTe DSL)
+     python benchmarks/tune_norm.py --out tune.json     (GPU, with .tune/ carried)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import json
+import os
+import pickle
+import statistics
+import sys
+
+import torch
+
+from cutefi.norm import launch
+
+# (kind, n_class, fused_add, threads_per_row, block_threads, ctas_per_sm) on bf16 rows of n_class
+VARIANTS = [
+    ("rms", 8192, False, 128, 128, 4), ("rms", 8192, False, 128, 256, 2), ("rms", 8192, False, 256, 256, 2),
+    ("rms", 8192, False, 256, 256, 4), ("rms", 8192, False, 128, 128, 6),
+    ("rms", 4096, True, 64, 128, 4), ("rms", 4096, True, 128, 128, 4), ("rms", 4096, True, 128, 128, 6),
+    ("rms", 4096, True, 128, 128, 8), ("rms", 4096, True, 64, 128, 5),
+    ("layer", 4096, False, 128, 128, 8), ("layer", 4096, False, 256, 256, 4), ("layer", 4096, False, 128, 256, 4),
+    ("layer", 4096, False, 64, 128, 8),
+    ("layer", 16384, False, 256, 256, 2), ("layer", 16384, False, 512, 512, 2), ("layer", 16384, False, 256, 256, 3),
+]
+ROWS = 16384
+
+
+@contextlib.contextmanager
+def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: int):
+    """launch.geometry gives this variant's split and occupancy for (kind, n_class, fused)."""
+    from cutefi.jit import spec as spec_module
+
+    table, occupancy = launch._class_table, launch.min_ctas_per_sm
+
+    def class_table(k, f, aligned, quant):
+        found = dict(table(k, f, aligned, quant))
+        if (k, f, aligned, quant) == (kind, fused, True, False):
+            found[n_class] = (tpr, threads)
+        return found
+
+    launch._class_table = class_table
+    launch.min_ctas_per_sm = lambda n, t, k="rms", aligned=True, quant=False: (
+        ctas if (n, k) == (n_class, kind) else occupancy(n, t, k, aligned, quant))
+    spec_module._contract.cache_clear()
+    try:
+        yield launch.contract(kind, "bf16", n_class, fused, False)
+    finally:
+        launch._class_table, launch.min_ctas_per_sm = table, occupancy
+        spec_module._contract.cache_clear()
+
+
+def name(variant) -> str:
+    kind, n_class, fused, tpr, threads, ctas = variant
+    return f"{kind}{'_add' if fused else ''}_{n_class}_tpr{tpr}_cta{threads}_x{ctas}"
+
+
+def build_variants() -> None:
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import disassemble
+    from cutefi.jit.targets import Target
+
+    os.makedirs(".tune", exist_ok=True)
+    for variant in VARIANTS:
+        kind, n_class, fused = variant[:3]
+        with patched(*variant):
+            artifact = build(launch.norm_spec(kind, "bf16", n_class, fused), Target.parse("sm_90a"))
+        spills = disassemble(artifact.cubin).count("STL")
+        with open(f".tune/{name(variant)}.pkl", "wb") as handle:
+            pickle.dump({"cubin": artifact.cubin, "metadata": artifact.metadata, "variant": variant,
+                         "spill_stores": spills}, handle)
+        print(name(variant), "spill stores", spills)
+
+
+def graph_ms(fn, calls: int = 20, replays: int = 30) -> float:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return statistics.median(times)
+
+
+def time_variant(saved: dict) -> dict:
+    import torch.nn.functional as F
+
+    import cutefi
+    from cutefi.jit.cache import Artifact
+    from cutefi.jit.loader import Kernel
+
+    kind, n_class, fused = saved["variant"][:3]
+    x = torch.randn(ROWS, n_class, device="cuda", dtype=torch.bfloat16)
+    residual = torch.randn_like(x)
+    out = torch.empty_like(x)
+    if kind == "layer":
+        w, b = torch.rand(n_class, device="cuda") + 0.5, torch.randn(n_class, device="cuda")
+        reference = F.layer_norm(x.float(), (n_class,), w, b, 1e-6)
+        moved = 2 * x.numel() * 2 + 2 * n_class * 4
+        shipped = lambda: cutefi.layernorm(x, w, b)  # noqa: E731
+    else:
+        w = torch.rand(n_class, device="cuda", dtype=torch.bfloat16) + 0.5
+        b = w
+        s = x.float() + (residual.float() if fused else 0)
+        reference = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
+        moved = (4 if fused else 2) * x.numel() * 2
+        r2 = residual.clone()
+        shipped = (lambda: cutefi.fused_add_rmsnorm(out, r2, w)) if fused else (lambda: cutefi.rmsnorm(x, w, out=out))
+    with patched(*saved["variant"]) as contract:
+        kernel = Kernel(Artifact(cubin=saved["cubin"], metadata=saved["metadata"]), contract)
+        grid = contract.grid({"M": ROWS})
+    target = residual.clone()
+
+    def call():
+        kernel.launch(grid, 0, None, False, x=x.data_ptr(), weight=w.data_ptr(), bias=b.data_ptr(),
+                      out=out.data_ptr(), residual=target.data_ptr(), scale=w.data_ptr(), M=ROWS, N=n_class,
+                      heads=1, x_row_stride=n_class, x_head_stride=0, out_row_stride=n_class, out_head_stride=0,
+                      residual_row_stride=n_class, residual_head_stride=0, eps=1e-6, scale_value=1.0)
+
+    cutefi.poison_(out)
+    call()
+    torch.cuda.synchronize()
+    error = ((out.float() - reference).norm() / reference.norm()).item()
+    return {"gbps": moved / graph_ms(call) / 1e6, "rel_error": error, "spill_stores": saved["spill_stores"],
+            "shipped_gbps": moved / graph_ms(shipped) / 1e6}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out")
+    parser.add_argument("--build", action="store_true", help="build the variants into .tune/ (needs CuTe DSL)")
+    args = parser.parse_args(argv)
+    if args.build:
+        build_variants()
+        return 0
+    torch.manual_seed(0)
+    rows = {}
+    for path in sorted(glob.glob(".tune/*.pkl")):
+        with open(path, "rb") as handle:
+            saved = pickle.load(handle)
+        rows[name(saved["variant"])] = time_variant(saved)
+        print(name(saved["variant"]), rows[name(saved["variant"])], flush=True)
+    big = torch.empty(1 << 30, device="cuda", dtype=torch.bfloat16)
+    big_out = torch.empty_like(big)
+    rows["torch copy_ 2 GiB (ceiling)"] = {"gbps": 2 * big.numel() * 2 / graph_ms(lambda: big_out.copy_(big), 5, 15) / 1e6}
+    report = {"gpu": torch.cuda.get_device_name(0), "command": " ".join(sys.argv), "timer": "CUDA-graph replay",
+              "rows": ROWS, "dtype": "bf16", "results": rows}
+    print(json.dumps(report, indent=1))
+    if args.out:
+        with open(args.out, "w") as handle:
+            json.dump(report, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

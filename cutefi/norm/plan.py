@@ -1,0 +1,193 @@
+"""How a norm call maps onto a build: argument checks, row layout, access width, the plan.
+
+Rows: a 2-D ``[rows, hidden]`` tensor or a 3-D ``[tokens, heads, head_dim]`` view with any
+token and head strides (row ``r`` starts at ``(r // heads) * row_stride + (r % heads) *
+head_stride``; a 3-D view whose rows are evenly spaced is planned as 2-D). Only the last
+dimension must be contiguous. Tensors the kernel writes must not overlap themselves.
+
+Builds: the aligned one when the hidden size, every stride and every data pointer are
+multiples of 8 elements (16 bytes); otherwise the shifted one (any hidden size from 1 to the
+largest class, any strides), which needs the rows of x, out and residual to sit alike in their
+16-byte chunks (equal strides modulo 8 elements, pointers equally misaligned) and 16-byte
+aligned parameters. Calls that break that ("staged") run on aligned copies. The pointer tests
+run on every call (pointers change); the rest is checked once per call layout and kept.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import torch
+
+from .._checks import require_cuda, require_dtype, require_same_device, require_tensor
+from ..dtypes import name_of
+from ..jit.loader import Kernel
+from ..jit.lookup import get_kernel
+from ..jit.spec import KernelSpec
+from . import launch
+
+INPUT_DTYPES = (torch.bfloat16, torch.float16)
+QUANT_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+MIN_N, MAX_N = 1, max(launch.SUPPORTED_N_CLASSES)
+MAX_ROWS = 2**31 - 1
+ALIGN_ELEMS = 8  # elements per 128-bit access of a 16-bit dtype
+ALIGN_BYTES = 16
+# what the data pointers of a call allow (computed on every call, part of the plan's key)
+POINTERS_ALIGNED, POINTERS_ALIKE, POINTERS_STAGED = 0, 1, 2
+
+
+def pointer_mode(x_ptr: int, w_ptr: int, b_ptr: int, o_ptr: int, r_ptr: int, out_bytes: int) -> int:
+    """Whether all pointers are 16-byte aligned, or x, out and residual start equally far into
+    their chunks of 8 elements (with aligned parameters), or neither."""
+    if not (x_ptr | w_ptr | b_ptr | o_ptr | r_ptr) & (ALIGN_BYTES - 1):
+        return POINTERS_ALIGNED
+    shift = (x_ptr >> 1) & 7
+    if ((w_ptr | b_ptr) & (ALIGN_BYTES - 1) or (x_ptr | r_ptr) & 1 or (r_ptr >> 1) & 7 != shift
+            or o_ptr % out_bytes or (o_ptr // out_bytes) & 7 != shift):
+        return POINTERS_STAGED
+    return POINTERS_ALIKE
+
+
+class RowLayout(NamedTuple):
+    """Where each row of a tensor starts: ``(r // heads) * row_stride + (r % heads) * head_stride``."""
+
+    rows: int
+    n: int
+    heads: int
+    row_stride: int
+    head_stride: int
+
+
+def hidden_size(name: str, tensor: torch.Tensor) -> int:
+    """The hidden size (last dimension) of a 2-D or 3-D ``tensor``, checked against the range."""
+    if tensor.dim() not in (2, 3):
+        raise ValueError(f"{name} must be 2-D [rows, hidden] or 3-D [tokens, heads, head_dim]; "
+                         f"got shape {tuple(tensor.shape)}")
+    n = tensor.shape[-1]
+    if not MIN_N <= n <= MAX_N:
+        raise ValueError(f"{name} hidden size (last dimension) must be in [{MIN_N}, {MAX_N}]; got {n}")
+    return n
+
+
+def row_layout(name: str, tensor: torch.Tensor, written: bool) -> RowLayout:
+    """The rows of a 2-D or 3-D tensor; a tensor the kernel writes must not overlap itself."""
+    n = tensor.shape[-1]
+    if n > 1 and tensor.stride(-1) != 1:
+        raise ValueError(f"{name} must be contiguous in its last dimension; got strides {tuple(tensor.stride())}")
+    if tensor.dim() == 2:
+        layout = RowLayout(tensor.shape[0], n, 1, tensor.stride(0), 0)
+    else:
+        tokens, heads, _ = tensor.shape
+        token_stride, head_stride = tensor.stride(0), tensor.stride(1)
+        if heads == 1:
+            layout = RowLayout(tokens, n, 1, token_stride, 0)
+        elif tokens == 1 or token_stride == heads * head_stride:  # evenly spaced rows
+            layout = RowLayout(tokens * heads, n, 1, head_stride, 0)
+        else:
+            layout = RowLayout(tokens * heads, n, heads, token_stride, head_stride)
+    if written and _overlaps(layout):
+        raise ValueError(f"{name} is written, so its rows must not overlap; got shape {tuple(tensor.shape)} "
+                         f"and strides {tuple(tensor.stride())}")
+    return layout
+
+
+def _overlaps(layout: RowLayout) -> bool:
+    rows, n, heads, row_stride, head_stride = layout
+    if heads == 1:
+        return rows > 1 and row_stride < n
+    tokens = rows // heads
+    tokens_outer = head_stride >= n and row_stride >= heads * head_stride
+    heads_outer = row_stride >= n and head_stride >= tokens * row_stride
+    return not (tokens_outer or heads_outer)
+
+
+def _aligned(layouts: list[RowLayout]) -> bool:
+    """Whether every row of every tensor starts on a 128-bit boundary (given aligned pointers)."""
+    return all((layout.n | layout.row_stride | layout.head_stride) % ALIGN_ELEMS == 0 for layout in layouts)
+
+
+def _check_param(name: str, tensor: torch.Tensor, n: int, dtype: torch.dtype) -> None:
+    if tensor.dim() != 1 or tensor.shape[0] != n:
+        raise ValueError(f"{name} must be 1-D of size {n} (the hidden size); got shape {tuple(tensor.shape)}")
+    if tensor.dtype != dtype:
+        raise TypeError(f"{name} dtype must be {str(dtype)[6:]}; got {str(tensor.dtype)[6:]}")
+    if n > 1 and tensor.stride(0) != 1:
+        raise ValueError(f"{name} must be contiguous; got stride {tensor.stride(0)}")
+
+
+@functools.lru_cache(maxsize=None)
+def spec_for(kind: str, dtype: torch.dtype, n: int, fused: bool, gemma: bool, aligned: bool,
+             out_dtype: torch.dtype | None) -> KernelSpec:
+    """The build for a call: dtype, the hidden size's class, flags, access width, quant format."""
+    quant = name_of(out_dtype) if out_dtype is not None else None
+    return launch.norm_spec(kind, name_of(dtype), launch.pick_n_class(n), fused, gemma, aligned, quant)
+
+
+class Plan(NamedTuple):
+    """Everything about a call that depends only on shapes, strides, dtypes and devices."""
+
+    kernel: Kernel | None  # None: nothing to do (no rows, or staged)
+    staged: bool  # run on aligned copies (rows of x, out and residual sit unlike in their chunks)
+    shifted: bool  # the shifted build: pass pointers rounded down to 16 bytes and the shift
+    device: int
+    grid: tuple[int, int, int]
+    rows: int
+    n: int
+    heads: int
+    strides: tuple[int, int, int, int, int, int]  # x, out, residual: row and head strides
+
+
+def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                   out: torch.Tensor, residual: torch.Tensor | None, gemma: bool, weight_name: str,
+                   quant: bool, pointers: int) -> Plan:
+    """Check every argument (raising an error that names it) and pick the build."""
+    # types, dimensions, shapes and layouts first (CPU tensors reach these too); devices last
+    require_tensor("input", input)
+    require_tensor(weight_name, weight)
+    require_tensor("out", out)
+    if residual is not None:
+        require_tensor("residual", residual)
+    if bias is not None:
+        require_tensor("beta", bias)
+    if input.dtype not in INPUT_DTYPES:
+        require_dtype("input", input, INPUT_DTYPES)
+    n = hidden_size("input", input)
+    param_dtype = torch.float32 if kind == "layer" else input.dtype
+    _check_param(weight_name, weight, n, param_dtype)
+    if bias is not None:
+        _check_param("beta", bias, n, param_dtype)
+    if quant:
+        require_dtype("out", out, QUANT_DTYPES)
+    out_dtype = out.dtype if quant else input.dtype
+    for name, tensor, dtype in (("out", out, out_dtype), ("residual", residual, input.dtype)):
+        if tensor is not None and (tensor.shape != input.shape or tensor.dtype != dtype):
+            raise ValueError(f"{name} {tuple(tensor.shape)} {str(tensor.dtype)[6:]} must have the shape of input "
+                             f"{tuple(input.shape)} and dtype {str(dtype)[6:]}")
+    x_layout = row_layout("input", input, written=out is input)
+    out_layout = row_layout("out", out, written=True) if out is not input else x_layout
+    res_layout = row_layout("residual", residual, written=True) if residual is not None else x_layout
+    if len({x_layout.heads, out_layout.heads, res_layout.heads}) > 1:
+        # one tensor's rows evenly spaced, another's not: view all as [tokens, heads, n]
+        x_layout, out_layout, res_layout = (
+            RowLayout(layout.rows, n, input.shape[1], tensor.stride(0), tensor.stride(1))
+            for layout, tensor in ((x_layout, input), (out_layout, out), (res_layout, residual if residual is not None else input)))
+    if x_layout.rows > MAX_ROWS:
+        raise ValueError(f"at most {MAX_ROWS} rows; got {x_layout.rows}")
+    layouts = [x_layout, out_layout, res_layout]
+    aligned = pointers == POINTERS_ALIGNED and _aligned(layouts)
+    alike = all((layout.row_stride - x_layout.row_stride) % ALIGN_ELEMS == 0
+                and (layout.head_stride - x_layout.head_stride) % ALIGN_ELEMS == 0 for layout in layouts)
+    staged = not aligned and (pointers == POINTERS_STAGED or not alike)
+    device = require_cuda("input", input)
+    named = [("input", input), (weight_name, weight), ("out", out)]
+    named += [("residual", residual)] if residual is not None else []
+    named += [("beta", bias)] if bias is not None else []
+    require_same_device(*named)
+    spec = spec_for(kind, input.dtype, n, residual is not None, gemma, aligned, out.dtype if quant else None)
+    kernel = get_kernel(spec, device) if x_layout.rows and not staged else None
+    grid = kernel.contract.grid({"M": x_layout.rows}) if kernel else (0, 0, 0)
+    strides = (x_layout.row_stride, x_layout.head_stride, out_layout.row_stride, out_layout.head_stride,
+               res_layout.row_stride, res_layout.head_stride)
+    return Plan(kernel, staged and x_layout.rows > 0, not aligned, device, grid, x_layout.rows, n, x_layout.heads,
+                strides)

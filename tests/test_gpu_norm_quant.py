@@ -1,0 +1,140 @@
+"""GPU tier: the FP8-quantising norms against a float32 reference, both FP8 formats.
+
+FlashInfer's semantics: ``out = fp8(clamp(y * (1 / scale), -max, max))`` with ``y`` the norm
+in fp32 (for the fused add, of the fp32 sum; ``residual`` becomes the rounded sum and ``input``
+is left alone). The reference below is written here in torch; values may differ from it by one
+FP8 step where ``y`` itself differs in its last fp32 bits, never by more.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cutefi
+
+pytestmark = pytest.mark.gpu
+
+BF16 = torch.bfloat16
+FORMATS = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
+FORMAT_IDS = ["e4m3", "e5m2"]
+
+
+def quantise(y, scale, fp8):
+    top = FORMATS[fp8]
+    return (y * (1.0 / torch.tensor(scale, dtype=torch.float32))).clamp(-top, top).to(fp8)
+
+
+def rms(x, weight, eps=1e-6):
+    x32 = x.float()
+    return x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+
+
+def assert_fp8_matches(out, ref, max_mismatch=0.01):
+    """Identical, except a small share of elements one FP8 step apart (never more)."""
+    assert out.dtype == ref.dtype
+    got, want = out.float(), ref.float()
+    assert not torch.isnan(got).any(), "unwritten (poisoned) or NaN elements"
+    differ = got != want
+    share = differ.float().mean().item()
+    assert share <= max_mismatch, f"{share:.2%} of elements differ from the reference"
+    if differ.any():
+        # one step of the format at the larger magnitude of the two
+        mant, min_exp = (3, -6) if out.dtype == torch.float8_e4m3fn else (2, -14)
+        big = torch.maximum(got.abs(), want.abs())[differ]
+        # the step of the binade, and below the smallest normal the subnormal step
+        step = torch.exp2(torch.floor(torch.log2(big.clamp_min(2.0 ** min_exp))) - mant)
+        assert ((got - want).abs()[differ] <= step * 1.0001).all(), "elements more than one FP8 step apart"
+
+
+def poisoned(shape, fp8):
+    out = torch.empty(shape, device="cuda", dtype=fp8)
+    out.view(torch.uint8).fill_(0x7F)  # NaN in both formats
+    return out
+
+
+@pytest.mark.parametrize("fp8", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("hidden", [1, 7, 111, 129, 500, 4095, 4096, 16384, 32768])
+@pytest.mark.parametrize("scale", [1e-5, 1.0, 7.0], ids=["saturating", "unit", "small-values"])
+def test_rmsnorm_quant(fp8, dtype, hidden, scale):
+    x = torch.randn(257, hidden, device="cuda", dtype=dtype)
+    weight = (torch.rand(hidden, device="cuda") + 0.5).to(dtype)
+    out = poisoned(x.shape, fp8)
+    cutefi.rmsnorm_quant(out, x, weight, scale)
+    expected = quantise(rms(x, weight), scale, fp8)
+    assert_fp8_matches(out, expected)
+    if scale == 1e-5 and hidden > 7:  # |y| up to ~6, over 1e-5: a share saturates to exactly +-max
+        assert (out.float().abs() == FORMATS[fp8]).any()
+
+
+@pytest.mark.parametrize("fp8", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("hidden", [7, 129, 4096, 8192])
+def test_fused_add_rmsnorm_quant(fp8, hidden):
+    x = torch.randn(300, hidden, device="cuda", dtype=BF16)
+    residual = torch.randn_like(x)
+    weight = torch.randn(hidden, device="cuda", dtype=BF16)
+    scale = torch.tensor([0.5], device="cuda")
+    s = x.float() + residual.float()
+    x_before = x.clone()
+    out = poisoned(x.shape, fp8)
+    cutefi.fused_add_rmsnorm_quant(out, x, residual, weight, scale)
+    assert torch.equal(residual, s.to(BF16)), "residual is not round(input + residual)"
+    assert torch.equal(x, x_before), "input was written"
+    assert_fp8_matches(out, quantise(rms(s, weight), 0.5, fp8))
+
+
+@pytest.mark.parametrize("fp8", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("hidden", [1, 111, 2048, 4095, 4096, 16384])
+def test_layernorm_quant(fp8, dtype, hidden):
+    x = (torch.randn(200, hidden, device="cuda") * 3 + 1).to(dtype)
+    gamma, beta = torch.randn(hidden, device="cuda"), torch.randn(hidden, device="cuda")
+    out = poisoned(x.shape, fp8)
+    cutefi.layernorm_quant(out, x, gamma, beta, 0.25)
+    y = F.layer_norm(x.float(), (hidden,), gamma, beta, 1e-6)
+    assert_fp8_matches(out, quantise(y, 0.25, fp8))
+
+
+def test_scale_tensor_is_read_on_the_device_in_a_cuda_graph():
+    x = torch.randn(64, 4096, device="cuda", dtype=BF16)
+    weight = torch.randn(4096, device="cuda", dtype=BF16)
+    scale = torch.tensor([1.0], device="cuda")
+    out = poisoned(x.shape, torch.float8_e4m3fn)
+    cutefi.rmsnorm_quant(out, x, weight, scale)  # load before capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        cutefi.rmsnorm_quant(out, x, weight, scale)
+    for value in (0.5, 3.0):
+        scale.fill_(value)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_fp8_matches(out, quantise(rms(x, weight), value, torch.float8_e4m3fn))
+
+
+# y / scale: subnormals and zeros (64, 4096), normal values (1, 1/64), saturation (1/4096, 1e-5)
+SCALES = (1.0, 1 / 64, 64.0, 4096.0, 1 / 4096, 1e-5)
+
+
+@pytest.mark.parametrize("fp8", FORMATS, ids=FORMAT_IDS)
+def test_software_conversion_matches_the_hardware_bit_for_bit(fp8, monkeypatch):
+    """sm_80/sm_86 convert to FP8 in arithmetic (no FP8 instructions): that build, made for
+    this GPU, must give the same bytes as the hardware conversion on every value class
+    (normal, subnormal, zero, saturated)."""
+    from cutefi.dtypes import name_of
+    from cutefi.norm import api, launch, plan
+
+    x = torch.randn(4096, 4096, device="cuda", dtype=BF16)
+    weight = torch.randn(4096, device="cuda", dtype=BF16)
+    results = []
+    for software in (False, True):
+        if software:
+            monkeypatch.setattr(plan, "spec_for", lambda *a, **k: launch.SOFTWARE_FP8_SPECS[name_of(fp8)])
+        api._PLANS.clear()
+        for scale in SCALES:
+            out = poisoned(x.shape, fp8)
+            cutefi.rmsnorm_quant(out, x, weight, scale)
+            results.append(out.view(torch.uint8).clone())
+    api._PLANS.clear()
+    for hardware, software in zip(results[:len(SCALES)], results[len(SCALES):]):
+        mismatch = (hardware != software).sum().item()
+        assert mismatch == 0, f"{mismatch} bytes differ"
