@@ -25,46 +25,56 @@ import torch
 
 from cutefi.norm import launch
 
-# (kind, n_class, fused_add, threads_per_row, block_threads, ctas_per_sm) on bf16 rows of n_class
-VARIANTS = [
-    ("rms", 8192, False, 128, 128, 4), ("rms", 8192, False, 128, 256, 2), ("rms", 8192, False, 256, 256, 2),
-    ("rms", 8192, False, 256, 256, 4), ("rms", 8192, False, 128, 128, 6),
-    ("rms", 4096, True, 64, 128, 4), ("rms", 4096, True, 128, 128, 4), ("rms", 4096, True, 128, 128, 6),
-    ("rms", 4096, True, 128, 128, 8), ("rms", 4096, True, 64, 128, 5),
-    ("layer", 4096, False, 128, 128, 8), ("layer", 4096, False, 256, 256, 4), ("layer", 4096, False, 128, 256, 4),
-    ("layer", 4096, False, 64, 128, 8),
-    ("layer", 16384, False, 256, 256, 2), ("layer", 16384, False, 512, 512, 2), ("layer", 16384, False, 256, 256, 3),
+# (kind, n_class, fused_add, threads_per_row, block_threads, ctas_per_sm, aligned) on bf16 rows:
+# aligned variants run rows of n_class columns, shifted ones (aligned=False) rows of n_class - 1
+VARIANTS = [  # session 5, second round (the first round's winners and the occupancy-first splits)
+    ("rms", 8192, False, 128, 128, 4, True), ("rms", 8192, False, 128, 256, 2, True),
+    ("rms", 8192, False, 512, 512, 2, True), ("rms", 8192, False, 512, 512, 3, True),
+    ("rms", 8192, False, 512, 512, 4, True), ("rms", 8192, False, 256, 256, 8, True),
+    ("rms", 4096, False, 64, 128, 4, True), ("rms", 4096, False, 256, 256, 4, True),
+    ("rms", 4096, False, 256, 256, 8, True), ("rms", 4096, False, 128, 128, 8, True),
+    ("rms", 4096, True, 64, 128, 4, True), ("rms", 4096, True, 256, 256, 4, True),
+    ("rms", 4096, True, 256, 256, 8, True),
+    ("layer", 4096, False, 128, 128, 8, True), ("layer", 4096, False, 256, 256, 8, True),
+    ("layer", 4096, False, 512, 512, 4, True),
+    ("rms", 4096, False, 128, 128, 6, False), ("rms", 4096, False, 128, 128, 8, False),
+    ("rms", 4096, False, 256, 256, 4, False), ("rms", 4096, False, 256, 256, 8, False),
+    ("rms", 4096, True, 128, 128, 4, False), ("rms", 4096, True, 256, 256, 4, False),
+    ("rms", 4096, True, 256, 256, 8, False),
+    ("layer", 4096, False, 128, 128, 4, False), ("layer", 4096, False, 256, 256, 8, False),
+    ("layer", 4096, False, 512, 512, 4, False),
 ]
 ROWS = 16384
 
 
 @contextlib.contextmanager
-def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: int):
+def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: int, aligned: bool = True):
     """launch.geometry gives this variant's split and occupancy for (kind, n_class, fused)."""
     from cutefi.jit import spec as spec_module
 
     table, occupancy = launch._class_table, launch.min_ctas_per_sm
 
-    def class_table(k, f, aligned, quant):
-        found = dict(table(k, f, aligned, quant))
-        if (k, f, aligned, quant) == (kind, fused, True, False):
+    def class_table(k, f, a, quant):
+        found = dict(table(k, f, a, quant))
+        if (k, f, a, quant) == (kind, fused, aligned, False):
             found[n_class] = (tpr, threads)
         return found
 
     launch._class_table = class_table
-    launch.min_ctas_per_sm = lambda n, t, k="rms", aligned=True, quant=False: (
-        ctas if (n, k) == (n_class, kind) else occupancy(n, t, k, aligned, quant))
+    launch.min_ctas_per_sm = lambda n, t, k="rms", a=True, quant=False, fused_add=False: (
+        ctas if (n, k, a) == (n_class, kind, aligned) else occupancy(n, t, k, a, quant, fused_add))
     spec_module._contract.cache_clear()
     try:
-        yield launch.contract(kind, "bf16", n_class, fused, False)
+        yield launch.contract(kind, "bf16", n_class, fused, False, aligned)
     finally:
         launch._class_table, launch.min_ctas_per_sm = table, occupancy
         spec_module._contract.cache_clear()
 
 
 def name(variant) -> str:
-    kind, n_class, fused, tpr, threads, ctas = variant
-    return f"{kind}{'_add' if fused else ''}_{n_class}_tpr{tpr}_cta{threads}_x{ctas}"
+    kind, n_class, fused, tpr, threads, ctas, aligned = variant
+    cols = n_class if aligned else n_class - 1
+    return f"{kind}{'_add' if fused else ''}_{cols}_tpr{tpr}_cta{threads}_x{ctas}"
 
 
 def build_variants() -> None:
@@ -76,7 +86,7 @@ def build_variants() -> None:
     for variant in VARIANTS:
         kind, n_class, fused = variant[:3]
         with patched(*variant):
-            artifact = build(launch.norm_spec(kind, "bf16", n_class, fused), Target.parse("sm_90a"))
+            artifact = build(launch.norm_spec(kind, "bf16", n_class, fused, aligned=variant[6]), Target.parse("sm_90a"))
         spills = disassemble(artifact.cubin).count("STL")
         with open(f".tune/{name(variant)}.pkl", "wb") as handle:
             pickle.dump({"cubin": artifact.cubin, "metadata": artifact.metadata, "variant": variant,
@@ -114,6 +124,7 @@ def time_variant(saved: dict) -> dict:
     from cutefi.jit.loader import Kernel
 
     kind, n_class, fused = saved["variant"][:3]
+    n_class = n_class if saved["variant"][6] else n_class - 1  # shifted: odd rows
     x = torch.randn(ROWS, n_class, device="cuda", dtype=torch.bfloat16)
     residual = torch.randn_like(x)
     out = torch.empty_like(x)
@@ -138,7 +149,7 @@ def time_variant(saved: dict) -> dict:
     def call():
         kernel.launch(grid, 0, None, False, x=x.data_ptr(), weight=w.data_ptr(), bias=b.data_ptr(),
                       out=out.data_ptr(), residual=target.data_ptr(), scale=w.data_ptr(), M=ROWS, N=n_class,
-                      heads=1, x_row_stride=n_class, x_head_stride=0, out_row_stride=n_class, out_head_stride=0,
+                      heads=1, shift=0, x_row_stride=n_class, x_head_stride=0, out_row_stride=n_class, out_head_stride=0,
                       residual_row_stride=n_class, residual_head_stride=0, eps=1e-6, scale_value=1.0)
 
     cutefi.poison_(out)

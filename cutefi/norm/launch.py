@@ -101,10 +101,11 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
         table = _CLASS_TABLE
     if aligned:
         return table
-    # shifted builds also hold the parameters' two aligned chunks and their shifted copy (or,
-    # LayerNorm, fp32 parameters read element by element): 2x the threads a row (4x with the
-    # residual too), at most 1024
-    factor = 4 if fused_add else 2
+    # shifted RMSNorm also holds the weight's two aligned chunks and their shifted copy: twice
+    # the threads a row, at most 1024. At 16384 x 4095 bf16 on the H200 (tune_norm_h200*.json)
+    # that beat 4x by 14% (fused add, 3970 GB/s, 98% of the aligned 4096) and 1x (spills);
+    # LayerNorm (latency-bound) keeps its aligned split: 1480 GB/s against 1033 with 2x.
+    factor = 1 if kind == "layer" else 2
     return {n: (min(1024, tpr * factor), max(threads, min(1024, tpr * factor))) for n, (tpr, threads) in table.items()}
 
 
@@ -116,16 +117,21 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
 # measured class takes it; 32768 would spill over a hundred registers at 1024 threads/SM.
 _THREADS_PER_SM = 512
 _LAYER_THREADS_PER_SM = {4096: 1024}
+# shifted plain RMSNorm: 768 threads (6 CTAs of 128 at 4096): 3397 GB/s at 16384 x 4095 bf16
+# against 2965 at 512 and 3243 (spilling) at 1024 (tune_norm_h200_round2.json)
+_SHIFTED_RMS_THREADS_PER_SM = 768
 
 
 def min_ctas_per_sm(n_class: int, block_threads: int, kind: str = "rms", aligned: bool = True,
-                    quant: bool = False) -> int:
+                    quant: bool = False, fused_add: bool = False) -> int:
     """Occupancy target baked into the PTX (``.minnctapersm``), in CTAs per SM. The FP8
     LayerNorm keeps 512 threads: at 1024 (64 registers) its 4096 build spilled ~170 registers
     and ran at 21% of the copy bandwidth."""
     threads = _THREADS_PER_SM
     if kind == "layer" and aligned and not quant:
         threads = _LAYER_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
+    elif kind == "rms" and not aligned and not fused_add and not quant:  # quant spilled at 768
+        threads = _SHIFTED_RMS_THREADS_PER_SM
     return max(1, threads // block_threads)
 
 
@@ -169,7 +175,7 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
     return Geometry(
         n_class=n_class, vec=vec_elems(dtype_name), shifted=not aligned, threads_per_row=threads_per_row,
         block_threads=block_threads,
-        min_ctas_per_sm=min_ctas_per_sm(n_class, block_threads, norm, aligned, out_dtype is not None),
+        min_ctas_per_sm=min_ctas_per_sm(n_class, block_threads, norm, aligned, out_dtype is not None, fused_add),
         delay_weight_load=bool(fused_add) or norm == "layer" or not aligned,
     )
 
