@@ -489,7 +489,7 @@ def test_fill_bad_argument(tensor, bits, exc, pattern):
 @pytest.mark.parametrize("tensor, exc, pattern", [
     pytest.param(torch.empty(16, dtype=BF16), ValueError, CUDA, id="valid"),
     pytest.param(None, TypeError, r"^tensor must be a torch.Tensor", id="none"),
-    pytest.param(torch.empty(16, dtype=torch.int32), TypeError, r"^poison_ takes float16, bfloat16 or float32",
+    pytest.param(torch.empty(16, dtype=torch.int32), TypeError, r"^poison_ takes float16, bfloat16, float32, float8_e4m3fn or float8_e5m2",
                  id="int32"),
     pytest.param(torch.empty(8, 8).t(), ValueError, r"^tensor must be contiguous", id="strided"),
 ])

@@ -42,14 +42,16 @@ def fill_(tensor: torch.Tensor, bits: int) -> torch.Tensor:
     return tensor
 
 
-_NAN_BITS = {torch.float16: 0x7FFF, torch.bfloat16: 0x7FFF, torch.float32: 0x7FFFFFFF}
+_NAN_BITS = {torch.float16: 0x7FFF, torch.bfloat16: 0x7FFF, torch.float32: 0x7FFFFFFF,
+             torch.float8_e4m3fn: 0x7F, torch.float8_e5m2: 0x7F}  # 0x7F: NaN in both FP8 formats
 
 
 @api_log
 def poison_(tensor: torch.Tensor) -> torch.Tensor:
     """Fill a floating tensor with NaN (tests: every element a kernel fails to write stays NaN)."""
     if require_tensor("tensor", tensor).dtype not in _NAN_BITS:
-        raise TypeError(f"poison_ takes float16, bfloat16 or float32; got {tensor.dtype}")
+        raise TypeError(f"poison_ takes float16, bfloat16, float32, float8_e4m3fn or float8_e5m2; "
+                        f"got {tensor.dtype}")
     return fill_(tensor, _NAN_BITS[tensor.dtype])
 
 
