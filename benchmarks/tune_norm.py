@@ -27,22 +27,10 @@ from cutefi.norm import launch
 
 # (kind, n_class, fused_add, threads_per_row, block_threads, ctas_per_sm, aligned) on bf16 rows:
 # aligned variants run rows of n_class columns, shifted ones (aligned=False) rows of n_class - 1
-VARIANTS = [  # session 5, second round (the first round's winners and the occupancy-first splits)
-    ("rms", 8192, False, 128, 128, 4, True), ("rms", 8192, False, 128, 256, 2, True),
-    ("rms", 8192, False, 512, 512, 2, True), ("rms", 8192, False, 512, 512, 3, True),
-    ("rms", 8192, False, 512, 512, 4, True), ("rms", 8192, False, 256, 256, 8, True),
-    ("rms", 4096, False, 64, 128, 4, True), ("rms", 4096, False, 256, 256, 4, True),
-    ("rms", 4096, False, 256, 256, 8, True), ("rms", 4096, False, 128, 128, 8, True),
-    ("rms", 4096, True, 64, 128, 4, True), ("rms", 4096, True, 256, 256, 4, True),
-    ("rms", 4096, True, 256, 256, 8, True),
-    ("layer", 4096, False, 128, 128, 8, True), ("layer", 4096, False, 256, 256, 8, True),
-    ("layer", 4096, False, 512, 512, 4, True),
-    ("rms", 4096, False, 128, 128, 6, False), ("rms", 4096, False, 128, 128, 8, False),
-    ("rms", 4096, False, 256, 256, 4, False), ("rms", 4096, False, 256, 256, 8, False),
-    ("rms", 4096, True, 128, 128, 4, False), ("rms", 4096, True, 256, 256, 4, False),
-    ("rms", 4096, True, 256, 256, 8, False),
-    ("layer", 4096, False, 128, 128, 4, False), ("layer", 4096, False, 256, 256, 8, False),
-    ("layer", 4096, False, 512, 512, 4, False),
+VARIANTS = [  # session 5, third round: the 8192 split across row counts (inductor wins there)
+    ("rms", 8192, False, 128, 128, 4, True), ("rms", 8192, False, 512, 512, 2, True),
+    ("rms", 8192, False, 256, 256, 4, True), ("rms", 8192, False, 256, 256, 2, True),
+    ("rms", 8192, False, 128, 256, 2, True),
 ]
 ROWS = 16384
 
@@ -116,7 +104,7 @@ def graph_ms(fn, calls: int = 20, replays: int = 30) -> float:
     return statistics.median(times)
 
 
-def time_variant(saved: dict) -> dict:
+def time_variant(saved: dict, ROWS: int = ROWS) -> dict:
     import torch.nn.functional as F
 
     import cutefi
@@ -164,22 +152,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out")
     parser.add_argument("--build", action="store_true", help="build the variants into .tune/ (needs CuTe DSL)")
+    parser.add_argument("--only", default="", help="variant name prefix (e.g. rms_8192)")
+    parser.add_argument("--rows", type=int, nargs="+", default=[ROWS], help="rows M to time each variant at")
     args = parser.parse_args(argv)
     if args.build:
         build_variants()
         return 0
     torch.manual_seed(0)
     rows = {}
-    for path in sorted(glob.glob(".tune/*.pkl")):
+    for path in sorted(glob.glob(f".tune/{args.only}*.pkl")):
         with open(path, "rb") as handle:
             saved = pickle.load(handle)
-        rows[name(saved["variant"])] = time_variant(saved)
-        print(name(saved["variant"]), rows[name(saved["variant"])], flush=True)
+        for m in args.rows:
+            label = name(saved["variant"]) + ("" if args.rows == [ROWS] else f"_M{m}")
+            rows[label] = time_variant(saved, m)
+            print(label, rows[label], flush=True)
     big = torch.empty(1 << 30, device="cuda", dtype=torch.bfloat16)
     big_out = torch.empty_like(big)
     rows["torch copy_ 2 GiB (ceiling)"] = {"gbps": 2 * big.numel() * 2 / graph_ms(lambda: big_out.copy_(big), 5, 15) / 1e6}
     report = {"gpu": torch.cuda.get_device_name(0), "command": " ".join(sys.argv), "timer": "CUDA-graph replay",
-              "rows": ROWS, "dtype": "bf16", "results": rows}
+              "rows": args.rows, "dtype": "bf16", "results": rows}
     print(json.dumps(report, indent=1))
     if args.out:
         with open(args.out, "w") as handle:
