@@ -92,7 +92,7 @@ def test_qk_norm_on_uneven_3d_views(name):
 def test_row_stride_of_two_to_the_31_elements():
     free, _ = torch.cuda.mem_get_info()
     hidden, rows = 4096, 3
-    for stride in (2**31 + 8, 2**31 + 3):  # 128-bit build, then the one-element build
+    for stride in (2**31 + 8, 2**31 + 3):  # the aligned build, then the shifted one
         need = 3 * (stride * (rows - 1) + hidden) * 2
         if need > free * 0.8:
             pytest.skip(f"needs {need / 2**30:.1f} GiB of free GPU memory")

@@ -41,7 +41,7 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     if enable_pdl is not None and enable_pdl is not True and enable_pdl is not False:
         enable_pdl = require_flag("enable_pdl", enable_pdl, optional=True)
     quant = scale is not None
-    scale_value, scale_tensor = _scale_arguments(scale, input) if quant else (1.0, None)
+    scale_value, scale_tensor = _scale_arguments(scale) if quant else (1.0, None)
     if compiling():  # torch.compile traces this: one cutefi op in the graph (see _library)
         return _record_op(kind, input, weight, bias, out, residual, eps, gemma, enable_pdl, quant, scale_tensor,
                           scale_value)
@@ -102,7 +102,7 @@ def _run_staged(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
         residual.copy_(r)
 
 
-def _scale_arguments(scale: float | torch.Tensor, input: torch.Tensor) -> tuple[float, torch.Tensor | None]:
+def _scale_arguments(scale: float | torch.Tensor) -> tuple[float, torch.Tensor | None]:
     """(scale_value, scale_tensor): a float scale goes to the kernel as a value, a CUDA tensor
     by pointer (read on the device, so CUDA graphs see its updates; scale_value 0 says so)."""
     if isinstance(scale, torch.Tensor):
@@ -111,7 +111,7 @@ def _scale_arguments(scale: float | torch.Tensor, input: torch.Tensor) -> tuple[
         if not scale.is_floating_point():
             raise TypeError(f"scale tensor must be floating point; got {str(scale.dtype)[6:]}")
         if not scale.is_cuda:  # a host value: no device memory needed
-            return _scale_arguments(float(scale.item()), input)
+            return _scale_arguments(float(scale.item()))
         return 0.0, scale if scale.dtype == torch.float32 else scale.float()
     value = require_real("scale", scale)
     if not 1.0 / F32_MAX <= abs(value) <= F32_MAX:  # its float32 reciprocal must be finite too

@@ -38,7 +38,7 @@ QUANT_MAX = {"fp8e4m3": 448.0, "fp8e5m2": 57344.0}
 # Elements per access of an aligned build: 128 bits of a 16-bit dtype.
 VEC_BITS = 128
 
-# Size-class heuristics of aligned builds (16-bit dtypes):
+# Size-class heuristics (16-bit dtypes; shifted builds derive theirs in _class_table):
 #   n_class -> (threads_per_row, block_threads)
 # Rule: keep every thread at <= 64 elements of the row (8 x 128-bit chunks,
 # 64 fp32 registers) so the whole row stays in registers with no spills; use
