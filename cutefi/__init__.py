@@ -3,6 +3,7 @@
 Importing cutefi imports neither the CuTe DSL compiler nor the CUDA driver; kernels are
 found (pack → cache → build) and loaded on first use. The public functions are those each
 op family's package lists in ``API`` (defined in its ``api.py``); families are discovered.
+``cutefi.env()`` returns what the ``cutefi env`` command prints.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ def _exports() -> dict[str, str]:
 def __getattr__(name: str) -> Any:
     if name == "__all__":
         return ["__version__", *_exports()]
+    if name == "env":  # `cutefi env`'s report as data (not an op, so not in __all__)
+        from .env import env
+
+        return env
     family = _exports().get(name)
     if family is None:
         raise AttributeError(f"module 'cutefi' has no attribute {name!r}")

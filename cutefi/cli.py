@@ -10,103 +10,21 @@ from ._version import __version__
 
 
 def _env(_args: argparse.Namespace) -> int:
-    import warnings
+    from .env import env
 
-    from .jit import settings
-    from .jit import driver as drv
-    from .jit.lookup import cache_store, pack_stores
-    from .jit.policy import ARCH_LIST_ENV, Family, TargetPolicy
-    from .jit.toolchain import dsl_toolchain, nvrtc_toolchain
-
-    print(f"cutefi {__version__}")
-    available, why = drv.gpu_available()
-    devices = drv.devices()
-    if devices:
-        for d in devices:
-            print(f"GPU {d.index}: {d.name}, compute capability {d.cc[0]}.{d.cc[1]}, "
-                  f"{d.sms} SMs, {d.memory_bytes / 2**30:.1f} GiB")
-    else:
-        print(f"GPU: none ({why})")
-    driver = drv.driver_cuda_version()
-    print(f"driver: CUDA {driver[0]}.{driver[1]}" if driver else "driver: none")
-    try:
-        import torch
-
-        print(f"torch: {torch.__version__} (CUDA {torch.version.cuda or 'none'})")
-    except ImportError:
-        print("torch: not installed")
-
-    toolchains = []
-    for probe in (dsl_toolchain, nvrtc_toolchain):
-        try:
-            chain = probe()
-        except Exception as exc:  # report, don't fail: env must work on any machine
-            print(f"toolchain: unavailable ({exc})")
-            continue
-        toolchains.append(chain)
-        print(f"toolchain: {chain.name} {chain.version} (CUDA {chain.cuda_version[0]}.{chain.cuda_version[1]})")
-
-    ccs = [d.cc for d in devices]
-    for chain in toolchains:
-        try:
-            policy = TargetPolicy.from_environment(chain, ccs, driver)
-        except ValueError as exc:
-            print(f"policy ({chain.name}): {exc}")
-            break
-        source = ARCH_LIST_ENV if not ccs or _arch_env_set() else "visible devices"
-        print(f"policy ({chain.name}, targets from {source}: {' '.join(t.dotted for t in policy.requested)}):")
-        for family in Family:
-            decision = policy.decide(family)
-            kept = " ".join(t.sm for t in decision.kept) or "-"
-            print(f"  {family.value:9s} build {kept}")
-            for reason in decision.reasons():
-                print(f"  {'':9s} {reason}")
-
-    _print_ops(ccs)
-    try:
-        cache = cache_store()
-    except settings.SettingsError:  # reported below with every other refused setting
-        print(f"cache: {settings.cache_dir(check=False)} (unusable)")
-    else:
-        print(f"cache: {cache.root} ({len(cache.entries())} entries, {cache.size_bytes() / 2**20:.1f} MiB)")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")  # env reports every skipped entry, seen before or not
-        settings.pack_paths()
-    packs = pack_stores()
-    print("packs: " + (", ".join(f"{p.root} ({len(p.entries())} entries)" for p in packs) or "none"))
-    for warning in caught:
-        print(f"cutefi env: warning: {warning.message}", file=sys.stderr)
-    problems = settings.problems()
-    for problem in problems:
+    report = env()
+    print(report)
+    for warning in report.warnings:
+        print(f"cutefi env: warning: {warning}", file=sys.stderr)
+    for problem in report.problems:
         print(f"cutefi env: {problem}", file=sys.stderr)
-    return 2 if problems else 0  # a script can check its settings with `cutefi env`
-
-
-def _print_ops(ccs: list[tuple[int, int]]) -> None:
-    """Each public op's capability facts (the same its ``is_compute_capability_supported`` gives)."""
-    import cutefi
-
-    print("ops (dtypes; kernel families" + ("; runs on GPU " + " ".join(str(i) for i in range(len(ccs))) if ccs else "")
-          + "):")
-    for name in cutefi.__all__:
-        if name == "__version__":
-            continue
-        function = getattr(cutefi, name)
-        families = " ".join(function.capabilities()["families"])
-        runs = " ".join("yes" if function.is_compute_capability_supported(cc) else "no" for cc in ccs)
-        print(f"  {name:38s} {' '.join(function.supported_dtypes)}; {families}" + (f"; {runs}" if ccs else ""))
-
-
-def _arch_env_set() -> bool:
-    from .jit import settings
-
-    return settings.arch_list() is not None  # memoised; the policy has already validated it
+    return 2 if report.problems else 0  # a script can check its settings with `cutefi env`
 
 
 def _aot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
     from .jit import settings
     from .jit import driver as drv

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 import cutefi
+import cutefi.bench
 from cutefi.bench import bench_gpu_time
 from cutefi.bench.cupti_timer import CuptiUnavailable, load_cupti
 
@@ -75,3 +77,14 @@ def test_the_cli_runs_with_refcheck_and_writes_its_files(tmp_path):
     backends = {row["backend"] for row in rows}
     assert {"cutefi", "torch"} <= backends
     assert all(row["refcheck"] == "pass" for row in rows), [r for r in rows if r.get("refcheck") != "pass"]
+
+
+def test_run_routine_from_python_checks_times_and_plots(tmp_path):
+    results = cutefi.bench.run_routine("rmsnorm", rows=[7, 128], hidden=4096, backends=["cutefi", "torch"],
+                                       iters=5, ceilings=False, progress=False)
+    assert len(results) == 4
+    assert all(row["refcheck"] == "pass" and row["median_us"] > 0 for row in results), list(results)
+    assert "<table>" in results._repr_html_() and "cutefi" in repr(results)
+    if importlib.util.find_spec("matplotlib") is not None:
+        results.plot(tmp_path / "sweep.png")
+        assert (tmp_path / "sweep.png").stat().st_size > 1000

@@ -192,30 +192,13 @@ def compile_only(args: argparse.Namespace) -> int:
 
 
 def run_gpu(args: argparse.Namespace, plans: list, argv: Sequence[str] = ()) -> int:
-    from tqdm import tqdm
-
-    from . import ceilings as ceilings_module
     from . import report
-    from .environment import environment
-    from .runner import Options, run_plan
+    from .runner import Options, time_plans
 
     options = Options(args.timer, args.iters, args.warmup, args.cold_l2, args.refcheck, args.calls_per_graph,
                       args.wall)
-    ceilings = None
-    if not args.no_ceilings:
-        ceilings = ceilings_module.cached(timer="events" if args.timer == "events" else "cupti",
-                                          remeasure=args.remeasure_ceilings)
-        print(f"ceilings on this GPU: copy {ceilings.copy_gbps:.0f} GB/s, "
-              f"bf16 matmul {ceilings.matmul_tflops:.0f} TFLOP/s ({ceilings.measured_with})")
-    env = environment(["cutefi-bench", *argv])
-    env_fields = {**env, "iters": options.iters, "requested_timer": options.timer}
-    if ceilings is not None:
-        env_fields |= {"copy_ceiling_gbps": ceilings.copy_gbps, "matmul_ceiling_tflops": ceilings.matmul_tflops}
-    rows: list[dict[str, Any]] = []
-    total = sum(len(p.shapes) * len(p.request.dtypes) * len(p.backends) for p in plans)
-    with tqdm(total=total, desc="timing", unit="case", file=sys.stderr) as bar:
-        for item in plans:
-            rows += [{**row, **env_fields} for row in run_plan(item, options, ceilings, progress=bar.update)]
+    rows, ceilings = time_plans(plans, options, ceilings=not args.no_ceilings, remeasure=args.remeasure_ceilings,
+                                command=["cutefi-bench", *argv])
     print(report.table(rows))
     for item in plans:
         for backend, reason in item.skipped.items():

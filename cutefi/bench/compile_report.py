@@ -19,10 +19,10 @@ class CompileReportError(RuntimeError):
     """The report cannot run (no compiler installed, nothing matched)."""
 
 
-def build_all(arch: str | None = None, only: list[str] | None = None,
-              workers: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+def build_all(arch: str | None = None, only: list[str] | None = None, workers: int | None = None,
+              progress: bool = True) -> tuple[list[dict[str, Any]], list[str]]:
     """Build into a throwaway pack; rows (kernel, target, build_s, cubin_bytes or error), dropped notes."""
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
     from cutefi.jit.aot import build_pack, plan
     from cutefi.jit.lookup import can_build
@@ -46,7 +46,7 @@ def build_all(arch: str | None = None, only: list[str] | None = None,
     except ValueError as exc:
         raise CompileReportError(str(exc)) from exc
     with tempfile.TemporaryDirectory(prefix="cutefi-compile-report-") as out, \
-            tqdm(total=len(jobs), desc="building", unit="cubin") as bar:
+            tqdm(total=len(jobs), desc="building", unit="cubin", disable=not progress) as bar:
         build_pack(out, jobs, report, workers=workers, progress=bar.update)
     rows = [{"kernel": spec.describe(), "target": target.sm, "build_s": seconds, "cubin_bytes": size}
             for spec, target, seconds, size in report.built]
@@ -55,8 +55,9 @@ def build_all(arch: str | None = None, only: list[str] | None = None,
     return sorted(rows, key=lambda row: (row["kernel"], row["target"])), dropped
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    """Kernels down, targets across: 'seconds / KiB' in each cell, totals last."""
+def table(rows: list[dict[str, Any]], tablefmt: str = "simple") -> str:
+    """Kernels down, targets across: 'seconds / KiB' in each cell, totals last (``tablefmt="html"``
+    for a notebook)."""
     from tabulate import tabulate
 
     targets = sorted({row["target"] for row in rows}, key=lambda sm: (len(sm), sm))
@@ -73,4 +74,4 @@ def table(rows: list[dict[str, Any]]) -> str:
     body = [[kernel] + [cells[kernel].get(target, "") for target in targets] for kernel in cells]
     body.append([f"total ({len(cells)} kernels)"]
                 + [f"{total_s[t]:.1f} s / {total_bytes[t] / 1024:.0f} KiB" for t in targets])
-    return tabulate(body, headers=["kernel (build time / cubin size)"] + targets, tablefmt="simple")
+    return tabulate(body, headers=["kernel (build time / cubin size)"] + targets, tablefmt=tablefmt)

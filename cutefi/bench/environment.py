@@ -21,7 +21,8 @@ def _version(package: str) -> str | None:
         return None
 
 
-def environment(argv: list[str] | None = None) -> dict[str, Any]:
+def environment(argv: list[str] | str | None = None) -> dict[str, Any]:
+    """The facts every row carries; ``argv`` is the command line (a list) or a Python call (a str)."""
     from cutefi.jit import driver
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
@@ -33,6 +34,6 @@ def environment(argv: list[str] | None = None) -> dict[str, Any]:
         "torch": torch.__version__, "torch_cuda": torch.version.cuda,
         "cuda_bindings": _version("cuda-bindings"), "cupti_python": _version("cupti-python"),
         "flashinfer": _version("flashinfer-python"), "cutefi": cutefi.__version__,
-        "python": platform.python_version(), "command": shlex.join(command),
+        "python": platform.python_version(), "command": command if isinstance(command, str) else shlex.join(command),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }

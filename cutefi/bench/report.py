@@ -44,10 +44,12 @@ def _fmt(value: Any, digits: int) -> str:
     return "" if value is None or value == "" else f"{value:.{digits}f}"
 
 
-def table(rows: Sequence[dict[str, Any]]) -> str:
-    """The terminal table: one line per (case, backend)."""
-    from tabulate import tabulate
+TABLE_HEADERS = ["routine", "shape", "dtype", "backend", "median µs", "spread %", "wall µs", "rate", "of ceiling",
+                 "× fastest", "refcheck", "error"]
 
+
+def table_body(rows: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """One line per (case, backend), the cells of :data:`TABLE_HEADERS`."""
     body = []
     for row in rows:
         rate = (f"{row['tflops']:.1f} TFLOP/s" if row.get("tflops") else
@@ -62,17 +64,28 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
             row.get("refcheck", "") + (f" {row['rel_err']:.1e}" if row.get("rel_err") is not None else ""),
             row.get("error", ""),
         ])
-    headers = ["routine", "shape", "dtype", "backend", "median µs", "spread %", "wall µs", "rate", "of ceiling",
-               "× fastest", "refcheck", "error"]
-    return tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True)
+    return body
+
+
+def table(rows: Sequence[dict[str, Any]], tablefmt: str = "simple") -> str:
+    """The terminal table (``tablefmt="html"``: the same table for a notebook, escaped)."""
+    from tabulate import tabulate
+
+    return tabulate(table_body(rows), headers=TABLE_HEADERS, tablefmt=tablefmt, disable_numparse=True)
 
 
 def plot(path: str | Path, rows: Sequence[dict[str, Any]]) -> None:
-    """One panel per routine: GB/s (or TFLOP/s) against bytes (or FLOPs) per call, a line per backend."""
-    import matplotlib
+    """:func:`figure` written to a PNG."""
+    figure(rows).savefig(path, dpi=110)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def figure(rows: Sequence[dict[str, Any]]):
+    """One panel per routine: GB/s (or TFLOP/s) against bytes (or FLOPs) per call, a line per backend.
+
+    A ``matplotlib.figure.Figure`` made without pyplot, so no backend is switched (a notebook
+    keeps its inline one) and nothing is left open.
+    """
+    from matplotlib.figure import Figure
 
     timed = [row for row in rows if row.get("median_us") is not None]
     routines = list(dict.fromkeys(row["routine"] for row in timed))
@@ -80,7 +93,8 @@ def plot(path: str | Path, rows: Sequence[dict[str, Any]]) -> None:
         raise ValueError("nothing was timed, so there is nothing to plot")
     columns_n = min(4, len(routines))
     rows_n = -(-len(routines) // columns_n)
-    figure, axes = plt.subplots(rows_n, columns_n, figsize=(5 * columns_n, 4 * rows_n), squeeze=False)
+    result = Figure(figsize=(5 * columns_n, 4 * rows_n))
+    axes = result.subplots(rows_n, columns_n, squeeze=False)
     for axis in axes.flat[len(routines):]:
         axis.set_visible(False)
     for axis, routine in zip(axes.flat, routines):
@@ -104,7 +118,6 @@ def plot(path: str | Path, rows: Sequence[dict[str, Any]]) -> None:
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
     first = timed[0]
-    figure.suptitle(f"cutefi-bench on {first.get('gpu', 'GPU')} ({first.get('timer', '')} timer)", fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    result.suptitle(f"cutefi-bench on {first.get('gpu', 'GPU')} ({first.get('timer', '')} timer)", fontsize=10)
+    result.tight_layout()
+    return result

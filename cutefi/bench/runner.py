@@ -159,6 +159,34 @@ def run_plan(item: Plan, options: Options, ceilings: Ceilings | None,
     return rows
 
 
+def time_plans(plans: list[Plan], options: Options, *, ceilings: bool = True, remeasure: bool = False,
+               command: list[str] | str | None = None, progress: bool = True) -> tuple[list[dict[str, Any]], Ceilings | None]:
+    """Run checked plans on this GPU: every row gets the environment (GPU, versions, command) and,
+    with ``ceilings``, this GPU's copy/matmul ceilings (measured once, then cached)."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    from . import ceilings as ceilings_module
+    from .environment import environment
+
+    measured = None
+    if ceilings:
+        measured = ceilings_module.cached(timer="events" if options.timer == "events" else "cupti",
+                                          remeasure=remeasure)
+        print(f"ceilings on this GPU: copy {measured.copy_gbps:.0f} GB/s, "
+              f"bf16 matmul {measured.matmul_tflops:.0f} TFLOP/s ({measured.measured_with})")
+    env_fields = {**environment(command), "iters": options.iters, "requested_timer": options.timer}
+    if measured is not None:
+        env_fields |= {"copy_ceiling_gbps": measured.copy_gbps, "matmul_ceiling_tflops": measured.matmul_tflops}
+    rows: list[dict[str, Any]] = []
+    total = sum(len(p.shapes) * len(p.request.dtypes) * len(p.backends) for p in plans)
+    with tqdm(total=total, desc="timing", unit="case", file=sys.stderr, disable=not progress) as bar:
+        for item in plans:
+            rows += [{**row, **env_fields} for row in run_plan(item, options, measured, progress=bar.update)]
+    return rows, measured
+
+
 def add_rates(row: dict[str, Any], bound: str, ceilings: Ceilings | None) -> None:
     """GB/s, TFLOP/s and the percentage of this GPU's matching ceiling."""
     seconds = row["median_us"] * 1e-6

@@ -42,9 +42,10 @@ _CYCLES_PER_US = 2000  # torch.cuda._sleep spins clock cycles; ~2 GHz is the top
 _warned_fallback = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GpuTime:
-    """Device time per call of one benchmark, in milliseconds, with its spread."""
+    """Device time per call of one benchmark, in milliseconds, with its spread (shown as one line
+    in a terminal, a small table in a notebook)."""
 
     samples_ms: tuple[float, ...]
     timer: str  # what timed it: "cupti", "events", "graph+cupti" or "graph+events"
@@ -79,6 +80,20 @@ class GpuTime:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def __repr__(self) -> str:
+        return (f"GpuTime(median {self.median_ms * 1e3:.2f} µs, p10 {self.quantile_ms(0.1) * 1e3:.2f}, "
+                f"p90 {self.quantile_ms(0.9) * 1e3:.2f}, spread {100 * self.spread:.1f}%, "
+                f"{len(self.samples_ms)} iterations, {self.timer}{', cold L2' if self.cold_l2 else ''})")
+
+    def _repr_html_(self) -> str:
+        cells = [("median", f"{self.median_ms * 1e3:.2f} µs"), ("p10", f"{self.quantile_ms(0.1) * 1e3:.2f} µs"),
+                 ("p90", f"{self.quantile_ms(0.9) * 1e3:.2f} µs"), ("spread", f"{100 * self.spread:.1f}%"),
+                 ("iterations", str(len(self.samples_ms))),
+                 ("timer", self.timer + (", cold L2" if self.cold_l2 else ""))]
+        head = "".join(f"<th>{name}</th>" for name, _ in cells)
+        body = "".join(f"<td>{value}</td>" for _, value in cells)
+        return f"<table><tr>{head}</tr><tr>{body}</tr></table>"
 
 
 def bench_gpu_time(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
