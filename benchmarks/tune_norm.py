@@ -25,44 +25,56 @@ import torch
 
 from cutefi.norm import launch
 
-# (kind, n_class, fused_add, threads_per_row, block_threads, ctas_per_sm, aligned) on bf16 rows:
-# aligned variants run rows of n_class columns, shifted ones (aligned=False) rows of n_class - 1
-VARIANTS = [  # session 5, third round: the 8192 split across row counts (inductor wins there)
-    ("rms", 8192, False, 128, 128, 4, True), ("rms", 8192, False, 512, 512, 2, True),
-    ("rms", 8192, False, 256, 256, 4, True), ("rms", 8192, False, 256, 256, 2, True),
-    ("rms", 8192, False, 128, 256, 2, True),
+# (kind, n_class, fused_add, threads_per_row, block_threads, ctas_per_sm, aligned[, out_dtype]) on bf16
+# rows: aligned variants run rows of n_class columns, shifted ones (aligned=False) rows of n_class - 1;
+# out_dtype "fp8e4m3" times the quant build (scale 1). Session 6 also timed L1 cache hints (rows
+# L1::evict_first and st.cs, parameters L1::evict_last) on each shipped geometry: 1-5% slower
+# everywhere (tune_norm_h200_round4*.json), so the kernel has none.
+VARIANTS = [  # session 6: the FP8 LayerNorm at 1024 threads/SM (16 elements a thread) against shipped
+    ("layer", 4096, False, 128, 128, 4, True, "fp8e4m3"), ("layer", 4096, False, 256, 256, 4, True, "fp8e4m3"),
+    ("layer", 4096, False, 128, 128, 8, True), ("layer", 4096, False, 256, 256, 4, True),
 ]
 ROWS = 16384
 
 
+def unpack(variant) -> tuple:
+    """A variant with its default filled in: (..., aligned, out_dtype)."""
+    return (*variant, None)[:8]
+
+
 @contextlib.contextmanager
-def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: int, aligned: bool = True):
-    """launch.geometry gives this variant's split and occupancy for (kind, n_class, fused)."""
+def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: int, aligned: bool = True,
+            out_dtype: str | None = None):
+    """launch.geometry gives this variant's split and occupancy for its build."""
     from cutefi.jit import spec as spec_module
 
     table, occupancy = launch._class_table, launch.min_ctas_per_sm
+    quant = out_dtype is not None
 
-    def class_table(k, f, a, quant):
-        found = dict(table(k, f, a, quant))
-        if (k, f, a, quant) == (kind, fused, aligned, False):
+    def ours(k, f, a, q) -> bool:
+        return (k, f, a, q) == (kind, fused, aligned, quant)
+
+    def class_table(k, f, a, q):
+        found = dict(table(k, f, a, q))
+        if ours(k, f, a, q):
             found[n_class] = (tpr, threads)
         return found
 
     launch._class_table = class_table
-    launch.min_ctas_per_sm = lambda n, t, k="rms", a=True, quant=False, fused_add=False: (
-        ctas if (n, k, a) == (n_class, kind, aligned) else occupancy(n, t, k, a, quant, fused_add))
+    launch.min_ctas_per_sm = lambda n, t, k="rms", a=True, q=False, fused_add=False: (
+        ctas if n == n_class and ours(k, fused_add, a, q) else occupancy(n, t, k, a, q, fused_add))
     spec_module._contract.cache_clear()
     try:
-        yield launch.contract(kind, "bf16", n_class, fused, False, aligned)
+        yield launch.contract(kind, "bf16", n_class, fused, False, aligned, out_dtype)
     finally:
         launch._class_table, launch.min_ctas_per_sm = table, occupancy
         spec_module._contract.cache_clear()
 
 
 def name(variant) -> str:
-    kind, n_class, fused, tpr, threads, ctas, aligned = variant
+    kind, n_class, fused, tpr, threads, ctas, aligned, out_dtype = unpack(variant)
     cols = n_class if aligned else n_class - 1
-    return f"{kind}{'_add' if fused else ''}_{cols}_tpr{tpr}_cta{threads}_x{ctas}"
+    return f"{kind}{'_add' if fused else ''}{'_quant' if out_dtype else ''}_{cols}_tpr{tpr}_cta{threads}_x{ctas}"
 
 
 def build_variants() -> None:
@@ -72,9 +84,10 @@ def build_variants() -> None:
 
     os.makedirs(".tune", exist_ok=True)
     for variant in VARIANTS:
-        kind, n_class, fused = variant[:3]
-        with patched(*variant):
-            artifact = build(launch.norm_spec(kind, "bf16", n_class, fused, aligned=variant[6]), Target.parse("sm_90a"))
+        kind, n_class, fused, *_, aligned, out_dtype = unpack(variant)
+        with patched(*unpack(variant)):
+            artifact = build(launch.norm_spec(kind, "bf16", n_class, fused, aligned=aligned, out_dtype=out_dtype),
+                             Target.parse("sm_90a"))
         spills = disassemble(artifact.cubin).count("STL")
         with open(f".tune/{name(variant)}.pkl", "wb") as handle:
             pickle.dump({"cubin": artifact.cubin, "metadata": artifact.metadata, "variant": variant,
@@ -111,25 +124,35 @@ def time_variant(saved: dict, ROWS: int = ROWS) -> dict:
     from cutefi.jit.cache import Artifact
     from cutefi.jit.loader import Kernel
 
-    kind, n_class, fused = saved["variant"][:3]
-    n_class = n_class if saved["variant"][6] else n_class - 1  # shifted: odd rows
+    variant = unpack(saved["variant"])
+    kind, n_class, fused, *_, aligned, out_dtype = variant
+    n_class = n_class if aligned else n_class - 1  # shifted: odd rows
     x = torch.randn(ROWS, n_class, device="cuda", dtype=torch.bfloat16)
     residual = torch.randn_like(x)
-    out = torch.empty_like(x)
+    out = torch.empty(x.shape, device="cuda", dtype=torch.float8_e4m3fn if out_dtype else x.dtype)
+    out_bytes = out.element_size() * x.numel()
     if kind == "layer":
         w, b = torch.rand(n_class, device="cuda") + 0.5, torch.randn(n_class, device="cuda")
         reference = F.layer_norm(x.float(), (n_class,), w, b, 1e-6)
-        moved = 2 * x.numel() * 2 + 2 * n_class * 4
-        shipped = lambda: cutefi.layernorm(x, w, b)  # noqa: E731
+        moved = x.numel() * 2 + out_bytes + 2 * n_class * 4
+        shipped = ((lambda: cutefi.layernorm_quant(out, x, w, b, 1.0)) if out_dtype  # noqa: E731
+                   else (lambda: cutefi.layernorm(x, w, b)))
     else:
         w = torch.rand(n_class, device="cuda", dtype=torch.bfloat16) + 0.5
         b = w
         s = x.float() + (residual.float() if fused else 0)
         reference = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
-        moved = (4 if fused else 2) * x.numel() * 2
+        moved = (3 if fused else 1) * x.numel() * 2 + out_bytes
         r2 = residual.clone()
-        shipped = (lambda: cutefi.fused_add_rmsnorm(out, r2, w)) if fused else (lambda: cutefi.rmsnorm(x, w, out=out))
-    with patched(*saved["variant"]) as contract:
+        if out_dtype:
+            shipped = ((lambda: cutefi.fused_add_rmsnorm_quant(out, x, r2, w, 1.0)) if fused
+                       else (lambda: cutefi.rmsnorm_quant(out, x, w, 1.0)))
+        else:
+            shipped = ((lambda: cutefi.fused_add_rmsnorm(out, r2, w)) if fused
+                       else (lambda: cutefi.rmsnorm(x, w, out=out)))
+    if out_dtype:
+        reference = reference.clamp(-448, 448)
+    with patched(*variant) as contract:
         kernel = Kernel(Artifact(cubin=saved["cubin"], metadata=saved["metadata"]), contract)
         grid = contract.grid({"M": ROWS})
     target = residual.clone()
