@@ -513,3 +513,59 @@ def test_fill_passes_a_32_bit_pattern_the_launch_can_pack(monkeypatch):
     for bits in (0xFFFFFFFF, 0x80000000, 0x7FFFFFFF, 0):
         cutefi.fill_(torch.empty(4, dtype=torch.int32), bits)
     assert launched == [struct.pack("=I", b) for b in (0xFFFFFFFF, 0x80000000, 0x7FFFFFFF, 0)]
+
+
+# ---- attention-state merges and paged-KV index helpers ---------------------------------------
+def state(n=4, heads=2, d=64, dtype=BF16, states=None):
+    shape = (n, heads) if states is None else (n, states, heads)
+    return torch.randn(*shape, d).to(dtype), torch.randn(*shape)
+
+
+def merge_call(name, **kwargs):
+    (v_a, s_a), (v_b, s_b) = state(), state()
+    if name == "merge_states":
+        v, s = state(states=3)
+        args = dict(v=v, s=s)
+    elif name == "merge_state":
+        args = dict(v_a=v_a, s_a=s_a, v_b=v_b, s_b=s_b)
+    else:
+        args = dict(v=v_a, s=s_a, v_other=v_b, s_other=s_b)
+    args.update(kwargs)
+    return lambda: getattr(cutefi, name)(**args)
+
+
+@pytest.mark.parametrize("name", ["merge_state", "merge_state_in_place", "merge_states"])
+def test_merge_valid_cpu_call_reaches_the_device_check(name):
+    refused(merge_call(name), ValueError, CUDA)
+
+
+@pytest.mark.parametrize("name, kwargs, exc, pattern", [
+    ("merge_state", dict(v_a=torch.randn(4, 2, 64)), TypeError, r"v_a must have dtype bfloat16, float16"),
+    ("merge_state", dict(v_b=torch.randn(4, 2, 64).half()), TypeError, r"v_b dtype torch.float16 must match"),
+    ("merge_state", dict(s_a=torch.randn(4, 2).half()), TypeError, r"s_a \(log-sum-exp, base 2\) must be float32"),
+    ("merge_state", dict(s_b=torch.randn(4, 3)), ValueError, r"s_b must have shape \(4, 2\)"),
+    ("merge_state", dict(v_a=torch.randn(4, 64).to(BF16)), ValueError, r"v_a must be 3-D"),
+    ("merge_state", dict(v_a=torch.randn(4, 2, 60).to(BF16)), ValueError, r"head_dim must be a multiple of 8"),
+    ("merge_state", dict(v_a=torch.randn(4, 2, 1024).to(BF16)), ValueError, r"in \[8, 512\]"),
+    ("merge_state", dict(v_b="v"), TypeError, r"v_b must be a torch.Tensor"),
+    ("merge_state_in_place", dict(v=torch.randn(4, 64, 2).to(BF16).transpose(1, 2)), ValueError,
+     r"v must be contiguous in head_dim"),
+    ("merge_state_in_place", dict(mask=torch.ones(3, dtype=torch.bool)), ValueError, r"mask must be \[seq_len\] = \[4\]"),
+    ("merge_state_in_place", dict(mask=torch.ones(4)), TypeError, r"mask must have dtype bool, uint8"),
+    ("merge_states", dict(v=torch.randn(4, 2, 64).to(BF16)), ValueError, r"v must be 4-D"),
+    ("merge_states", dict(s=torch.randn(4, 2, 2)), ValueError, r"s must have shape \(4, 3, 2\)"),
+])
+def test_merge_bad_argument(name, kwargs, exc, pattern):
+    refused(merge_call(name, **kwargs), exc, pattern)
+
+
+@pytest.mark.parametrize("call, exc, pattern", [
+    (lambda: cutefi.get_seq_lens(pos(5), pos(3), 16), ValueError, r"kv_last_page_len must be 1-D \[4\]"),
+    (lambda: cutefi.get_seq_lens(pos(5).float(), pos(4), 16), TypeError, r"kv_indptr must be int32 or int64"),
+    (lambda: cutefi.get_seq_lens(pos(5), pos(4), 0), ValueError, r"page_size must be >= 1"),
+    (lambda: cutefi.get_seq_lens(pos(5), pos(4), 16.0), TypeError, r"page_size must be an int"),
+    (lambda: cutefi.get_batch_indices_positions(pos(5), pos(3), 8), ValueError, r"seq_lens must be 1-D \[4\]"),
+    (lambda: cutefi.get_batch_indices_positions(pos(5), pos(4), -1), ValueError, r"nnz must be >= 0"),
+])
+def test_index_helpers_bad_argument(call, exc, pattern):
+    refused(call, exc, pattern)

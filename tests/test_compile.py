@@ -24,6 +24,7 @@ MUTATIONS = {
     "layernorm_out": {"out"}, "rope_inplace": {"q", "k"}, "rope_out": {"q_out", "k_out"},
     "copy_into": {"dst"}, "tma_copy_into": {"dst"}, "fill_bits": {"tensor"},
     "rmsnorm_quant": {"out"}, "fused_add_rmsnorm_quant": {"out", "residual"}, "layernorm_quant": {"out"},
+    "merge_state_out": {"v_out", "s_out"}, "merge_state_in_place": {"v", "s"}, "merge_states_out": {"v_out", "s_out"},
 }
 
 
@@ -74,6 +75,36 @@ def test_decoder_block_traces_into_cutefi_ops_without_a_graph_break():
 
 
 @pytest.mark.parametrize("op", sorted(MUTATIONS))
+def attention_merges(v_a, s_a, v_b, s_b, stacked_v, stacked_s, mask):
+    """Every merge op, in place and into new outputs (the index helpers are torch ops: traced as
+    they are, run by the GPU tier)."""
+    v, s = cutefi.merge_state(v_a, s_a, v_b, s_b)
+    cutefi.merge_state_in_place(v_a, s_a, v_b, s_b, mask)
+    v_all, s_all = cutefi.merge_states(stacked_v, stacked_s)
+    return v, s, v_all, s_all
+
+
+def test_attention_merges_trace_without_a_graph_break():
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(attention_merges, fullgraph=True, backend=record)
+    cuda = dict(device="cuda")
+    with FakeTensorMode():
+        v = torch.randn(8, 4, 64, dtype=torch.bfloat16, **cuda)
+        s = torch.randn(8, 4, **cuda)
+        outputs = compiled(v, s, v.clone(), s.clone(), torch.randn(8, 3, 4, 64, dtype=torch.bfloat16, **cuda),
+                           torch.randn(8, 3, 4, **cuda), torch.ones(8, dtype=torch.bool, **cuda))
+    assert [tuple(t.shape) for t in outputs] == [(8, 4, 64), (8, 4), (8, 4, 64), (8, 4)]
+    code = graphs[0].code
+    for op in ("merge_state_out", "merge_state_in_place", "merge_states_out"):
+        assert f"torch.ops.cutefi.{op}" in code, f"{op} not recorded:\n{code}"
+
+
+@pytest.mark.parametrize("op", sorted(MUTATIONS))
 def test_schema_marks_what_the_op_writes(op):
     schema = getattr(torch.ops.cutefi, op).default._schema
     written = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
@@ -94,6 +125,10 @@ def test_fake_implementations_run_on_fake_tensors():
         torch.ops.cutefi.rope_inplace(q, k, "pos_ids", pos, None, None, None, False, [1.0, 13.3, 0.0, 0.0], "q", "k")
         torch.ops.cutefi.copy_into(scratch, x)
         torch.ops.cutefi.fill_bits(scratch, 0x7FFF)
+        s_q = torch.randn(q.shape[:2], device=q.device)
+        torch.ops.cutefi.merge_state_out(q, s_q, q, s_q, torch.empty_like(q), torch.empty_like(s_q))
+        torch.ops.cutefi.merge_state_in_place(q, s_q, q.clone(), s_q.clone(), None)
+        torch.ops.cutefi.merge_states_out(q.unsqueeze(1), s_q.unsqueeze(1), torch.empty_like(q), torch.empty_like(s_q))
 
 
 def test_capability_queries():

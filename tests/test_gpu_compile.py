@@ -13,6 +13,8 @@ import sys
 import pytest
 import torch
 
+import cutefi
+
 
 from test_compile import MUTATIONS, decoder_block
 
@@ -53,9 +55,35 @@ def test_compiled_decoder_block_matches_eager():
         assert torch.equal(want, have)
 
 
+def test_compiled_attention_merges_match_eager():
+    from test_compile import attention_merges
+
+    def merges_and_index_helpers(*args):
+        merged = attention_merges(*args)
+        indptr = torch.arange(0, 9, 2, device=args[0].device, dtype=torch.int32)
+        lens = cutefi.get_seq_lens(indptr, torch.full((4,), 3, device=indptr.device, dtype=torch.int32), 16)
+        batch, positions = cutefi.get_batch_indices_positions(indptr, lens, 8)
+        return (*merged, batch, positions)
+
+    torch.manual_seed(2)
+    cuda = dict(device="cuda")
+    inputs = [torch.randn(8, 4, 64, dtype=torch.bfloat16, **cuda), torch.randn(8, 4, **cuda),
+              torch.randn(8, 4, 64, dtype=torch.bfloat16, **cuda), torch.randn(8, 4, **cuda),
+              torch.randn(8, 3, 4, 64, dtype=torch.bfloat16, **cuda), torch.randn(8, 3, 4, **cuda),
+              torch.arange(8, **cuda) % 2 == 0]
+    copies = [t.clone() for t in inputs]
+    expected = merges_and_index_helpers(*inputs)
+    got = torch.compile(merges_and_index_helpers, fullgraph=True)(*copies)
+    for want, have in zip(expected, got):
+        assert torch.equal(want, have)
+    for want, have in zip(inputs, copies):  # the in-place merge wrote the graph's inputs too
+        assert torch.equal(want, have)
+
+
 def _samples():
     x, residual, w, gamma, beta, q, k, pos, scratch, scale = _inputs(1)
     scalars = [1.0, 13.287712379549449, 0.0, 0.0]
+    s_q = torch.randn(q.shape[:2], device=q.device)  # the log-sum-exps of q as attention states
     return {
         "rmsnorm_out": (scratch, x, w, 1e-6, False, None),
         "rmsnorm_inplace": (x.clone(), w, 1e-6, True, True),
@@ -73,6 +101,10 @@ def _samples():
                                     residual.clone(), w, scale, 0.0, 1e-6, True),
         "layernorm_quant": (torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device), x, gamma, beta, None,
                             2.0, 1e-6),
+        "merge_state_out": (q, s_q, q * 2, s_q + 1, torch.empty_like(q), torch.empty_like(s_q)),
+        "merge_state_in_place": (q.clone(), s_q.clone(), q * 2, s_q - 1, (pos % 3 == 0)),
+        "merge_states_out": (torch.stack([q, q * 2, -q], 1), torch.stack([s_q, s_q + 1, s_q - 2], 1),
+                             torch.empty_like(q), torch.empty_like(s_q)),
     }
 
 

@@ -52,7 +52,15 @@ def _cpu_calls():
             lambda: cutefi.apply_rope_with_cos_sin_cache(pos, q.flatten(1), k.flatten(1), 64, cache), "query"),
         "apply_rope_with_cos_sin_cache_inplace": (
             lambda: cutefi.apply_rope_with_cos_sin_cache_inplace(pos, q, k, 64, cache, is_neox=False), "query"),
+        "merge_state": (lambda: cutefi.merge_state(q, q[..., 0].float(), q, q[..., 1].float()), "v_a"),
+        "merge_state_in_place": (lambda: cutefi.merge_state_in_place(
+            q, q[..., 0].float(), q, q[..., 1].float(), torch.ones(8, dtype=torch.bool)), "v"),
+        "merge_states": (lambda: cutefi.merge_states(q[:, None], q[:, None, :, 0].float()), "v"),
     }
+
+
+# torch ops that run wherever their tensors are (as FlashInfer's do): no device check
+DEVICE_AGNOSTIC = {"get_seq_lens", "get_batch_indices_positions"}
 
 
 @pytest.mark.parametrize("op", list(_cpu_calls()))
@@ -66,7 +74,14 @@ def test_valid_cpu_arguments_get_the_device_error(op):
 
 def test_every_public_op_has_a_cpu_device_check():
     ops = {name.split("-")[0] for name in _cpu_calls()}
-    assert ops == set(cutefi.__all__) - {"__version__"}
+    assert ops == set(cutefi.__all__) - {"__version__"} - DEVICE_AGNOSTIC
+
+
+def test_index_helpers_run_on_cpu_tensors():
+    indptr, last = torch.tensor([0, 2, 2, 5]), torch.tensor([3, 1, 16])
+    assert cutefi.get_seq_lens(indptr, last, 16).tolist() == [19, 1, 48]
+    batch, positions = cutefi.get_batch_indices_positions(torch.tensor([0, 1, 1, 3]), torch.tensor([4, 9, 2]), 3)
+    assert batch.tolist() == [0, 2, 2] and positions.tolist() == [3, 0, 1]
 
 
 def test_non_tensor_is_refused():

@@ -56,7 +56,15 @@ def references(t):
             "copy_": x, "tma_copy_": x,
             # the FP8 output compared as float32 with the unrounded value (one FP8 step is 1/8)
             "rmsnorm_quant": (rms_reference(x, w) / t["scale"]).clamp(-448, 448),
-            "rmsnorm.odd": rms_reference(x[:, 1:], w[1:])}
+            "rmsnorm.odd": rms_reference(x[:, 1:], w[1:]),
+            "merge_state": merge_reference(t["q"], t["s_a"], t["v_b"], t["s_b"])}
+
+
+def merge_reference(v_a, s_a, v_b, s_b):
+    """The attention state over two KV ranges from theirs (base-2 log-sum-exps), in float32."""
+    m = torch.maximum(s_a, s_b)
+    w_a, w_b = torch.exp2(s_a - m)[..., None], torch.exp2(s_b - m)[..., None]
+    return (w_a * v_a.float() + w_b * v_b.float()) / (w_a + w_b)
 
 
 def check(what, out, ref):
@@ -97,6 +105,8 @@ def make_inputs(d, dtype=torch.bfloat16, rows=37, hidden=4096, nnz=29, heads=(8,
                 gamma=randn(hidden, dt=torch.float32), beta=randn(hidden, dt=torch.float32),
                 q=randn(nnz, heads[0], head_dim), k=randn(nnz, heads[1], head_dim),
                 pos_ids=torch.randint(0, MAX_POS, (nnz,), generator=gen, device=where).to(dev, torch.int32),
+                s_a=randn(nnz, heads[0], dt=torch.float32), v_b=randn(nnz, heads[0], head_dim),
+                s_b=randn(nnz, heads[0], dt=torch.float32),
                 scale=torch.full((1,), 0.25, device=dev))
 
 
@@ -117,6 +127,7 @@ def launch_ops(t):
     # rows off 16-byte boundaries, an odd hidden size and a misaligned weight: the staged path
     # (out is contiguous, so its rows sit unlike the input's) onto the shifted build
     outs["rmsnorm.odd"] = cutefi.rmsnorm(t["x"][:, 1:], t["w"][1:])
+    outs["merge_state"] = cutefi.merge_state(t["q"], t["s_a"], t["v_b"], t["s_b"])[0]
     return outs
 
 
@@ -243,6 +254,7 @@ MIXED = {  # call(a on cuda:0, b on cuda:1), the arguments and devices the Value
                      ("q on cuda:0", "pos_ids on cuda:1")),
     "copy_-dst": (lambda a, b: cutefi.copy_(b.out, a.x), ("src on cuda:0", "dst on cuda:1")),
     "tma_copy_-src": (lambda a, b: cutefi.tma_copy_(a.out, b.x), ("src on cuda:1", "dst on cuda:0")),
+    "merge_state-v_b": (lambda a, b: cutefi.merge_state(a.q, a.s_a, b.v_b, a.s_b), ("v_a on cuda:0", "v_b on cuda:1")),
 }
 
 

@@ -43,7 +43,7 @@ def test_the_notebook_runs_headless_in_a_jupyter_kernel(tmp_path):
     assert not errors, errors
     assert "cutefi " + cutefi.__version__ in text  # the env cell
     if not HAS_GPU:
-        for cell in ("rmsnorm check", "RoPE check", "timing", "sweep"):
+        for cell in ("rmsnorm check", "RoPE check", "merging attention states", "timing", "sweep"):
             assert f"skipped ({cell}): no CUDA GPU visible here" in text
     # the compile-only cell built its two kernels for three targets and showed the table
     assert "sm_80" in text and "sm_120a" in text and "total (2 kernels)" in text

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from .base import DTYPES, BenchInputError, Cost, Routine, ShapeFlag
 from .ceilings import Attention, Copy, Matmul
+from .merge import MergeStates
 from .norm import FusedAddRmsNorm, LayerNorm, RmsNorm
 from .norm_quant import FusedAddRmsNormQuant, LayerNormQuant, RmsNormQuant
 from .rope import Rope
 
 ROUTINES: dict[str, type[Routine]] = {
     routine.name: routine for routine in (RmsNorm, FusedAddRmsNorm, LayerNorm, RmsNormQuant, FusedAddRmsNormQuant,
-                                         LayerNormQuant, Rope, Copy, Matmul, Attention)
+                                         LayerNormQuant, Rope, MergeStates, Copy, Matmul,
+                                         Attention)
 }
 
 __all__ = ["DTYPES", "ROUTINES", "BenchInputError", "Cost", "Routine", "ShapeFlag"]

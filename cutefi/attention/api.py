@@ -1,0 +1,234 @@
+"""Attention family, public API (FlashInfer's names and arguments).
+
+Merging attention states (``flashinfer.cascade``): ``merge_state``, ``merge_state_in_place`` and
+``merge_states`` on the CuTe DSL merge kernel (``merge_kernel.py``; checks and plans:
+``plan.py``). A state is a partial attention output ``v`` ``[seq_len, num_heads, head_dim]``
+(fp16/bf16) and ``s``, the float32 base-2 log-sum-exp of its scores ``[seq_len, num_heads]``;
+states of disjoint KV ranges merge exactly into the state of their union (see
+``cutefi.cute.attention_state``). Paged-KV index helpers (``flashinfer.page``):
+``get_seq_lens`` and ``get_batch_indices_positions``, in torch ops (no kernel of their own, no
+host synchronisation, so they capture into CUDA graphs and trace under torch.compile).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._capability import declare
+from .._checks import require_int, require_tensor
+from .._library import compiling, define
+from .._plans import PlanCache, signature
+from ..jit.logs import api_log
+from ..jit.policy import Family
+from . import launch
+from .plan import MergePlan, check_mask, check_pair, check_s, check_v, plan_merge, rows_aligned
+
+_PLANS = PlanCache()
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+# ---- merges ---------------------------------------------------------------------------------
+def _launch(plan: MergePlan, v: torch.Tensor, s: torch.Tensor, v_out: torch.Tensor, s_out: torch.Tensor,
+            mask: torch.Tensor | None, v_state: int = 0, s_state: int = 0) -> None:
+    sizes = plan.sizes if not v_state and not s_state else {**plan.sizes, "v_stride_state": v_state,
+                                                            "s_stride_state": s_state}
+    plan.kernel.launch(plan.grid, plan.device, v=v.data_ptr(), v_out=v_out.data_ptr(), s=s.data_ptr(),
+                       s_out=s_out.data_ptr(), mask=mask.data_ptr() if mask is not None else s.data_ptr(),
+                       has_mask=int(mask is not None), write_lse=1, **sizes)
+
+
+def _fresh(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy in a new (aligned) allocation, even where ``t`` is already contiguous."""
+    return torch.empty_like(t, memory_format=torch.contiguous_format).copy_(t)
+
+
+def _merge_pair(v_a: torch.Tensor, s_a: torch.Tensor, v_b: torch.Tensor, s_b: torch.Tensor, v_out: torch.Tensor,
+                s_out: torch.Tensor, mask: torch.Tensor | None, names: tuple[str, str, str, str]) -> None:
+    """Merge two states into (v_out, s_out), which may be (v_a, s_a): in place."""
+    if compiling():  # torch.compile traces this: one cutefi op in the graph (see _library)
+        if v_out is v_a and s_out is s_a:
+            return _OPS["merge_state_in_place"](v_a, s_a, v_b, s_b, mask)
+        return _OPS["merge_state_out"](v_a, s_a, v_b, s_b, v_out, s_out)
+    try:  # the layout a plan depends on; the distance between the two states is per call
+        aligned = not (v_a.data_ptr() | v_b.data_ptr() | v_out.data_ptr()) & 15
+        key = ("pair", signature(v_a), signature(s_a), signature(v_b), signature(s_b),
+               None if v_out is v_a else signature(v_out), None if s_out is s_a else signature(s_out),
+               signature(mask), aligned)
+    except AttributeError:  # not tensors: the checks name the argument
+        key, aligned = None, False
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS.put(key, _plan_pair(v_a, s_a, v_b, s_b, v_out, s_out, mask, names, aligned))
+    if plan.kernel is not None:
+        if mask is not None and mask.stride(0) != 1:
+            mask = mask.contiguous()
+        _launch(plan, v_a, s_a, v_out, s_out, mask, (v_b.data_ptr() - v_a.data_ptr()) // v_a.element_size(),
+                (s_b.data_ptr() - s_a.data_ptr()) // 4)
+    elif plan.staged:  # rows off 16-byte boundaries, or the two states laid out differently
+        state_v, state_s = _fresh(v_a), _fresh(s_a)
+        if v_out is v_a:  # in place: merge into the copies, then write them back
+            out_v, out_s = state_v, state_s
+        else:
+            out_v, out_s = torch.empty_like(state_v), torch.empty_like(state_s)
+        _merge_pair(state_v, state_s, _fresh(v_b), _fresh(s_b), out_v, out_s, mask, names)
+        v_out.copy_(out_v)
+        s_out.copy_(out_s)
+
+
+def _plan_pair(v_a, s_a, v_b, s_b, v_out, s_out, mask, names, aligned: bool) -> MergePlan:
+    va_name, sa_name, vb_name, sb_name = names
+    check_v(va_name, v_a, 3)
+    check_v(vb_name, v_b, 3)
+    check_pair(va_name, v_a, vb_name, v_b)
+    check_s(sa_name, s_a, va_name, v_a)
+    check_s(sb_name, s_b, vb_name, v_b)
+    if mask is not None:
+        check_mask(mask, v_a.shape[0])
+    named = [(va_name, v_a), (sa_name, s_a), (vb_name, v_b), (sb_name, s_b)]
+    named += [("mask", mask)] if mask is not None else []
+    if v_out is not v_a:
+        named += [("v_out", v_out), ("s_out", s_out)]
+    # one stack of two: both states need the same strides (the distance is the state stride)
+    staged = (not aligned or not rows_aligned(v_a, v_b, v_out) or v_a.stride() != v_b.stride()
+              or s_a.stride() != s_b.stride())
+    return plan_merge(v_a, s_a, v_out, s_out, False, named, staged)
+
+
+def _merge_stack(v: torch.Tensor, s: torch.Tensor, v_out: torch.Tensor, s_out: torch.Tensor) -> None:
+    if compiling():
+        return _OPS["merge_states_out"](v, s, v_out, s_out)
+    try:
+        aligned = not (v.data_ptr() | v_out.data_ptr()) & 15
+        key = ("stack", signature(v), signature(s), signature(v_out), signature(s_out), aligned)
+    except AttributeError:
+        key, aligned = None, False
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS.put(key, _plan_stack(v, s, v_out, s_out, aligned))
+    if plan.kernel is not None:
+        _launch(plan, v, s, v_out, s_out, None)
+    elif plan.staged:
+        out = torch.empty_like(v_out, memory_format=torch.contiguous_format)
+        _merge_stack(_fresh(v), s, out, s_out)
+        v_out.copy_(out)
+
+
+def _plan_stack(v, s, v_out, s_out, aligned: bool) -> MergePlan:
+    check_v("v", v, 4)
+    check_s("s", s, "v", v)
+    staged = not aligned or not rows_aligned(v, v_out)
+    return plan_merge(v, s, v_out, s_out, True, [("v", v), ("s", s)], staged)
+
+
+def _new_state(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Outputs for a merge of ``v`` ([seq_len, (states,) heads, head_dim]): merged v and s."""
+    shape = (v.shape[0], v.shape[-2])
+    return (torch.empty((*shape, v.shape[-1]), dtype=v.dtype, device=v.device),
+            torch.empty(shape, dtype=torch.float32, device=v.device))
+
+
+@api_log
+def merge_state(v_a, s_a, v_b, s_b):
+    """Merge the attention states of two disjoint KV ranges A and B: returns ``(v_merged,
+    s_merged)``, the attention output over A ∪ B ``[seq_len, num_heads, head_dim]`` (v_a's
+    dtype) and its base-2 log-sum-exp ``[seq_len, num_heads]`` (float32)."""
+    require_tensor("v_a", v_a)
+    check_v("v_a", v_a, 3)
+    v_merged, s_merged = _new_state(v_a)
+    _merge_pair(v_a, s_a, v_b, s_b, v_merged, s_merged, None, ("v_a", "s_a", "v_b", "s_b"))
+    return v_merged, s_merged
+
+
+@api_log
+def merge_state_in_place(v, s, v_other, s_other, mask=None):
+    """Merge the state ``(v_other, s_other)`` into ``(v, s)`` in place; ``mask`` (bool or uint8
+    ``[seq_len]``, optional) leaves the positions where it is 0 untouched (fixed shapes for
+    CUDA graphs). Returns None."""
+    _merge_pair(v, s, v_other, s_other, v, s, mask, ("v", "s", "v_other", "s_other"))
+
+
+@api_log
+def merge_states(v, s):
+    """Merge ``num_states`` states of each position: ``v`` ``[seq_len, num_states, num_heads,
+    head_dim]``, ``s`` ``[seq_len, num_states, num_heads]`` (float32, base 2). Returns ``(V, S)``:
+    ``[seq_len, num_heads, head_dim]`` and ``[seq_len, num_heads]`` (zero states: 0 and -inf)."""
+    require_tensor("v", v)
+    check_v("v", v, 4)
+    v_merged, s_merged = _new_state(v)
+    _merge_stack(v, s, v_merged, s_merged)
+    return v_merged, s_merged
+
+
+# ---- paged-KV index helpers ---------------------------------------------------------------------
+def _check_index(name: str, tensor: object, length: int | None = None) -> torch.Tensor:
+    require_tensor(name, tensor)
+    if tensor.dtype not in _INDEX_DTYPES:
+        raise TypeError(f"{name} must be int32 or int64; got {str(tensor.dtype).replace('torch.', '')}")
+    if tensor.dim() != 1 or (length is not None and tensor.shape[0] != length):
+        raise ValueError(f"{name} must be 1-D{f' [{length}]' if length is not None else ''}; "
+                         f"got shape {tuple(tensor.shape)}")
+    return tensor
+
+
+@api_log
+def get_seq_lens(kv_indptr, kv_last_page_len, page_size):
+    """KV length of each request of a paged cache: ``(pages - 1) * page_size + last_page_len``
+    (a request without pages has its ``last_page_len``, as in FlashInfer)."""
+    _check_index("kv_indptr", kv_indptr)
+    if kv_indptr.shape[0] < 1:
+        raise ValueError("kv_indptr must have batch + 1 >= 1 entries")
+    _check_index("kv_last_page_len", kv_last_page_len, kv_indptr.shape[0] - 1)
+    page_size = require_int("page_size", page_size)
+    if page_size < 1:
+        raise ValueError(f"page_size must be >= 1; got {page_size}")
+    if kv_last_page_len.device != kv_indptr.device:
+        raise ValueError(f"kv_indptr on {kv_indptr.device} and kv_last_page_len on {kv_last_page_len.device} "
+                         f"must be on one device")
+    return torch.clamp(kv_indptr[1:] - kv_indptr[:-1] - 1, min=0) * page_size + kv_last_page_len
+
+
+@api_log
+def get_batch_indices_positions(append_indptr, seq_lens, nnz):
+    """For each of the ``nnz`` appended tokens: its request (``batch_indices``) and its position
+    in that request's KV (``positions``; the appended tokens are the last of it). Both int32
+    ``[nnz]``; ``append_indptr`` ``[batch + 1]`` and ``seq_lens`` ``[batch]`` (lengths after the
+    append) int32 or int64, on one device."""
+    _check_index("append_indptr", append_indptr)
+    if append_indptr.shape[0] < 1:
+        raise ValueError("append_indptr must have batch + 1 >= 1 entries")
+    _check_index("seq_lens", seq_lens, append_indptr.shape[0] - 1)
+    nnz = require_int("nnz", nnz)
+    if nnz < 0:
+        raise ValueError(f"nnz must be >= 0; got {nnz}")
+    if seq_lens.device != append_indptr.device:
+        raise ValueError(f"append_indptr on {append_indptr.device} and seq_lens on {seq_lens.device} "
+                         f"must be on one device")
+    token = torch.arange(nnz, device=append_indptr.device, dtype=append_indptr.dtype)
+    # entries of append_indptr <= token, less one (the whole tensor: inductor's lowering of a
+    # sliced boundaries tensor fails in torch 2.11)
+    batch = torch.searchsorted(append_indptr, token, right=True) - 1
+    positions = seq_lens.to(token.dtype)[batch] - append_indptr[batch + 1] + token
+    return batch.to(torch.int32), positions.to(torch.int32)
+
+
+# ---- torch.compile: the ops Dynamo records ------------------------------------------------------
+def _no_output(*args: object) -> None:
+    return None
+
+
+_define_ops = [
+    ("merge_state_out(Tensor v_a, Tensor s_a, Tensor v_b, Tensor s_b, Tensor(a!) v_out, Tensor(b!) s_out) -> ()",
+     lambda v_a, s_a, v_b, s_b, v_out, s_out: _merge_pair(v_a, s_a, v_b, s_b, v_out, s_out, None,
+                                                          ("v_a", "s_a", "v_b", "s_b"))),
+    ("merge_state_in_place(Tensor(a!) v, Tensor(b!) s, Tensor v_other, Tensor s_other, Tensor? mask) -> ()",
+     lambda v, s, v_other, s_other, mask: _merge_pair(v, s, v_other, s_other, v, s, mask,
+                                                      ("v", "s", "v_other", "s_other"))),
+    ("merge_states_out(Tensor v, Tensor s, Tensor(a!) v_out, Tensor(b!) s_out) -> ()",
+     lambda v, s, v_out, s_out: _merge_stack(v, s, v_out, s_out)),
+]
+_OPS = {schema.split("(", 1)[0]: define(schema, impl, _no_output) for schema, impl in _define_ops}
+
+for _public in (merge_state, merge_state_in_place, merge_states):
+    declare(_public, (Family.SIMT,), launch.DTYPES)
+for _public in (get_seq_lens, get_batch_indices_positions):
+    declare(_public, (), ("i32", "i64"))

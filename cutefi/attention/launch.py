@@ -1,0 +1,96 @@
+"""Launch contracts of the attention family's kernels (pure Python, no cutlass import).
+
+Merge kernel (``merge_kernel.py``): merges attention states (a partial output ``v`` of a head
+and its base-2 log-sum-exp ``s``) over ``states`` index sets, FlashInfer's ``merge_state``,
+``merge_state_in_place`` and ``merge_states`` in one kernel:
+
+    m = max_i s_i,  w_i = 2^(s_i - m),  v = sum_i w_i v_i / sum_i w_i,  s = m + log2(sum_i w_i)
+
+computed online over the states. A row is one (position, head): ``rows = seq_len * heads``.
+A group of ``lanes`` threads (a power of two, at most a warp) owns a row, each thread
+``chunks`` 8-element (128-bit) pieces of it, so ``head_dim <= 8 * lanes * chunks``; every lane
+reads the row's ``s`` values (a broadcast), and the group's first lane writes ``s_out`` after a
+warp barrier (so ``s_out`` may alias state 0's ``s``: in place).
+
+Parameters (the contract below is the only list): ``v`` and ``s`` with strides (elements) per
+position, state and head; ``v_out``/``s_out`` with strides per position and head (``v_out``
+may alias state 0's ``v``); ``mask`` (u8 per position; rows of a position whose mask is 0 are
+left untouched) with ``has_mask``; ``write_lse`` (0: ``s_out`` is not written). Two separate
+state tensors (``merge_state``) are one ``v`` whose state stride is the distance between them.
+
+Launch: grid = (seq_len, ceil(heads / rows_per_cta)), block = 128, no shared memory: a CTA
+holds ``rows_per_cta`` heads of one position (no division to find a row's position and head).
+"""
+
+from __future__ import annotations
+
+from ..jit.contract import LaunchContract, Param, ceil_div, pointers, scalars
+from ..jit.policy import Family
+from ..jit.registry import register
+from ..jit.spec import KernelSpec
+
+DTYPES = ("bf16", "fp16")
+VEC = 8  # 16-bit elements per 128-bit access
+MERGE_THREADS = 128
+# states whose loads a thread issues before merging them (memory-level parallelism): 2 for a
+# pair (merge_state, merge_state_in_place), 4 for a stack (merge_states with more states)
+STATES_IN_FLIGHT = (2, 4)
+# occupancy asked of the pair builds (``.minnctapersm``): 12 CTAs, 1536 threads/SM, 40 registers
+# (a thread has few loads in flight, so the SM needs many warps); the 4-state builds need more
+# registers and take what they use
+MERGE_CTAS_PER_SM = {2: 12}
+# (lanes a row, chunks a thread): head_dim up to 64, 128, 256 and 512
+MERGE_SHAPES = ((8, 1), (16, 1), (32, 1), (32, 2))
+MAX_HEAD_DIM = max(VEC * lanes * chunks for lanes, chunks in MERGE_SHAPES)
+
+MERGE_STRIDES = ("v_stride_pos", "v_stride_state", "v_stride_head", "s_stride_pos", "s_stride_state",
+                 "s_stride_head", "v_out_stride_pos", "v_out_stride_head", "s_out_stride_pos",
+                 "s_out_stride_head")
+
+
+def merge_shape(head_dim: int) -> tuple[int, int]:
+    """The smallest (lanes, chunks) build whose row covers ``head_dim``."""
+    for lanes, chunks in MERGE_SHAPES:
+        if head_dim <= VEC * lanes * chunks:
+            return lanes, chunks
+    raise ValueError(f"head_dim {head_dim} exceeds the largest supported {MAX_HEAD_DIM}")
+
+
+def states_in_flight(states: int) -> int:
+    """The build for a merge of ``states`` states: the fewest loads in flight that cover a pair."""
+    return STATES_IN_FLIGHT[0] if states <= STATES_IN_FLIGHT[0] else STATES_IN_FLIGHT[-1]
+
+
+def merge_entry(dtype: str, lanes: int, chunks: int, in_flight: int) -> str:
+    return f"cutefi_merge_states_{dtype}_l{lanes}x{chunks}_s{in_flight}"
+
+
+def merge_contract(dtype: str, lanes: int, chunks: int, in_flight: int) -> LaunchContract:
+    rows_per_cta = MERGE_THREADS // lanes
+    return LaunchContract(
+        params=(
+            *pointers("v", "v_out", dtype=dtype),
+            *pointers("s", "s_out", dtype="fp32", align=4),
+            Param("mask", "ptr", "u8", 1),
+            *scalars("i32", "seq_len", "states", "heads", "head_dim", "has_mask", "write_lse"),
+            *scalars("i64", *MERGE_STRIDES),
+        ),
+        block=(MERGE_THREADS, 1, 1),
+        grid=lambda p: (p["seq_len"], ceil_div(p["heads"], rows_per_cta), 1),
+        sample={"seq_len": 1000, "states": 2, "heads": 32, "head_dim": VEC * lanes * chunks, "has_mask": 0,
+                "write_lse": 1, **{name: 1 for name in MERGE_STRIDES}},
+        min_ctas_per_sm=MERGE_CTAS_PER_SM.get(in_flight, 0),
+        entry=merge_entry(dtype, lanes, chunks, in_flight),
+        pdl=True,
+    )
+
+
+MERGE_SPECS = {
+    (dtype, lanes, chunks, in_flight): KernelSpec.make(
+        "attention.merge_states", "cute", "cutefi.attention.merge_kernel:MergeStatesKernel",
+        "cutefi.attention.launch:merge_contract", Family.SIMT, dtype=dtype, lanes=lanes, chunks=chunks,
+        in_flight=in_flight,
+    )
+    for dtype in DTYPES for lanes, chunks in MERGE_SHAPES for in_flight in STATES_IN_FLIGHT
+}
+register(*MERGE_SPECS.values())
