@@ -170,20 +170,28 @@ def _check_index(name: str, tensor: object, length: int | None = None) -> torch.
     return tensor
 
 
+def _check_batch(indptr_name: str, indptr: object, per_request_name: str, per_request: object,
+                 count_name: str, count: object, minimum: int) -> int:
+    """An indptr ``[batch + 1]``, a per-request tensor ``[batch]`` on its device, and an int
+    ``count`` >= ``minimum`` (returned)."""
+    _check_index(indptr_name, indptr)
+    if indptr.shape[0] < 1:
+        raise ValueError(f"{indptr_name} must have batch + 1 >= 1 entries")
+    _check_index(per_request_name, per_request, indptr.shape[0] - 1)
+    count = require_int(count_name, count)
+    if count < minimum:
+        raise ValueError(f"{count_name} must be >= {minimum}; got {count}")
+    if per_request.device != indptr.device:
+        raise ValueError(f"{indptr_name} on {indptr.device} and {per_request_name} on {per_request.device} "
+                         f"must be on one device")
+    return count
+
+
 @api_log
 def get_seq_lens(kv_indptr, kv_last_page_len, page_size):
     """KV length of each request of a paged cache: ``(pages - 1) * page_size + last_page_len``
     (a request without pages has its ``last_page_len``, as in FlashInfer)."""
-    _check_index("kv_indptr", kv_indptr)
-    if kv_indptr.shape[0] < 1:
-        raise ValueError("kv_indptr must have batch + 1 >= 1 entries")
-    _check_index("kv_last_page_len", kv_last_page_len, kv_indptr.shape[0] - 1)
-    page_size = require_int("page_size", page_size)
-    if page_size < 1:
-        raise ValueError(f"page_size must be >= 1; got {page_size}")
-    if kv_last_page_len.device != kv_indptr.device:
-        raise ValueError(f"kv_indptr on {kv_indptr.device} and kv_last_page_len on {kv_last_page_len.device} "
-                         f"must be on one device")
+    page_size = _check_batch("kv_indptr", kv_indptr, "kv_last_page_len", kv_last_page_len, "page_size", page_size, 1)
     return torch.clamp(kv_indptr[1:] - kv_indptr[:-1] - 1, min=0) * page_size + kv_last_page_len
 
 
@@ -193,16 +201,7 @@ def get_batch_indices_positions(append_indptr, seq_lens, nnz):
     in that request's KV (``positions``; the appended tokens are the last of it). Both int32
     ``[nnz]``; ``append_indptr`` ``[batch + 1]`` and ``seq_lens`` ``[batch]`` (lengths after the
     append) int32 or int64, on one device."""
-    _check_index("append_indptr", append_indptr)
-    if append_indptr.shape[0] < 1:
-        raise ValueError("append_indptr must have batch + 1 >= 1 entries")
-    _check_index("seq_lens", seq_lens, append_indptr.shape[0] - 1)
-    nnz = require_int("nnz", nnz)
-    if nnz < 0:
-        raise ValueError(f"nnz must be >= 0; got {nnz}")
-    if seq_lens.device != append_indptr.device:
-        raise ValueError(f"append_indptr on {append_indptr.device} and seq_lens on {seq_lens.device} "
-                         f"must be on one device")
+    nnz = _check_batch("append_indptr", append_indptr, "seq_lens", seq_lens, "nnz", nnz, 0)
     token = torch.arange(nnz, device=append_indptr.device, dtype=append_indptr.dtype)
     # entries of append_indptr <= token, less one (the whole tensor: inductor's lowering of a
     # sliced boundaries tensor fails in torch 2.11)
