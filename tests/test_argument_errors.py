@@ -569,3 +569,37 @@ def test_merge_bad_argument(name, kwargs, exc, pattern):
 ])
 def test_index_helpers_bad_argument(call, exc, pattern):
     refused(call, exc, pattern)
+
+
+def append_call(**kwargs):
+    i32 = torch.int32
+    key = torch.randn(3, 2, 64).to(BF16)
+    args = dict(append_key=key, append_value=key.clone(), batch_indices=torch.zeros(3, dtype=i32),
+                positions=torch.arange(3, dtype=i32), paged_kv_cache=torch.zeros(4, 2, 16, 2, 64).to(BF16),
+                kv_indices=torch.arange(4, dtype=i32), kv_indptr=torch.tensor([0, 4], dtype=i32),
+                kv_last_page_len=torch.tensor([3], dtype=i32))
+    args.update(kwargs)
+    return lambda: cutefi.append_paged_kv_cache(**args)
+
+
+@pytest.mark.parametrize("kwargs, exc, pattern", [
+    (dict(kv_layout="nhd"), ValueError, r"kv_layout must be 'NHD' or 'HND'; got 'nhd'"),
+    (dict(append_key=torch.randn(3, 128).to(BF16)), ValueError, r"append_key must be 3-D"),
+    (dict(append_value=torch.randn(3, 2, 64).half()), ValueError, r"append_value .* must match append_key"),
+    (dict(paged_kv_cache=torch.zeros(4, 16, 2, 64).to(BF16)), TypeError, r"paged_kv_cache must be a \(k_cache, v_cache\) pair"),
+    (dict(paged_kv_cache=(torch.zeros(4, 16, 2, 64).to(BF16), torch.zeros(4, 16, 2, 64).half())), TypeError,
+     r"v_cache dtype torch.float16 must match"),
+    (dict(paged_kv_cache=torch.zeros(4, 2, 16, 4, 64).to(BF16)), ValueError, r"must hold 2 heads of head_dim 64"),
+    (dict(paged_kv_cache=torch.zeros(4, 2, 2, 16, 64).to(BF16)), ValueError, r"must hold 2 heads"),  # HND as NHD
+    (dict(append_key=torch.randn(3, 2, 4).to(BF16), append_value=torch.randn(3, 2, 4).to(BF16),
+          paged_kv_cache=torch.zeros(4, 2, 16, 2, 4).to(BF16)), ValueError, r"must be a multiple of 16 bytes"),
+    (dict(batch_indices=torch.zeros(3, dtype=torch.int64)), TypeError, r"batch_indices must be int32"),
+    (dict(positions=torch.arange(4, dtype=torch.int32)), ValueError, r"positions must be 1-D \[3\]"),
+    (dict(kv_last_page_len=torch.tensor([3, 1], dtype=torch.int32)), ValueError, r"kv_last_page_len must be 1-D \[1\]"),
+])
+def test_append_bad_argument(kwargs, exc, pattern):
+    refused(append_call(**kwargs), exc, pattern)
+
+
+def test_append_hnd_cache_reaches_the_device_check():
+    refused(append_call(paged_kv_cache=torch.zeros(4, 2, 2, 16, 64).to(BF16), kv_layout="HND"), ValueError, CUDA)

@@ -25,6 +25,7 @@ MUTATIONS = {
     "copy_into": {"dst"}, "tma_copy_into": {"dst"}, "fill_bits": {"tensor"},
     "rmsnorm_quant": {"out"}, "fused_add_rmsnorm_quant": {"out", "residual"}, "layernorm_quant": {"out"},
     "merge_state_out": {"v_out", "s_out"}, "merge_state_in_place": {"v", "s"}, "merge_states_out": {"v_out", "s_out"},
+    "append_paged_kv_cache": {"k_cache", "v_cache"}, "append_paged_kv_cache_fused": {"paged_kv_cache"},
 }
 
 
@@ -81,7 +82,18 @@ def attention_merges(v_a, s_a, v_b, s_b, stacked_v, stacked_s, mask):
     v, s = cutefi.merge_state(v_a, s_a, v_b, s_b)
     cutefi.merge_state_in_place(v_a, s_a, v_b, s_b, mask)
     v_all, s_all = cutefi.merge_states(stacked_v, stacked_s)
-    return v, s, v_all, s_all
+    # the appended rows into a paged cache, both cache forms ([pages, 2, page_size, heads, dim]
+    # and a (k, v) pair), at the positions of the first tokens of one request
+    cache = torch.zeros(2, 2, 4, v_a.shape[1], v_a.shape[2], dtype=v_a.dtype, device=v_a.device)
+    index = torch.zeros(v_a.shape[0], dtype=torch.int32, device=v_a.device)
+    positions = torch.arange(v_a.shape[0], dtype=torch.int32, device=v_a.device)
+    pages = torch.arange(2, dtype=torch.int32, device=v_a.device)
+    indptr = torch.arange(0, 3, 2, dtype=torch.int32, device=v_a.device)  # [0, 2]
+    last = torch.full((1,), 4, dtype=torch.int32, device=v_a.device)
+    cutefi.append_paged_kv_cache(v_b, v_b, index, positions, cache, pages, indptr, last)
+    pair = tuple(torch.zeros(2, 4, v_a.shape[1], v_a.shape[2], dtype=v_a.dtype, device=v_a.device) for _ in "kv")
+    cutefi.append_paged_kv_cache(v_b, v_b, index, positions, pair, pages, indptr, last)
+    return v, s, v_all, s_all, cache, pair[0]
 
 
 def test_attention_merges_trace_without_a_graph_break():
@@ -98,9 +110,10 @@ def test_attention_merges_trace_without_a_graph_break():
         s = torch.randn(8, 4, **cuda)
         outputs = compiled(v, s, v.clone(), s.clone(), torch.randn(8, 3, 4, 64, dtype=torch.bfloat16, **cuda),
                            torch.randn(8, 3, 4, **cuda), torch.ones(8, dtype=torch.bool, **cuda))
-    assert [tuple(t.shape) for t in outputs] == [(8, 4, 64), (8, 4), (8, 4, 64), (8, 4)]
+    assert [tuple(t.shape) for t in outputs][:4] == [(8, 4, 64), (8, 4), (8, 4, 64), (8, 4)]
     code = graphs[0].code
-    for op in ("merge_state_out", "merge_state_in_place", "merge_states_out"):
+    for op in ("merge_state_out", "merge_state_in_place", "merge_states_out", "append_paged_kv_cache",
+               "append_paged_kv_cache_fused"):
         assert f"torch.ops.cutefi.{op}" in code, f"{op} not recorded:\n{code}"
 
 
@@ -129,6 +142,10 @@ def test_fake_implementations_run_on_fake_tensors():
         torch.ops.cutefi.merge_state_out(q, s_q, q, s_q, torch.empty_like(q), torch.empty_like(s_q))
         torch.ops.cutefi.merge_state_in_place(q, s_q, q.clone(), s_q.clone(), None)
         torch.ops.cutefi.merge_states_out(q.unsqueeze(1), s_q.unsqueeze(1), torch.empty_like(q), torch.empty_like(s_q))
+        pages = torch.zeros(3, 2, 16, 4, 64, dtype=q.dtype, device=q.device)
+        index = torch.zeros(8, dtype=torch.int32, device=q.device)
+        small = [torch.zeros(n, dtype=torch.int32, device=q.device) for n in (3, 2, 1)]  # indices, indptr, last
+        torch.ops.cutefi.append_paged_kv_cache_fused(q, q, index, index, pages, *small, "NHD")
 
 
 def test_capability_queries():

@@ -105,7 +105,25 @@ def _samples():
         "merge_state_in_place": (q.clone(), s_q.clone(), q * 2, s_q - 1, (pos % 3 == 0)),
         "merge_states_out": (torch.stack([q, q * 2, -q], 1), torch.stack([s_q, s_q + 1, s_q - 2], 1),
                              torch.empty_like(q), torch.empty_like(s_q)),
+        "append_paged_kv_cache": (k, k * 2, *_append_indices(k), torch.zeros(8, 16, 2, 128, dtype=k.dtype, device=k.device),
+                                  torch.zeros(8, 16, 2, 128, dtype=k.dtype, device=k.device),
+                                  *_append_pages(k), "NHD"),
+        "append_paged_kv_cache_fused": (k, k * 2, *_append_indices(k),
+                                        torch.zeros(8, 2, 2, 16, 128, dtype=k.dtype, device=k.device),
+                                        *_append_pages(k), "HND"),
     }
+
+
+def _append_indices(k):
+    """batch_indices, positions: the 64 tokens of k appended to one request."""
+    return (torch.zeros(k.shape[0], dtype=torch.int32, device=k.device),
+            torch.arange(k.shape[0], dtype=torch.int32, device=k.device))
+
+
+def _append_pages(k):
+    """kv_indices, kv_indptr, kv_last_page_len: one request over pages 7, 6, 5, 4 of 8 (16 entries)."""
+    cuda = dict(dtype=torch.int32, device=k.device)
+    return torch.arange(7, 3, -1, **cuda), torch.tensor([0, 4], **cuda), torch.tensor([16], **cuda)
 
 
 @pytest.mark.parametrize("op", sorted(MUTATIONS))

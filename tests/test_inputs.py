@@ -56,6 +56,9 @@ def _cpu_calls():
         "merge_state_in_place": (lambda: cutefi.merge_state_in_place(
             q, q[..., 0].float(), q, q[..., 1].float(), torch.ones(8, dtype=torch.bool)), "v"),
         "merge_states": (lambda: cutefi.merge_states(q[:, None], q[:, None, :, 0].float()), "v"),
+        "append_paged_kv_cache": (lambda: cutefi.append_paged_kv_cache(
+            k, k, pos, pos, torch.zeros(4, 2, 16, 2, 64, dtype=bf16), pos[:4], torch.tensor([0, 4], dtype=i32),
+            torch.tensor([8], dtype=i32)), "append_key"),
     }
 
 

@@ -1,6 +1,8 @@
 """Attention family, public API (FlashInfer's names and arguments).
 
-Merging attention states (``flashinfer.cascade``): ``merge_state``, ``merge_state_in_place`` and
+Appending to a paged KV cache (``flashinfer.page``): ``append_paged_kv_cache`` on the CuTe DSL
+append kernel (``append_kernel.py``). Merging attention states (``flashinfer.cascade``):
+``merge_state``, ``merge_state_in_place`` and
 ``merge_states`` on the CuTe DSL merge kernel (``merge_kernel.py``; checks and plans:
 ``plan.py``). A state is a partial attention output ``v`` ``[seq_len, num_heads, head_dim]``
 (fp16/bf16) and ``s``, the float32 base-2 log-sum-exp of its scores ``[seq_len, num_heads]``;
@@ -21,7 +23,8 @@ from .._plans import PlanCache, signature
 from ..jit.logs import api_log
 from ..jit.policy import Family
 from . import launch
-from .plan import MergePlan, check_mask, check_pair, check_s, check_v, plan_merge, rows_aligned
+from .plan import (MergePlan, append_rows_aligned, check_mask, check_pair, check_s, check_v, plan_append, plan_merge,
+                   rows_aligned, split_cache)
 
 _PLANS = PlanCache()
 _INDEX_DTYPES = (torch.int32, torch.int64)
@@ -210,6 +213,56 @@ def get_batch_indices_positions(append_indptr, seq_lens, nnz):
     return batch.to(torch.int32), positions.to(torch.int32)
 
 
+# ---- appending to a paged KV cache ---------------------------------------------------------------
+def _append(key, value, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr, kv_last_page_len,
+            kv_layout) -> None:
+    if compiling():
+        return _OPS["append_paged_kv_cache"](key, value, batch_indices, positions, k_cache, v_cache, kv_indices,
+                                             kv_indptr, kv_last_page_len, kv_layout)
+    try:
+        key_sig = ("append", kv_layout, signature(key), signature(value), signature(batch_indices),
+                   signature(positions), signature(k_cache), signature(v_cache), signature(kv_indices),
+                   signature(kv_indptr), signature(kv_last_page_len), (k_cache.data_ptr() | v_cache.data_ptr()) % 16)
+    except AttributeError:
+        key_sig = None
+    plan = _PLANS.get(key_sig)
+    if plan is None:
+        plan = _PLANS.put(key_sig, plan_append(key, value, batch_indices, positions, k_cache, v_cache, kv_indices,
+                                               kv_indptr, kv_last_page_len, kv_layout))
+    if plan.kernel is None:
+        return
+    if not append_rows_aligned(key, value):  # appended rows off 16-byte boundaries: from copies
+        key, value = _fresh(key), _fresh(value)
+        sizes = {**plan.sizes, "append_stride_token": key.stride(0) * key.element_size(),
+                 "append_stride_head": key.stride(1) * key.element_size()}
+    else:
+        sizes = plan.sizes
+    plan.kernel.launch(plan.grid, plan.device, key=key.data_ptr(), value=value.data_ptr(),
+                       k_cache=k_cache.data_ptr(), v_cache=v_cache.data_ptr(), batch_indices=batch_indices.data_ptr(),
+                       positions=positions.data_ptr(), kv_indices=kv_indices.data_ptr(),
+                       kv_indptr=kv_indptr.data_ptr(), **sizes)
+
+
+@api_log
+def append_paged_kv_cache(append_key, append_value, batch_indices, positions, paged_kv_cache, kv_indices, kv_indptr,
+                          kv_last_page_len, kv_layout="NHD"):
+    """Write appended keys and values ``[nnz, num_kv_heads, head_dim]`` into a paged KV cache, in
+    place: token ``t`` of request ``batch_indices[t]`` at position ``positions[t]`` (both int32
+    ``[nnz]``, e.g. from :func:`get_batch_indices_positions`) goes to page
+    ``kv_indices[kv_indptr[b] + positions[t] // page_size]``, entry ``positions[t] % page_size``.
+    ``paged_kv_cache``: a ``(k_cache, v_cache)`` pair, ``[pages, page_size, heads, head_dim]``
+    (NHD) or ``[pages, heads, page_size, head_dim]`` (HND), or one ``[pages, 2, ...]`` tensor; its
+    dtype is the appended one (FP8 caches included). A token whose page slot or page id is out
+    of range writes nothing. Returns None."""
+    fused = paged_kv_cache if isinstance(paged_kv_cache, torch.Tensor) else None
+    if compiling() and fused is not None:  # one op on the whole cache (no views traced)
+        return _OPS["append_paged_kv_cache_fused"](append_key, append_value, batch_indices, positions, fused,
+                                                   kv_indices, kv_indptr, kv_last_page_len, kv_layout)
+    k_cache, v_cache = split_cache(paged_kv_cache)
+    _append(append_key, append_value, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr,
+            kv_last_page_len, kv_layout)
+
+
 # ---- torch.compile: the ops Dynamo records ------------------------------------------------------
 def _no_output(*args: object) -> None:
     return None
@@ -224,10 +277,20 @@ _define_ops = [
                                                       ("v", "s", "v_other", "s_other"))),
     ("merge_states_out(Tensor v, Tensor s, Tensor(a!) v_out, Tensor(b!) s_out) -> ()",
      lambda v, s, v_out, s_out: _merge_stack(v, s, v_out, s_out)),
+    ("append_paged_kv_cache(Tensor append_key, Tensor append_value, Tensor batch_indices, Tensor positions, "
+     "Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor kv_indices, Tensor kv_indptr, Tensor kv_last_page_len, "
+     "str kv_layout) -> ()",
+     lambda key, value, b, p, k_cache, v_cache, indices, indptr, last, layout: _append(
+         key, value, b, p, k_cache, v_cache, indices, indptr, last, layout)),
+    ("append_paged_kv_cache_fused(Tensor append_key, Tensor append_value, Tensor batch_indices, Tensor positions, "
+     "Tensor(a!) paged_kv_cache, Tensor kv_indices, Tensor kv_indptr, Tensor kv_last_page_len, str kv_layout) -> ()",
+     lambda key, value, b, p, cache, indices, indptr, last, layout: _append(
+         key, value, b, p, *split_cache(cache), indices, indptr, last, layout)),
 ]
 _OPS = {schema.split("(", 1)[0]: define(schema, impl, _no_output) for schema, impl in _define_ops}
 
 for _public in (merge_state, merge_state_in_place, merge_states):
     declare(_public, (Family.SIMT,), launch.DTYPES)
+declare(append_paged_kv_cache, (Family.SIMT,), ("bf16", "fp16", "fp8e4m3", "fp8e5m2"))
 for _public in (get_seq_lens, get_batch_indices_positions):
     declare(_public, (), ("i32", "i64"))

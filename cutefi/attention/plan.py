@@ -106,3 +106,105 @@ def plan_merge(v: torch.Tensor, s: torch.Tensor, v_out: torch.Tensor, s_out: tor
     spec = launch.MERGE_SPECS[(name_of(v.dtype), lanes, chunks, launch.states_in_flight(sizes["states"]))]
     kernel = get_kernel(spec, device)
     return MergePlan(kernel, device, kernel.contract.grid(sizes), sizes, False)
+
+
+# ---- append_paged_kv_cache ---------------------------------------------------------------------
+KV_LAYOUTS = ("NHD", "HND")
+
+
+class AppendPlan(NamedTuple):
+    kernel: Kernel | None  # None: nothing to append
+    device: int
+    grid: tuple[int, int, int]
+    sizes: dict[str, int]
+
+
+def split_cache(paged_kv_cache: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """(k_cache, v_cache) from a (k, v) pair or one ``[pages, 2, ...]`` tensor."""
+    if isinstance(paged_kv_cache, (tuple, list)) and len(paged_kv_cache) == 2:
+        k_cache, v_cache = paged_kv_cache
+        require_tensor("paged_kv_cache[0]", k_cache)
+        require_tensor("paged_kv_cache[1]", v_cache)
+        return k_cache, v_cache
+    if isinstance(paged_kv_cache, torch.Tensor) and paged_kv_cache.dim() == 5 and paged_kv_cache.shape[1] == 2:
+        return paged_kv_cache[:, 0], paged_kv_cache[:, 1]
+    raise TypeError("paged_kv_cache must be a (k_cache, v_cache) pair of 4-D tensors or one 5-D tensor "
+                    f"[pages, 2, ...]; got {type(paged_kv_cache).__name__}"
+                    + (f" of shape {tuple(paged_kv_cache.shape)}" if isinstance(paged_kv_cache, torch.Tensor) else ""))
+
+
+def _check_i32(name: str, tensor: object, length: int | None) -> torch.Tensor:
+    require_tensor(name, tensor)
+    if tensor.dtype != torch.int32:
+        raise TypeError(f"{name} must be int32; got {str(tensor.dtype).replace('torch.', '')}")
+    if tensor.dim() != 1 or (length is not None and tensor.shape[0] != length):
+        raise ValueError(f"{name} must be 1-D{f' [{length}]' if length is not None else ''}; "
+                         f"got shape {tuple(tensor.shape)}")
+    return tensor
+
+
+def plan_append(key: torch.Tensor, value: torch.Tensor, batch_indices: torch.Tensor, positions: torch.Tensor,
+                k_cache: torch.Tensor, v_cache: torch.Tensor, kv_indices: torch.Tensor, kv_indptr: torch.Tensor,
+                kv_last_page_len: torch.Tensor, kv_layout: str) -> AppendPlan:
+    if kv_layout not in KV_LAYOUTS:
+        raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
+    for name, t in (("append_key", key), ("append_value", value)):
+        require_tensor(name, t)
+        if t.dim() != 3:
+            raise ValueError(f"{name} must be 3-D [nnz, num_kv_heads, head_dim]; got shape {tuple(t.shape)}")
+    if value.shape != key.shape or value.dtype != key.dtype:
+        raise ValueError(f"append_value {tuple(value.shape)} {value.dtype} must match append_key "
+                         f"{tuple(key.shape)} {key.dtype}")
+    nnz, heads, head_dim = key.shape
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if cache.dim() != 4:
+            raise ValueError(f"{name} must be 4-D ({'[pages, page_size, heads, head_dim]' if kv_layout == 'NHD' else '[pages, heads, page_size, head_dim]'}); "
+                             f"got shape {tuple(cache.shape)}")
+        if cache.dtype != key.dtype:
+            raise TypeError(f"{name} dtype {cache.dtype} must match append_key dtype {key.dtype}")
+    if v_cache.shape != k_cache.shape or v_cache.stride() != k_cache.stride():
+        raise ValueError(f"k_cache and v_cache must have one shape and one layout; got {tuple(k_cache.shape)} "
+                         f"strides {k_cache.stride()} and {tuple(v_cache.shape)} strides {v_cache.stride()}")
+    entry_dim, head_dim_index = (1, 2) if kv_layout == "NHD" else (2, 1)
+    num_pages, page_size = k_cache.shape[0], k_cache.shape[entry_dim]
+    if k_cache.shape[head_dim_index] != heads or k_cache.shape[3] != head_dim:
+        raise ValueError(f"paged_kv_cache ({kv_layout}) {tuple(k_cache.shape)} must hold {heads} heads of "
+                         f"head_dim {head_dim}, as append_key {tuple(key.shape)}")
+    size = key.element_size()
+    if (head_dim * size) % 16:
+        raise ValueError(f"a row of head_dim {head_dim} ({head_dim * size} bytes) must be a multiple of 16 bytes")
+    if k_cache.numel() and (k_cache.stride(3) != 1 or any((k_cache.stride(d) * size) % 16 for d in range(3))
+                            or (k_cache.data_ptr() | v_cache.data_ptr()) % 16):
+        raise ValueError(f"paged_kv_cache rows must start on 16-byte boundaries (contiguous head_dim, strides in "
+                         f"multiples of 16 bytes); got strides {k_cache.stride()}")
+    _check_i32("batch_indices", batch_indices, nnz)
+    _check_i32("positions", positions, nnz)
+    _check_i32("kv_indices", kv_indices, None)
+    _check_i32("kv_indptr", kv_indptr, None)
+    if kv_indptr.shape[0] < 1:
+        raise ValueError("kv_indptr must have batch + 1 >= 1 entries")
+    batch = kv_indptr.shape[0] - 1
+    _check_i32("kv_last_page_len", kv_last_page_len, batch)
+    named = [("append_key", key), ("append_value", value), ("batch_indices", batch_indices),
+             ("positions", positions), ("k_cache", k_cache), ("v_cache", v_cache), ("kv_indices", kv_indices),
+             ("kv_indptr", kv_indptr), ("kv_last_page_len", kv_last_page_len)]
+    device = require_cuda("append_key", key)
+    require_same_device(*named)
+    if nnz > _I32_MAX or num_pages > _I32_MAX:
+        raise ValueError(f"nnz ({nnz}) and pages ({num_pages}) must each be at most {_I32_MAX}")
+    sizes = dict(nnz=nnz, heads=heads, row_chunks=head_dim * size // 16, page_size=page_size, batch=batch,
+                 num_pages=num_pages, append_stride_token=key.stride(0) * size,
+                 append_stride_head=key.stride(1) * size, cache_stride_page=k_cache.stride(0) * size,
+                 cache_stride_entry=k_cache.stride(entry_dim) * size,
+                 cache_stride_head=k_cache.stride(head_dim_index) * size)
+    if nnz == 0 or heads == 0 or num_pages == 0 or batch == 0:
+        return AppendPlan(None, device, (0, 0, 0), sizes)
+    kernel = get_kernel(launch.APPEND_SPEC, device)
+    return AppendPlan(kernel, device, kernel.contract.grid(sizes), sizes)
+
+
+def append_rows_aligned(key: torch.Tensor, value: torch.Tensor) -> bool:
+    """The appended rows start on 16-byte boundaries (else they are appended from copies)."""
+    size = key.element_size()
+    return not any((t.data_ptr() % 16) or (t.stride(0) * size) % 16 or (t.stride(1) * size) % 16
+                   or (t.shape[2] > 1 and t.stride(2) != 1) for t in (key, value)) and key.stride() == value.stride()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .append_kv import AppendPagedKvCache
 from .base import DTYPES, BenchInputError, Cost, Routine, ShapeFlag
 from .ceilings import Attention, Copy, Matmul
 from .merge import MergeStates
@@ -11,8 +12,8 @@ from .rope import Rope
 
 ROUTINES: dict[str, type[Routine]] = {
     routine.name: routine for routine in (RmsNorm, FusedAddRmsNorm, LayerNorm, RmsNormQuant, FusedAddRmsNormQuant,
-                                         LayerNormQuant, Rope, MergeStates, Copy, Matmul,
-                                         Attention)
+                                         LayerNormQuant, Rope, MergeStates, AppendPagedKvCache,
+                                         Copy, Matmul, Attention)
 }
 
 __all__ = ["DTYPES", "ROUTINES", "BenchInputError", "Cost", "Routine", "ShapeFlag"]
