@@ -48,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         targets = TargetPolicy.from_environment(toolchain_for(spec.kind), None, arch_list=ARCH).decide(spec.family).kept
         if not targets:
             continue
-        index = turn.get(spec.family, 0)  # test_build_all.ci_build_plan's rotation over the family's targets
-        turn[spec.family] = index + 1
+        index = turn.get(spec.name, 0)  # test_build_all.ci_build_plan's rotation over the family's targets
+        turn[spec.name] = index + 1
         if spec.name.startswith(args.only):
             chosen = [targets[index % len(targets)]] if args.ci else targets
             jobs += [(spec.describe(), target.sm) for target in chosen]

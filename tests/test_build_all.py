@@ -51,8 +51,9 @@ KNOWN_SPILLS: set[tuple[str, str]] = {
 
 
 def ci_build_plan(specs: list[KernelSpec]) -> list[tuple[KernelSpec, Target]]:
-    """One (spec, target) per spec: the family's kept targets, taken in turn (empty where CuTe
-    DSL is not installed, e.g. a GPU box running from a pack: its toolchain decides the targets)."""
+    """One (spec, target) per spec: the family's kept targets, taken in turn by each kernel's
+    builds (empty where CuTe DSL is not installed, e.g. a GPU box running from a pack: its
+    toolchain decides the targets)."""
     if not dsl_available():
         return []
     plan, turn = [], {}
@@ -61,8 +62,10 @@ def ci_build_plan(specs: list[KernelSpec]) -> list[tuple[KernelSpec, Target]]:
             .decide(spec.family).kept
         if not targets:
             continue
-        index = turn.get(spec.family, 0)
-        turn[spec.family] = index + 1
+        # rotated per kernel (spec name), so that kernels added elsewhere do not move the
+        # targets this kernel's builds get (and tests/known_spills.json stays right)
+        index = turn.get(spec.name, 0)
+        turn[spec.name] = index + 1
         plan.append((spec, targets[index % len(targets)]))
     return plan
 
