@@ -1,4 +1,5 @@
-"""Argument checks and launch plans of the attention-state merges (``merge_kernel.py``).
+"""Argument checks and launch plans of the attention family's kernels: the attention-state
+merges (``merge_kernel.py``) and the paged-KV append (``append_kernel.py``).
 
 Every merge is put in one form for the kernel: ``states`` partial outputs of each (position,
 head) row, reached from one base pointer with strides per position, state and head (two
@@ -6,7 +7,9 @@ separate tensors of ``merge_state`` are one stack whose state stride is the dist
 them), merged into ``v_out``/``s_out``. The kernel moves 128-bit pieces, so rows of ``v``
 tensors must start on 16-byte boundaries: ``head_dim`` a multiple of 8 (refused otherwise,
 as FlashInfer does), and strides a multiple of 8 elements with 16-byte aligned pointers;
-tensors laid out otherwise are merged through contiguous copies ("staged").
+tensors laid out otherwise are merged through contiguous copies ("staged"). Appends move
+16-byte pieces too: cache rows must be 16-byte aligned (refused otherwise; caches are not
+copied), appended rows that are not go through copies.
 """
 
 from __future__ import annotations
