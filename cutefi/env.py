@@ -49,7 +49,7 @@ def env() -> EnvReport:
 def _devices_and_driver(facts: dict[str, Any], lines: list[str]) -> None:
     from .jit import driver as drv
 
-    available, why = drv.gpu_available()
+    _, why = drv.gpu_available()
     devices = drv.devices()
     facts["gpus"] = [{"index": d.index, "name": d.name, "cc": f"{d.cc[0]}.{d.cc[1]}", "sms": d.sms,
                       "memory_gib": round(d.memory_bytes / 2**30, 1)} for d in devices]

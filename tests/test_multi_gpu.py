@@ -57,7 +57,8 @@ def references(t):
             # the FP8 output compared as float32 with the unrounded value (one FP8 step is 1/8)
             "rmsnorm_quant": (rms_reference(x, w) / t["scale"]).clamp(-448, 448),
             "rmsnorm.odd": rms_reference(x[:, 1:], w[1:]),
-            "merge_state": merge_reference(t["q"], t["s_a"], t["v_b"], t["s_b"])}
+            "merge_state": merge_reference(t["q"], t["s_a"], t["v_b"], t["s_b"]),
+            "append_paged_kv_cache": t["k"]}
 
 
 def merge_reference(v_a, s_a, v_b, s_b):
@@ -128,6 +129,15 @@ def launch_ops(t):
     # (out is contiguous, so its rows sit unlike the input's) onto the shifted build
     outs["rmsnorm.odd"] = cutefi.rmsnorm(t["x"][:, 1:], t["w"][1:])
     outs["merge_state"] = cutefi.merge_state(t["q"], t["s_a"], t["v_b"], t["s_b"])[0]
+    # k's tokens appended to one request over pages 3, 2, 1, 0 of an NHD cache (8 entries a page;
+    # index tensors made on the device: no host copies, so this also runs under graph capture)
+    cache = poisoned(torch.empty(4, 2, 8, *t["k"].shape[1:], dtype=t["k"].dtype, device=t["k"].device))
+    index = dict(dtype=torch.int32, device=t["k"].device)
+    tokens = t["k"].shape[0]
+    pages = torch.arange(3, -1, -1, **index)
+    cutefi.append_paged_kv_cache(t["k"], t["k"], torch.zeros(tokens, **index), torch.arange(tokens, **index), cache,
+                                 pages, torch.arange(0, 5, 4, **index), torch.full((1,), tokens - 24, **index))
+    outs["append_paged_kv_cache"] = cache[pages.long(), 0].reshape(-1, *t["k"].shape[1:])[:tokens]
     return outs
 
 
@@ -255,6 +265,9 @@ MIXED = {  # call(a on cuda:0, b on cuda:1), the arguments and devices the Value
     "copy_-dst": (lambda a, b: cutefi.copy_(b.out, a.x), ("src on cuda:0", "dst on cuda:1")),
     "tma_copy_-src": (lambda a, b: cutefi.tma_copy_(a.out, b.x), ("src on cuda:1", "dst on cuda:0")),
     "merge_state-v_b": (lambda a, b: cutefi.merge_state(a.q, a.s_a, b.v_b, a.s_b), ("v_a on cuda:0", "v_b on cuda:1")),
+    "append-cache": (lambda a, b: cutefi.append_paged_kv_cache(
+        a.k, a.k, a.pos_ids * 0, a.pos_ids * 0, b.out.view(-1)[: 2 * 8 * a.k[0].numel()].view(1, 2, 8, *a.k.shape[1:]),
+        a.pos_ids[:1] * 0, a.pos_ids[:2] * 0, a.pos_ids[:1] * 0 + 1), ("append_key on cuda:0", "k_cache on cuda:1")),
 }
 
 
