@@ -1,5 +1,7 @@
-"""Attention family: merging attention states (FlashInfer's cascade merge ops), appending to a
-paged KV cache and its index helpers; decode and prefill kernels build on them."""
+"""Attention family: decode attention over a paged KV cache (FlashInfer's decode wrappers),
+merging attention states (its cascade merge ops), appending to a paged KV cache and its index
+helpers."""
 
 API = ("merge_state", "merge_state_in_place", "merge_states", "append_paged_kv_cache", "get_seq_lens",
-       "get_batch_indices_positions")
+       "get_batch_indices_positions", "BatchDecodeWithPagedKVCacheWrapper",
+       "CUDAGraphBatchDecodeWithPagedKVCacheWrapper", "single_decode_with_kv_cache")

@@ -23,6 +23,8 @@ from .._plans import PlanCache, signature
 from ..jit.logs import api_log
 from ..jit.policy import Family
 from . import launch
+from .decode import (BatchDecodeWithPagedKVCacheWrapper, CUDAGraphBatchDecodeWithPagedKVCacheWrapper,  # noqa: F401
+                     single_decode_with_kv_cache)
 from .plan import (MergePlan, append_rows_aligned, check_mask, check_pair, check_s, check_v, plan_append, plan_merge,
                    rows_aligned, split_cache)
 
@@ -37,7 +39,7 @@ def _launch(plan: MergePlan, v: torch.Tensor, s: torch.Tensor, v_out: torch.Tens
                                                             "s_stride_state": s_state}
     plan.kernel.launch(plan.grid, plan.device, v=v.data_ptr(), v_out=v_out.data_ptr(), s=s.data_ptr(),
                        s_out=s_out.data_ptr(), mask=mask.data_ptr() if mask is not None else s.data_ptr(),
-                       has_mask=int(mask is not None), write_lse=1, **sizes)
+                       state_indptr=s.data_ptr(), has_mask=int(mask is not None), write_lse=1, has_indptr=0, **sizes)
 
 
 def _fresh(t: torch.Tensor) -> torch.Tensor:
@@ -292,5 +294,8 @@ _OPS = {schema.split("(", 1)[0]: define(schema, impl, _no_output) for schema, im
 for _public in (merge_state, merge_state_in_place, merge_states):
     declare(_public, (Family.SIMT,), launch.DTYPES)
 declare(append_paged_kv_cache, (Family.SIMT,), ("bf16", "fp16", "fp8e4m3", "fp8e5m2"))
+for _public in (BatchDecodeWithPagedKVCacheWrapper, CUDAGraphBatchDecodeWithPagedKVCacheWrapper,
+                single_decode_with_kv_cache):
+    declare(_public, (Family.SIMT,), launch.DTYPES)
 for _public in (get_seq_lens, get_batch_indices_positions):
     declare(_public, (), ("i32", "i64"))

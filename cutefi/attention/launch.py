@@ -17,12 +17,18 @@ position, state and head; ``v_out``/``s_out`` with strides per position and head
 may alias state 0's ``v``); ``mask`` (u8 per position; rows of a position whose mask is 0 are
 left untouched) with ``has_mask``; ``write_lse`` (0: ``s_out`` is not written). Two separate
 state tensors (``merge_state``) are one ``v`` whose state stride is the distance between them.
+``has_indptr`` (the split-KV decode's merge): position p's states are the rows
+``state_indptr[p] .. state_indptr[p + 1]`` of the state dimension (``states`` and the position
+strides of ``v``/``s`` unused), and positions with fewer than 2 states are left untouched (the
+decode kernel wrote them whole).
 
 Launch: grid = (seq_len, ceil(heads / rows_per_cta)), block = 128, no shared memory: a CTA
 holds ``rows_per_cta`` heads of one position (no division to find a row's position and head).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from ..jit.contract import LaunchContract, Param, ceil_div, pointers, scalars
 from ..jit.policy import Family
@@ -72,13 +78,14 @@ def merge_contract(dtype: str, lanes: int, chunks: int, in_flight: int) -> Launc
             *pointers("v", "v_out", dtype=dtype),
             *pointers("s", "s_out", dtype="fp32", align=4),
             Param("mask", "ptr", "u8", 1),
-            *scalars("i32", "seq_len", "states", "heads", "head_dim", "has_mask", "write_lse"),
+            Param("state_indptr", "ptr", "i32", 4),
+            *scalars("i32", "seq_len", "states", "heads", "head_dim", "has_mask", "write_lse", "has_indptr"),
             *scalars("i64", *MERGE_STRIDES),
         ),
         block=(MERGE_THREADS, 1, 1),
         grid=lambda p: (p["seq_len"], ceil_div(p["heads"], rows_per_cta), 1),
         sample={"seq_len": 1000, "states": 2, "heads": 32, "head_dim": VEC * lanes * chunks, "has_mask": 0,
-                "write_lse": 1, **{name: 1 for name in MERGE_STRIDES}},
+                "write_lse": 1, "has_indptr": 0, **{name: 1 for name in MERGE_STRIDES}},
         min_ctas_per_sm=MERGE_CTAS_PER_SM.get(in_flight, 0),
         entry=merge_entry(dtype, lanes, chunks, in_flight),
         pdl=True,
@@ -131,3 +138,89 @@ APPEND_SPEC = KernelSpec.make("attention.append_paged_kv_cache", "cute",
                               "cutefi.attention.append_kernel:AppendPagedKvKernel",
                               "cutefi.attention.launch:append_contract", Family.SIMT)
 register(APPEND_SPEC)
+
+
+# ---- decode attention over a paged KV cache ---------------------------------------------------
+# One CTA computes ``heads`` q heads (all or part of one kv head's GQA group) over one work
+# item: a range [kv_start, kv_end) of one request's KV tokens. Work items are listed by the
+# plan in ``work`` (int32 [4, items]: request, kv_start, kv_end, partial row); an item whose
+# partial row is < 0 covers its whole request and writes ``out``/``lse`` itself, the others
+# write a partial state (tmp_v, tmp_s rows [items, num_qo_heads]) that the merge kernel folds
+# per request (its ``state_indptr`` mode).
+#
+# Threads: ``lanes`` = head_dim / 8 lanes share a token row (8 elements each); a row of the
+# CTA is (head group, token slot z): a thread holds ``heads_per_thread`` q heads (each K/V
+# vector it converts serves all of them) and the CTA's ``head_groups`` groups split its heads.
+# KV tiles of ``tile`` tokens stream through ``stages`` shared-memory buffers by cp.async,
+# 16-byte pieces, every address computed from the page table (any page size, any strides).
+# Launch: grid = (items, group / heads, kv_heads), block = 128.
+DECODE_THREADS = 128
+DECODE_HEAD_DIMS = (64, 128, 256)
+DECODE_HEADS = (1, 2, 4, 8)  # q heads a CTA computes (the runtime group is a multiple)
+DECODE_KV_DTYPES = ("same", "fp8e4m3", "fp8e5m2")
+DECODE_STAGE_BYTES = 16 * 1024  # one stage: a K tile and a V tile (16-bit KV)
+DECODE_STAGES = 4
+DECODE_STRIDES = ("q_stride_batch", "q_stride_head", "cache_stride_page", "cache_stride_entry",
+                  "cache_stride_head", "out_stride_batch", "out_stride_head", "lse_stride_batch")
+
+
+class DecodeGeometry(NamedTuple):
+    lanes: int  # threads sharing a token row (8 elements each)
+    heads_per_thread: int
+    head_groups: int  # groups of heads_per_thread heads in the CTA
+    slots: int  # token slots z: rows of the CTA per head group
+    tile: int  # KV tokens per stage
+    stages: int
+
+
+def decode_geometry(head_dim: int, heads: int) -> DecodeGeometry:
+    lanes = head_dim // VEC
+    rows = DECODE_THREADS // lanes
+    heads_per_thread = min(heads, 4)
+    head_groups = heads // heads_per_thread
+    tile = DECODE_STAGE_BYTES // (2 * 2 * head_dim)  # K and V tiles of 16-bit rows
+    return DecodeGeometry(lanes, heads_per_thread, head_groups, rows // head_groups, tile, DECODE_STAGES)
+
+
+def decode_smem_bytes(head_dim: int, kv_dtype: str) -> int:
+    per_stage = DECODE_STAGE_BYTES if kv_dtype in ("same", "bf16", "fp16") else DECODE_STAGE_BYTES // 2
+    return per_stage * DECODE_STAGES
+
+
+def decode_entry(dtype: str, kv_dtype: str, head_dim: int, heads: int) -> str:
+    return f"cutefi_batch_decode_{dtype}_kv{kv_dtype}_d{head_dim}_h{heads}"
+
+
+def decode_contract(dtype: str, kv_dtype: str, head_dim: int, heads: int) -> LaunchContract:
+    kv = dtype if kv_dtype == "same" else kv_dtype
+    return LaunchContract(
+        params=(
+            *pointers("q", "out", "tmp_v", dtype=dtype),
+            *pointers("k_cache", "v_cache", dtype=kv),
+            *pointers("lse", "tmp_s", dtype="fp32", align=4),
+            *pointers("work", "kv_indptr", "kv_indices", dtype="i32", align=4),
+            *scalars("i32", "items", "kv_heads", "group", "num_qo_heads", "page_size", "tile_pages", "tile_rem",
+                     "num_pages", "write_lse"),
+            *scalars("f32", "q_scale", "cap_scale", "out_scale"),
+            *scalars("i64", *DECODE_STRIDES),
+        ),
+        block=(DECODE_THREADS, 1, 1),
+        grid=lambda p: (p["items"], p["group"] // heads, p["kv_heads"]),
+        sample={"items": 64, "kv_heads": 8, "group": heads, "num_qo_heads": 8 * heads, "page_size": 16,
+                "tile_pages": 2, "tile_rem": 0, "num_pages": 1000, "write_lse": 1, "q_scale": 0.1, "cap_scale": 0.0,
+                "out_scale": 1.0, **{name: 8 for name in DECODE_STRIDES}},
+        smem_bytes=decode_smem_bytes(head_dim, kv_dtype),
+        entry=decode_entry(dtype, kv_dtype, head_dim, heads),
+        pdl=True,
+    )
+
+
+DECODE_SPECS = {
+    (dtype, kv_dtype, head_dim, heads): KernelSpec.make(
+        "attention.batch_decode", "cute", "cutefi.attention.decode_kernel:BatchDecodeKernel",
+        "cutefi.attention.launch:decode_contract", Family.SIMT, dtype=dtype, kv_dtype=kv_dtype,
+        head_dim=head_dim, heads=heads,
+    )
+    for dtype in DTYPES for kv_dtype in ("same",) for head_dim in DECODE_HEAD_DIMS for heads in DECODE_HEADS
+}
+register(*DECODE_SPECS.values())

@@ -60,6 +60,17 @@ class MergeStatesKernel:
         active = head < a.heads
         if a.has_mask != 0 and active:
             active = cute.make_tensor(a.mask, cute.make_layout(a.seq_len))[pos] != 0
+        # this position's states: all `states` of it, or its rows of a ragged stack
+        states = a.states
+        v_row = Int64(pos) * a.v_stride_pos + Int64(head) * a.v_stride_head
+        s_row = Int64(pos) * a.s_stride_pos + Int64(head) * a.s_stride_head
+        if a.has_indptr != 0:
+            indptr = cute.make_tensor(a.state_indptr, cute.make_layout(a.seq_len + 1))
+            first_state = indptr[pos]
+            states = indptr[pos + 1] - first_state
+            active = active and states > 1
+            v_row = Int64(first_state) * a.v_stride_state + Int64(head) * a.v_stride_head
+            s_row = Int64(first_state) * a.s_stride_state + Int64(head) * a.s_stride_head
 
         # ---- stage 1: this thread's chunks of the row ---------------------
         copy = cute.make_tiled_copy_tv(
@@ -70,29 +81,27 @@ class MergeStatesKernel:
         pred = cute.make_rmem_tensor(cute.make_layout((1, 1, self.chunks), stride=(0, 0, 1)), cutlass.Boolean)
         for k in cutlass.range_constexpr(self.chunks):
             pred[0, 0, k] = tXcX[(0, 0), 0, k][1] < a.head_dim and active
-        v_row = Int64(pos) * a.v_stride_pos + Int64(head) * a.v_stride_head
-        s_row = Int64(pos) * a.s_stride_pos + Int64(head) * a.s_stride_head
 
         # ---- stage 2: merge the states online, in_flight at a time ---------------------
         # each group's loads are all issued (into registers of their own) before any of its
         # math, so a row has that many 128-bit loads in flight, not one
         acc = cute.make_rmem_tensor(tXcX.shape, Float32)
         md = merge_state_init(acc)
-        for first in cutlass.range(0, a.states, self.in_flight):
+        for first in cutlass.range(0, states, self.in_flight):
             values = [cute.make_rmem_tensor(tXcX.shape, self.dtype) for _ in range(self.in_flight)]
             lses = [None] * self.in_flight
             for u in cutlass.range_constexpr(self.in_flight):
                 i = first + u
                 loads = cute.make_rmem_tensor_like(pred)
                 for k in cutlass.range_constexpr(self.chunks):
-                    loads[0, 0, k] = pred[0, 0, k] and i < a.states
+                    loads[0, 0, k] = pred[0, 0, k] and i < states
                 values[u].fill(0.0)
                 cute.copy(copy, self._row_view(a.v, v_row + Int64(i) * a.v_stride_state, thr), values[u], pred=loads)
                 # every lane reads the row's log-sum-exp (one broadcast access a row), without
                 # a branch (so the loads issue together): a state past the last one, or a row
                 # that is not merged, reads the first element instead and counts as -inf
                 # (weight 0)
-                valid = active and i < a.states
+                valid = active and i < states
                 offset = cutlass.select_(valid, s_row + Int64(i) * a.s_stride_state, Int64(0))
                 lse = cute.make_tensor(a.s + offset, cute.make_layout(1))[0]
                 lses[u] = cutlass.select_(valid, lse, Float32(NEG_INF))

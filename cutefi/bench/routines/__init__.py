@@ -5,6 +5,7 @@ from __future__ import annotations
 from .append_kv import AppendPagedKvCache
 from .base import DTYPES, BenchInputError, Cost, Routine, ShapeFlag
 from .ceilings import Attention, Copy, Matmul
+from .decode import BatchDecode, SingleDecode
 from .merge import MergeStates
 from .norm import FusedAddRmsNorm, LayerNorm, RmsNorm
 from .norm_quant import FusedAddRmsNormQuant, LayerNormQuant, RmsNormQuant
@@ -12,7 +13,8 @@ from .rope import Rope
 
 ROUTINES: dict[str, type[Routine]] = {
     routine.name: routine for routine in (RmsNorm, FusedAddRmsNorm, LayerNorm, RmsNormQuant, FusedAddRmsNormQuant,
-                                         LayerNormQuant, Rope, MergeStates, AppendPagedKvCache,
+                                         LayerNormQuant, Rope, MergeStates, AppendPagedKvCache, BatchDecode,
+                                         SingleDecode,
                                          Copy, Matmul, Attention)
 }
 

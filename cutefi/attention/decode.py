@@ -1,0 +1,419 @@
+"""Decode attention over a paged KV cache, FlashInfer's API (``flashinfer.decode``):
+``BatchDecodeWithPagedKVCacheWrapper`` (plan once per batch layout, run per layer),
+``CUDAGraphBatchDecodeWithPagedKVCacheWrapper`` and ``single_decode_with_kv_cache``.
+
+``plan`` partitions the batch's KV into work items (``decode_plan.py``) and uploads them
+with one host-to-device copy; ``run`` launches the CuTe DSL decode kernel
+(``decode_kernel.py``) and, when some request was split over several CTAs, the merge
+kernel's ragged mode to fold its partial states. Scores and log-sum-exps are base 2, as in
+FlashInfer (``lse`` merges with :func:`cutefi.merge_state`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._checks import require_cuda, require_int, require_real, require_same_device, require_tensor
+from ..dtypes import name_of
+from ..jit.driver import device_info
+from ..jit.logs import api_log
+from ..jit.lookup import get_kernel
+from . import decode_plan, launch
+from .plan import KV_LAYOUTS, split_cache
+
+_LOG2E = 1.4426950408889634
+_DTYPES = {"float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16,
+           "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+_Q_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _dtype(name: str, value: object, default: torch.dtype | None = None) -> torch.dtype:
+    if value is None and default is not None:
+        return default
+    if isinstance(value, torch.dtype):
+        return value
+    if isinstance(value, str) and value.replace("torch.", "") in _DTYPES:
+        return _DTYPES[value.replace("torch.", "")]
+    raise TypeError(f"{name} must be a torch dtype or one of {sorted(_DTYPES)}; got {value!r}")
+
+
+def heads_per_cta(group: int) -> int:
+    """The decode build for a GQA group: the most q heads a CTA computes that divide it."""
+    return next(h for h in sorted(launch.DECODE_HEADS, reverse=True) if group % h == 0)
+
+
+def _check_options(pos_encoding_mode: str, backend: str | None = None) -> None:
+    if pos_encoding_mode != "NONE":
+        raise NotImplementedError(f"pos_encoding_mode={pos_encoding_mode!r}: cutefi's decode supports 'NONE' "
+                                  "(apply RoPE to q and k before the cache, e.g. cutefi.apply_rope_pos_ids)")
+    if backend is not None and backend not in ("auto", "cutefi"):
+        raise ValueError(f"backend must be 'auto' or 'cutefi'; got {backend!r} (cutefi runs its own kernels only)")
+
+
+def _scales(sm_scale: float | None, head_dim: int, logits_soft_cap: float | None, q_scale: float | None,
+            k_scale: float | None) -> tuple[float, float]:
+    """(multiplier of q, multiplier of tanh): scores become base-2 logits in the kernel."""
+    scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else require_real("sm_scale", sm_scale)
+    for name, extra in (("q_scale", q_scale), ("k_scale", k_scale)):
+        if extra is not None:
+            scale *= require_real(name, extra)
+    cap = 0.0 if logits_soft_cap is None else require_real("logits_soft_cap", logits_soft_cap)
+    if cap < 0:
+        raise ValueError(f"logits_soft_cap must be >= 0; got {cap}")
+    if cap > 0:
+        return scale / cap, cap * _LOG2E
+    return scale * _LOG2E, 0.0
+
+
+def _host_i32(name: str, tensor: object, length: int | None = None) -> torch.Tensor:
+    require_tensor(name, tensor)
+    if tensor.dtype != torch.int32:
+        raise TypeError(f"{name} must be int32; got {str(tensor.dtype).replace('torch.', '')}")
+    if tensor.dim() != 1 or (length is not None and tensor.shape[0] != length):
+        raise ValueError(f"{name} must be 1-D{f' [{length}]' if length is not None else ''}; "
+                         f"got shape {tuple(tensor.shape)}")
+    return tensor
+
+
+class _Layout:
+    """The paged cache of a run: k/v caches and their strides (elements), checked."""
+
+    def __init__(self, paged_kv_cache: object, kv_layout: str, kv_heads: int, head_dim: int, page_size: int,
+                 kv_dtype: torch.dtype) -> None:
+        k_cache, v_cache = split_cache(paged_kv_cache)
+        for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+            if cache.dim() != 4:
+                raise ValueError(f"{name} must be 4-D ({'[pages, page_size, kv_heads, head_dim]' if kv_layout == 'NHD' else '[pages, kv_heads, page_size, head_dim]'}); got shape {tuple(cache.shape)}")
+            if cache.dtype != kv_dtype:
+                raise TypeError(f"{name} dtype {cache.dtype} differs from the planned kv_data_type {kv_dtype}")
+        entry_dim, head_dim_index = (1, 2) if kv_layout == "NHD" else (2, 1)
+        expected = [k_cache.shape[0], page_size, kv_heads, head_dim]
+        if kv_layout == "HND":
+            expected[1], expected[2] = kv_heads, page_size
+        if list(k_cache.shape) != expected or v_cache.shape != k_cache.shape:
+            raise ValueError(f"paged_kv_cache ({kv_layout}) must be {tuple(expected)} as planned (page_size "
+                             f"{page_size}, {kv_heads} kv heads, head_dim {head_dim}); got {tuple(k_cache.shape)} "
+                             f"and {tuple(v_cache.shape)}")
+        size = k_cache.element_size()
+        if k_cache.stride() != v_cache.stride():
+            raise ValueError(f"k_cache and v_cache must share one layout; got strides {k_cache.stride()} "
+                             f"and {v_cache.stride()}")
+        if k_cache.stride(3) != 1 or any((k_cache.stride(d) * size) % 16 for d in range(3)) \
+                or (k_cache.data_ptr() | v_cache.data_ptr()) % 16:
+            raise ValueError(f"paged_kv_cache rows must start on 16-byte boundaries (contiguous head_dim, strides "
+                             f"in multiples of 16 bytes); got strides {k_cache.stride()}")
+        self.k_cache, self.v_cache = k_cache, v_cache
+        self.strides = dict(cache_stride_page=k_cache.stride(0), cache_stride_entry=k_cache.stride(entry_dim),
+                            cache_stride_head=k_cache.stride(head_dim_index))
+
+
+class BatchDecodeWithPagedKVCacheWrapper:
+    """Decode attention for a batch of requests over a paged KV cache (FlashInfer's wrapper).
+
+    ``float_workspace_buffer``: a uint8 CUDA tensor (FlashInfer's 128 MB suggestion is plenty)
+    holding the partial states of split requests. ``use_cuda_graph``: plan may be called
+    outside a capture and ``run`` replayed inside it: device buffers keep their addresses
+    (``paged_kv_*_buffer`` receive the page table) and the launch size stays fixed.
+    ``use_tensor_cores`` is accepted and has no effect (one kernel serves every group).
+    """
+
+    def __init__(self, float_workspace_buffer: torch.Tensor, kv_layout: str = "NHD", use_cuda_graph: bool = False,
+                 use_tensor_cores: bool = False, paged_kv_indptr_buffer: torch.Tensor | None = None,
+                 paged_kv_indices_buffer: torch.Tensor | None = None,
+                 paged_kv_last_page_len_buffer: torch.Tensor | None = None, backend: str = "auto") -> None:
+        require_tensor("float_workspace_buffer", float_workspace_buffer)
+        self.device = require_cuda("float_workspace_buffer", float_workspace_buffer)
+        if kv_layout not in KV_LAYOUTS:
+            raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
+        _check_options("NONE", backend)
+        self._workspace = float_workspace_buffer.view(torch.uint8).reshape(-1)
+        self._kv_layout = kv_layout
+        self._use_cuda_graph = bool(use_cuda_graph)
+        self._fixed = {}
+        if self._use_cuda_graph:
+            for name, buf in (("paged_kv_indptr_buffer", paged_kv_indptr_buffer),
+                              ("paged_kv_indices_buffer", paged_kv_indices_buffer),
+                              ("paged_kv_last_page_len_buffer", paged_kv_last_page_len_buffer)):
+                if buf is None:
+                    raise ValueError(f"use_cuda_graph=True needs {name} (a device int32 tensor that keeps its address)")
+                _host_i32(name, buf)
+                if buf.device != float_workspace_buffer.device:
+                    raise ValueError(f"{name} must be on {float_workspace_buffer.device}; got {buf.device}")
+            self._fixed = dict(indptr=paged_kv_indptr_buffer, indices=paged_kv_indices_buffer,
+                               last_page_len=paged_kv_last_page_len_buffer)
+        self._plan: dict | None = None
+        self._host_buffer: torch.Tensor | None = None  # pinned staging of the plan's int arrays
+        self._device_ints: torch.Tensor | None = None
+        self._upload_done: torch.cuda.Event | None = None
+
+    @property
+    def is_cuda_graph_enabled(self) -> bool:
+        return self._use_cuda_graph
+
+    # ---- plan ------------------------------------------------------------------------------------
+    def plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
+             pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type="float16",
+             kv_data_type=None, data_type=None, sm_scale=None, rope_scale=None, rope_theta=None, non_blocking=True,
+             fixed_split_size=None, disable_split_kv=False) -> None:
+        """Partition the batch's KV for ``run``: ``indptr`` [batch + 1], ``indices`` and
+        ``last_page_len`` [batch] int32 on the host (no synchronisation) or the device (copied
+        to the host once). ``fixed_split_size``: pages per split (None: chosen to fill the GPU)."""
+        _check_options(pos_encoding_mode)
+        num_qo_heads, num_kv_heads = require_int("num_qo_heads", num_qo_heads), require_int("num_kv_heads", num_kv_heads)
+        head_dim, page_size = require_int("head_dim", head_dim), require_int("page_size", page_size)
+        window_left = require_int("window_left", window_left)
+        if num_kv_heads < 1 or num_qo_heads < 1 or num_qo_heads % num_kv_heads:
+            raise ValueError(f"num_qo_heads ({num_qo_heads}) must be a positive multiple of num_kv_heads ({num_kv_heads})")
+        if head_dim not in launch.DECODE_HEAD_DIMS:
+            raise ValueError(f"head_dim must be one of {launch.DECODE_HEAD_DIMS}; got {head_dim}")
+        if page_size < 1:
+            raise ValueError(f"page_size must be >= 1; got {page_size}")
+        q_dtype = _dtype("q_data_type", q_data_type if data_type is None else data_type)
+        kv_dtype = _dtype("kv_data_type", kv_data_type if data_type is None else data_type, q_dtype)
+        if q_dtype not in _Q_DTYPES:
+            raise TypeError(f"q_data_type must be float16 or bfloat16; got {q_dtype}")
+        if kv_dtype != q_dtype:
+            raise TypeError(f"kv_data_type {kv_dtype} must equal q_data_type {q_dtype} (FP8 KV is not built yet)")
+        _host_i32("indptr", indptr)
+        if indptr.shape[0] < 1:
+            raise ValueError("indptr must have batch + 1 >= 1 entries")
+        batch = indptr.shape[0] - 1
+        _host_i32("indices", indices)
+        _host_i32("last_page_len", last_page_len, batch)
+        indptr_h, last_h = indptr.cpu(), last_page_len.cpu()
+        pages = indptr_h[1:] - indptr_h[:-1]
+        if batch and (int(indptr_h[0]) != 0 or bool((pages < 0).any())):
+            raise ValueError("indptr must start at 0 and never decrease")
+        if int(indptr_h[-1]) > indices.shape[0]:
+            raise ValueError(f"indptr[-1] = {int(indptr_h[-1])} pages but indices holds {indices.shape[0]}")
+        if batch and bool(((pages > 0) & ((last_h < 1) | (last_h > page_size))).any()):
+            raise ValueError(f"last_page_len must be in [1, page_size={page_size}] for every request with pages")
+        group = num_qo_heads // num_kv_heads
+        heads = heads_per_cta(group)
+        geometry = launch.decode_geometry(head_dim, heads)
+        lengths = decode_plan.kv_lengths(indptr_h, last_h, page_size)
+        starts = (lengths - 1 - window_left).clamp(min=0) if window_left >= 0 else torch.zeros_like(lengths)
+        fixed_chunk = None if fixed_split_size is None else require_int("fixed_split_size", fixed_split_size) * page_size
+        chunk = decode_plan.choose_chunk((lengths - starts).clamp(min=0), num_kv_heads * group // heads,
+                                         device_info(self.device).sms, geometry.tile, bool(disable_split_kv),
+                                         fixed_chunk)
+        part = decode_plan.partition(lengths, starts, chunk)
+        self._plan = dict(batch=batch, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                          page_size=page_size, group=group, heads=heads, tile=geometry.tile, q_dtype=q_dtype,
+                          kv_dtype=kv_dtype, window_left=window_left, logits_soft_cap=logits_soft_cap,
+                          sm_scale=sm_scale, items=part.items, partial_rows=part.partial_rows)
+        self._upload(part, indptr, indices, last_page_len, bool(non_blocking))
+
+    def _upload(self, part: decode_plan.DecodePartition, indptr, indices, last_page_len, non_blocking: bool) -> None:
+        """One host-to-device copy of [work | state_indptr | kv_indptr | kv_indices] (the page
+        table only where it came from the host), into a pinned staging buffer."""
+        plan = self._plan
+        on_device = indices.is_cuda and indptr.is_cuda
+        if on_device:
+            require_same_device(("indptr", indptr), ("indices", indices), ("float_workspace_buffer", self._workspace))
+        arrays = [part.work.reshape(-1), part.state_indptr]
+        if not on_device:
+            arrays += [indptr.to(torch.int32), indices.to(torch.int32)]
+        sizes = [a.numel() for a in arrays]
+        total = sum(sizes)
+        if self._use_cuda_graph:  # fixed capacity: the work array is padded with idle items
+            capacity = self._graph_capacity(plan)
+            if part.items > capacity:
+                raise ValueError(f"this plan needs {part.items} work items, more than the {capacity} the CUDA-graph "
+                                 "wrapper was sized for at its first plan")
+            padded = torch.full((4, capacity), -1, dtype=torch.int32)
+            padded[:, :part.items] = part.work
+            arrays[0] = padded.reshape(-1)
+            sizes[0] = arrays[0].numel()
+            plan["items"] = capacity
+            total = sum(sizes)
+        if self._upload_done is not None:
+            self._upload_done.synchronize()  # the previous plan's copy has left the pinned buffer
+        if self._host_buffer is None or self._host_buffer.numel() < total:
+            if self._use_cuda_graph and self._device_ints is not None:
+                raise ValueError("the CUDA-graph wrapper's plan grew past its first plan's size")
+            self._host_buffer = torch.empty(max(total, 4096), dtype=torch.int32, pin_memory=True)
+            self._device_ints = torch.empty(max(total, 4096), dtype=torch.int32, device=self._workspace.device)
+        torch.cat(arrays, out=self._host_buffer[:total])
+        stream = torch.cuda.current_stream(self._workspace.device)
+        self._device_ints[:total].copy_(self._host_buffer[:total], non_blocking=non_blocking)
+        self._upload_done = torch.cuda.Event()
+        self._upload_done.record(stream)
+        offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+        plan["work"] = self._device_ints[offsets[0]:offsets[0] + sizes[0]]
+        plan["state_indptr"] = self._device_ints[offsets[1]:offsets[1] + sizes[1]]
+        if on_device:
+            plan["kv_indptr"], plan["kv_indices"] = indptr, indices
+        else:
+            plan["kv_indptr"] = self._device_ints[offsets[2]:offsets[2] + sizes[2]]
+            plan["kv_indices"] = self._device_ints[offsets[3]:offsets[3] + sizes[3]]
+        if self._use_cuda_graph:  # the page table into the user's fixed buffers
+            for key, src in (("indptr", indptr), ("indices", indices), ("last_page_len", last_page_len)):
+                dst = self._fixed[key]
+                if src.numel() > dst.numel():
+                    raise ValueError(f"paged_kv_{key}_buffer holds {dst.numel()} entries; the plan needs {src.numel()}")
+                if src.data_ptr() != dst.data_ptr():
+                    dst[:src.numel()].copy_(src, non_blocking=non_blocking)
+            plan["kv_indptr"], plan["kv_indices"] = self._fixed["indptr"], self._fixed["indices"]
+        needed = plan["partial_rows"] if not self._use_cuda_graph else plan["items"]
+        row_bytes = plan["num_qo_heads"] * (plan["head_dim"] * 2 + 4)
+        if needed * row_bytes > self._workspace.numel():
+            raise ValueError(f"float_workspace_buffer holds {self._workspace.numel()} bytes; this plan's partial states "
+                             f"need {needed * row_bytes}")
+
+    def _graph_capacity(self, plan: dict) -> int:
+        if "capacity" not in self._fixed:
+            ctas_per_item = plan["num_kv_heads"] * plan["group"] // plan["heads"]
+            slots = decode_plan.CTAS_PER_SM * device_info(self.device).sms
+            self._fixed["capacity"] = plan["batch"] + -(-slots // ctas_per_item) + 1
+            self._fixed["batch"] = plan["batch"]
+        if plan["batch"] != self._fixed["batch"]:
+            raise ValueError(f"a CUDA-graph wrapper keeps its batch size: planned {self._fixed['batch']}, now {plan['batch']}")
+        return self._fixed["capacity"]
+
+    # ---- run -------------------------------------------------------------------------------------
+    def run(self, q, paged_kv_cache, *, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None,
+            return_lse=False, enable_pdl=None, window_left=None, sinks=None):
+        """Attention of each request's query ``q`` [batch, num_qo_heads, head_dim] over its KV
+        pages. Returns ``out`` (q's dtype), or ``(out, lse)`` with ``return_lse`` (lse float32
+        [batch, num_qo_heads], base 2)."""
+        plan = self._plan
+        if plan is None:
+            raise RuntimeError("run() before plan(): call plan(...) with the batch's page table first")
+        if sinks is not None:
+            raise NotImplementedError("sinks are not supported by cutefi's decode yet")
+        if window_left is not None and window_left != plan["window_left"]:
+            raise ValueError(f"window_left={window_left} differs from the planned {plan['window_left']}: plan again")
+        require_tensor("q", q)
+        shape = (plan["batch"], plan["num_qo_heads"], plan["head_dim"])
+        if tuple(q.shape) != shape:
+            raise ValueError(f"q must be {shape} as planned; got {tuple(q.shape)}")
+        if q.dtype != plan["q_dtype"]:
+            raise TypeError(f"q dtype {q.dtype} differs from the planned q_data_type {plan['q_dtype']}")
+        if q.stride(2) != 1 or (q.data_ptr() % 16) or any((q.stride(d) * 2) % 16 for d in (0, 1)):
+            raise ValueError(f"q rows must start on 16-byte boundaries with head_dim contiguous; got strides {q.stride()}")
+        if self._use_cuda_graph is False and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("run() captured in a CUDA graph needs a wrapper built with use_cuda_graph=True")
+        layout = _Layout(paged_kv_cache, self._kv_layout, plan["num_kv_heads"], plan["head_dim"], plan["page_size"],
+                         plan["kv_dtype"])
+        out = self._output("out", out, shape, q.dtype, q)
+        if return_lse or lse is not None:
+            lse = self._output("lse", lse, shape[:2], torch.float32, q)
+        require_same_device(("q", q), ("k_cache", layout.k_cache), ("v_cache", layout.v_cache), ("out", out),
+                            ("float_workspace_buffer", self._workspace))
+        q_mult, cap_scale = _scales(plan["sm_scale"], plan["head_dim"], plan["logits_soft_cap"], q_scale, k_scale)
+        out_scale = 1.0 if v_scale is None else require_real("v_scale", v_scale)
+        pdl = enable_pdl is None or bool(enable_pdl)
+        if plan["batch"]:
+            self._launch(plan, q, layout, out, lse, q_mult, cap_scale, out_scale, pdl)
+        return (out, lse) if return_lse else out
+
+    forward = run
+
+    @staticmethod
+    def _output(name: str, tensor, shape, dtype, q) -> torch.Tensor:
+        if tensor is None:
+            return torch.empty(shape, dtype=dtype, device=q.device)
+        require_tensor(name, tensor)
+        if tuple(tensor.shape) != tuple(shape) or tensor.dtype != dtype:
+            raise ValueError(f"{name} must be {tuple(shape)} {dtype}; got {tuple(tensor.shape)} {tensor.dtype}")
+        if tensor.stride(-1) != 1 or (name == "out" and ((tensor.data_ptr() % 16)
+                                                          or any((tensor.stride(d) * 2) % 16 for d in (0, 1)))):
+            raise ValueError(f"{name} must have a contiguous last dimension (16-byte aligned rows); "
+                             f"got strides {tensor.stride()}")
+        return tensor
+
+    def _launch(self, plan, q, layout: _Layout, out, lse, q_mult, cap_scale, out_scale, pdl) -> None:
+        device = q.get_device()
+        key = (name_of(q.dtype), "same", plan["head_dim"], plan["heads"])
+        kernel = get_kernel(launch.DECODE_SPECS[key], device)
+        heads, d = plan["num_qo_heads"], plan["head_dim"]
+        rows = plan["partial_rows"] if not self._use_cuda_graph else plan["items"]
+        tmp_v = self._workspace[:rows * heads * d * 2].view(q.dtype)
+        tmp_s = self._workspace[rows * heads * d * 2:][:rows * heads * 4]
+        tmp_s_ptr = tmp_s.data_ptr() if rows else tmp_v.data_ptr()
+        tile = plan["tile"]
+        sizes = dict(items=plan["items"], kv_heads=plan["num_kv_heads"], group=plan["group"], num_qo_heads=heads,
+                     page_size=plan["page_size"], tile_pages=tile // plan["page_size"],
+                     tile_rem=tile % plan["page_size"], num_pages=layout.k_cache.shape[0], write_lse=int(lse is not None), q_scale=q_mult,
+                     cap_scale=cap_scale, out_scale=out_scale, q_stride_batch=q.stride(0), q_stride_head=q.stride(1),
+                     out_stride_batch=out.stride(0), out_stride_head=out.stride(1),
+                     lse_stride_batch=lse.stride(0) if lse is not None else 0, **layout.strides)
+        grid = kernel.contract.grid(sizes)
+        kernel.launch(grid, device, None, pdl, q=q.data_ptr(), out=out.data_ptr(), tmp_v=tmp_v.data_ptr(),
+                      k_cache=layout.k_cache.data_ptr(), v_cache=layout.v_cache.data_ptr(),
+                      lse=lse.data_ptr() if lse is not None else tmp_s_ptr, tmp_s=tmp_s_ptr,
+                      work=plan["work"].data_ptr(), kv_indptr=plan["kv_indptr"].data_ptr(),
+                      kv_indices=plan["kv_indices"].data_ptr(), **sizes)
+        if plan["partial_rows"] or self._use_cuda_graph:
+            self._merge(plan, q, tmp_v, tmp_s_ptr, out, lse, pdl, device)
+
+    @staticmethod
+    def _merge(plan, q, tmp_v, tmp_s_ptr, out, lse, pdl, device) -> None:
+        """Fold each split request's partial states into out/lse (the merge kernel's ragged mode)."""
+        heads, d = plan["num_qo_heads"], plan["head_dim"]
+        lanes, chunks = launch.merge_shape(d)
+        kernel = get_kernel(launch.MERGE_SPECS[(name_of(q.dtype), lanes, chunks, launch.STATES_IN_FLIGHT[-1])], device)
+        sizes = dict(seq_len=plan["batch"], states=0, heads=heads, head_dim=d, has_mask=0,
+                     write_lse=int(lse is not None), has_indptr=1, v_stride_pos=0, v_stride_state=heads * d,
+                     v_stride_head=d, s_stride_pos=0, s_stride_state=heads, s_stride_head=1,
+                     v_out_stride_pos=out.stride(0), v_out_stride_head=out.stride(1),
+                     s_out_stride_pos=lse.stride(0) if lse is not None else 0,
+                     s_out_stride_head=lse.stride(1) if lse is not None else 0)
+        kernel.launch(kernel.contract.grid(sizes), device, None, pdl, v=tmp_v.data_ptr(), v_out=out.data_ptr(),
+                      s=tmp_s_ptr, s_out=lse.data_ptr() if lse is not None else tmp_s_ptr, mask=tmp_s_ptr,
+                      state_indptr=plan["state_indptr"].data_ptr(), **sizes)
+
+
+class CUDAGraphBatchDecodeWithPagedKVCacheWrapper(BatchDecodeWithPagedKVCacheWrapper):
+    """The CUDA-graph form of :class:`BatchDecodeWithPagedKVCacheWrapper` (FlashInfer's)."""
+
+    def __init__(self, workspace_buffer: torch.Tensor, indptr_buffer: torch.Tensor, indices_buffer: torch.Tensor,
+                 last_page_len_buffer: torch.Tensor, kv_layout: str = "NHD", use_tensor_cores: bool = False) -> None:
+        super().__init__(workspace_buffer, kv_layout, True, use_tensor_cores, indptr_buffer, indices_buffer,
+                         last_page_len_buffer)
+
+
+_SINGLE: dict[tuple, BatchDecodeWithPagedKVCacheWrapper] = {}
+
+
+@api_log
+def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NONE", use_tensor_cores=False,
+                                q_scale=None, k_scale=None, v_scale=None, window_left=-1, logits_soft_cap=None,
+                                sm_scale=None, rope_scale=None, rope_theta=None, return_lse=False):
+    """Decode attention of one query ``q`` [num_qo_heads, head_dim] over ``k``, ``v``
+    [kv_len, num_kv_heads, head_dim] (NHD) or [num_kv_heads, kv_len, head_dim] (HND): the
+    sequence is one page of the batch kernel, split over the SMs. Returns ``out``
+    [num_qo_heads, head_dim] (or ``(out, lse)``)."""
+    _check_options(pos_encoding_mode)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        require_tensor(name, t)
+    if q.dim() != 2 or k.dim() != 3 or v.shape != k.shape:
+        raise ValueError(f"q must be [num_qo_heads, head_dim] and k, v [kv_len, num_kv_heads, head_dim] ({kv_layout}); "
+                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if kv_layout not in KV_LAYOUTS:
+        raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
+    kv_len, kv_heads = (k.shape[0], k.shape[1]) if kv_layout == "NHD" else (k.shape[1], k.shape[0])
+    device = require_cuda("q", q)
+    key = (device, q.shape, k.shape, kv_layout, q.dtype, k.dtype, window_left, logits_soft_cap, sm_scale)
+    wrapper = _SINGLE.get(key)
+    if wrapper is None:
+        if len(_SINGLE) > 64:
+            _SINGLE.clear()
+        workspace = torch.empty(64 << 20, dtype=torch.uint8, device=q.device)
+        wrapper = BatchDecodeWithPagedKVCacheWrapper(workspace, kv_layout)
+        page = max(kv_len, 1)
+        wrapper.plan(torch.tensor([0, 1], dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
+                     torch.tensor([page], dtype=torch.int32), q.shape[0], kv_heads, q.shape[1], page,
+                     window_left=window_left, logits_soft_cap=logits_soft_cap, q_data_type=q.dtype,
+                     kv_data_type=k.dtype, sm_scale=sm_scale)
+        _SINGLE[key] = wrapper
+    if kv_len == 0:
+        raise ValueError("k and v must hold at least one token")
+    result = wrapper.run(q.unsqueeze(0), (k.unsqueeze(0), v.unsqueeze(0)), q_scale=q_scale, k_scale=k_scale,
+                         v_scale=v_scale, return_lse=return_lse)
+    if return_lse:
+        return result[0][0], result[1][0]
+    return result[0]

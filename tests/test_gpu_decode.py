@@ -1,0 +1,204 @@
+"""GPU tier: decode attention over a paged KV cache (BatchDecodeWithPagedKVCacheWrapper,
+its CUDA-graph form, single_decode_with_kv_cache) against a float32 reference written here:
+each request's K/V gathered page by page from the cache, softmax(q·k * sm_scale) · v with
+GQA, soft cap and sliding window, and the base-2 log-sum-exp. Outputs are poisoned (NaN)
+before each call; caches hold fresh random values and pages are used in shuffled order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import cutefi
+
+pytestmark = pytest.mark.gpu
+
+REL = {torch.bfloat16: 1.2e-2, torch.float16: 2e-3}  # relative L2 error of the output
+
+
+def make_batch(lengths, page_size, kv_heads, head_dim, dtype, layout="NHD", spare_pages=3, fused=False, seed=0):
+    """A paged cache holding ``lengths`` tokens per request in shuffled pages, and its page table."""
+    g = torch.Generator().manual_seed(seed)
+    pages_per = [-(-n // page_size) for n in lengths]
+    total = sum(pages_per) + spare_pages
+    shape = (total, page_size, kv_heads, head_dim) if layout == "NHD" else (total, kv_heads, page_size, head_dim)
+    if fused:  # one [pages, 2, ...] tensor: K and V pages interleaved (non-contiguous page stride)
+        cache = torch.randn((total, 2, *shape[1:]), generator=g).to(dtype).cuda()
+        kv = cache
+        k_cache, v_cache = cache[:, 0], cache[:, 1]
+    else:
+        k_cache = torch.randn(shape, generator=g).to(dtype).cuda()
+        v_cache = torch.randn(shape, generator=g).to(dtype).cuda()
+        kv = (k_cache, v_cache)
+    order = torch.randperm(total, generator=g)[:sum(pages_per)].to(torch.int32)
+    indptr = torch.tensor([0, *torch.tensor(pages_per).cumsum(0).tolist()], dtype=torch.int32)
+    last = torch.tensor([(n - 1) % page_size + 1 if n else 1 for n in lengths], dtype=torch.int32)
+    return kv, k_cache, v_cache, indptr, order, last
+
+
+def gather(cache, pages, length, layout):
+    """[length, kv_heads, head_dim] float32 rows of one request."""
+    blocks = cache[pages.long()].float()
+    if layout == "HND":
+        blocks = blocks.transpose(1, 2)
+    return blocks.reshape(-1, *blocks.shape[2:])[:length]
+
+
+def reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale=None, cap=None, window_left=-1):
+    batch, qo_heads, head_dim = q.shape
+    kv_heads = k_cache.shape[2] if layout == "NHD" else k_cache.shape[1]
+    group = qo_heads // kv_heads
+    scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else sm_scale
+    out = torch.zeros(batch, qo_heads, head_dim, device=q.device)
+    lse = torch.full((batch, qo_heads), float("-inf"), device=q.device)
+    for b, n in enumerate(lengths):
+        if n == 0:
+            continue
+        pages = indices[indptr[b]:indptr[b + 1]].to(q.device)
+        k = gather(k_cache, pages, n, layout).repeat_interleave(group, dim=1)  # [n, qo_heads, d]
+        v = gather(v_cache, pages, n, layout).repeat_interleave(group, dim=1)
+        s = torch.einsum("hd,nhd->hn", q[b].float(), k) * scale
+        if cap:
+            s = cap * torch.tanh(s / cap)
+        if window_left >= 0:
+            s[:, : max(0, n - 1 - window_left)] = float("-inf")
+        p = torch.softmax(s, dim=-1)
+        out[b] = torch.einsum("hn,nhd->hd", p, v)
+        lse[b] = torch.logsumexp(s, dim=-1) / math.log(2)
+    return out, lse
+
+
+def check(out, lse, ref_out, ref_lse, dtype):
+    assert not torch.isnan(out).any(), "NaN in out: an element was never written"
+    rel = ((out.float() - ref_out).norm() / ref_out.norm().clamp(min=1e-6)).item()
+    assert rel < REL[dtype], f"relative error {rel:.2e}"
+    if lse is not None:
+        finite = torch.isfinite(ref_lse)
+        assert torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse))
+        torch.testing.assert_close(lse[finite], ref_lse[finite], rtol=1e-3, atol=2e-3)
+    return rel
+
+
+def run_decode(lengths, qo_heads, kv_heads, head_dim, page_size, dtype, layout="NHD", fused=False, seed=0,
+               cap=None, window_left=-1, sm_scale=None, disable_split=False, fixed_split=None, device_tables=False):
+    kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, page_size, kv_heads, head_dim, dtype, layout,
+                                                             fused=fused, seed=seed)
+    q = torch.randn(len(lengths), qo_heads, head_dim, generator=torch.Generator().manual_seed(seed + 1)).to(dtype).cuda()
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"), layout)
+    tables = (indptr.cuda(), indices.cuda(), last.cuda()) if device_tables else (indptr, indices, last)
+    wrapper.plan(*tables, qo_heads, kv_heads, head_dim, page_size, q_data_type=dtype, logits_soft_cap=cap,
+                 window_left=window_left, sm_scale=sm_scale, disable_split_kv=disable_split,
+                 fixed_split_size=fixed_split)
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full(q.shape[:2], float("nan"), device="cuda")
+    wrapper.run(q, kv, out=out, lse=lse)
+    ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale, cap, window_left)
+    return check(out, lse, ref_out, ref_lse, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("qo_heads, kv_heads", [(4, 4), (8, 2), (16, 2), (32, 2), (6, 2)])
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_decode_matrix(dtype, head_dim, qo_heads, kv_heads, page_size, layout):
+    lengths = [1, 37, 16, 300, 1000, 2]
+    run_decode(lengths, qo_heads, kv_heads, head_dim, page_size, dtype, layout, seed=head_dim + qo_heads)
+
+
+@pytest.mark.parametrize("page_size", [8, 32, 64, 5])
+def test_decode_page_sizes_and_split(page_size):
+    # long requests in a small batch: split over the SMs, merged
+    run_decode([5000, 17, 12345, 1], 32, 8, 128, page_size, torch.bfloat16, seed=page_size)
+
+
+@pytest.mark.parametrize("split", [None, 1, 4])
+def test_decode_split_choices(split):
+    run_decode([4096, 4095, 33, 0, 7], 8, 8, 128, 16, torch.float16, fixed_split=split, seed=3)
+
+
+def test_decode_no_split_and_empty_request():
+    run_decode([0, 4000, 1], 8, 1, 64, 16, torch.bfloat16, disable_split=True)
+
+
+@pytest.mark.parametrize("cap, window_left, sm_scale", [(30.0, -1, None), (None, 100, None), (5.0, 0, 0.3),
+                                                        (None, 4096, 0.05)])
+def test_decode_softcap_window_scale(cap, window_left, sm_scale):
+    run_decode([3000, 50, 101, 1], 16, 4, 128, 16, torch.bfloat16, cap=cap, window_left=window_left,
+               sm_scale=sm_scale, seed=11)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_decode_fused_cache_and_device_tables(layout):
+    run_decode([700, 3, 2048], 32, 8, 128, 16, torch.bfloat16, layout, fused=True, device_tables=True)
+
+
+def test_decode_long_single_request():
+    run_decode([131072], 32, 8, 128, 16, torch.bfloat16, seed=5)
+
+
+def test_decode_cuda_graph_replay_with_new_lengths():
+    qo_heads, kv_heads, head_dim, page_size, batch = 32, 8, 128, 16, 4
+    kv, k_cache, v_cache, indptr, indices, last = make_batch([4000] * batch, page_size, kv_heads, head_dim,
+                                                             torch.bfloat16)
+    bufs = (torch.empty(batch + 1, dtype=torch.int32, device="cuda"),
+            torch.empty(indices.numel(), dtype=torch.int32, device="cuda"),
+            torch.empty(batch, dtype=torch.int32, device="cuda"))
+    wrapper = cutefi.CUDAGraphBatchDecodeWithPagedKVCacheWrapper(
+        torch.empty(64 << 20, dtype=torch.uint8, device="cuda"), *bufs)
+    q = torch.randn(batch, qo_heads, head_dim, device="cuda").to(torch.bfloat16)
+    out = torch.empty_like(q)
+    wrapper.plan(indptr, indices, last, qo_heads, kv_heads, head_dim, page_size, q_data_type=torch.bfloat16)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        wrapper.run(q, kv, out=out)  # warm up (loads the kernels) outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            wrapper.run(q, kv, out=out)
+    torch.cuda.current_stream().wait_stream(stream)
+    for lengths in ([4000, 1, 999, 64], [17, 3000, 4000, 2]):
+        pages = [-(-n // page_size) for n in lengths]
+        new_indptr = torch.tensor([0, *torch.tensor(pages).cumsum(0).tolist()], dtype=torch.int32)
+        new_last = torch.tensor([(n - 1) % page_size + 1 for n in lengths], dtype=torch.int32)
+        new_indices = indices[:sum(pages)]
+        wrapper.plan(new_indptr, new_indices, new_last, qo_heads, kv_heads, head_dim, page_size,
+                     q_data_type=torch.bfloat16)
+        out.fill_(float("nan"))
+        graph.replay()
+        ref_out, _ = reference(q, k_cache, v_cache, new_indptr, new_indices, lengths, "NHD")
+        check(out, None, ref_out, None, torch.bfloat16)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("kv_len", [1, 100, 20000])
+def test_single_decode(layout, kv_len):
+    torch.manual_seed(kv_len)
+    qo_heads, kv_heads, d = 32, 8, 128
+    q = torch.randn(qo_heads, d, device="cuda", dtype=torch.float16)
+    shape = (kv_len, kv_heads, d) if layout == "NHD" else (kv_heads, kv_len, d)
+    k = torch.randn(shape, device="cuda", dtype=torch.float16)
+    v = torch.randn(shape, device="cuda", dtype=torch.float16)
+    out, lse = cutefi.single_decode_with_kv_cache(q, k, v, kv_layout=layout, return_lse=True)
+    k_nhd, v_nhd = (k, v) if layout == "NHD" else (k.transpose(0, 1), v.transpose(0, 1))
+    s = torch.einsum("hd,nhd->hn", q.float(), k_nhd.float().repeat_interleave(4, dim=1)) / math.sqrt(d)
+    ref = torch.einsum("hn,nhd->hd", torch.softmax(s, -1), v_nhd.float().repeat_interleave(4, dim=1))
+    check(out[None], lse[None], ref[None], (torch.logsumexp(s, -1) / math.log(2))[None], torch.float16)
+
+
+def test_decode_run_errors():
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    q = torch.randn(2, 8, 128, device="cuda", dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="before plan"):
+        wrapper.run(q, (q, q))
+    kv, *_, indptr, indices, last = make_batch([10, 20], 16, 8, 128, torch.float16)
+    wrapper.plan(indptr, indices, last, 8, 8, 128, 16)
+    with pytest.raises(ValueError, match="q must be"):
+        wrapper.run(q[:1], kv)
+    with pytest.raises(TypeError, match="q dtype"):
+        wrapper.run(q.bfloat16(), kv)
+    with pytest.raises(ValueError, match="paged_kv_cache"):
+        wrapper.run(q, (kv[0][:, :8], kv[1][:, :8]))
