@@ -101,7 +101,7 @@ def run_decode(lengths, qo_heads, kv_heads, head_dim, page_size, dtype, layout="
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
-@pytest.mark.parametrize("qo_heads, kv_heads", [(4, 4), (8, 2), (16, 2), (32, 2), (6, 2)])
+@pytest.mark.parametrize("qo_heads, kv_heads", [(4, 4), (8, 2), (16, 2), (32, 2), (6, 2), (64, 2)])
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
 def test_decode_matrix(dtype, head_dim, qo_heads, kv_heads, page_size, layout):

@@ -4,7 +4,7 @@
 
 ``plan`` partitions the batch's KV into work items (``decode_plan.py``) and uploads them
 with one host-to-device copy; ``run`` launches the CuTe DSL decode kernel
-(``decode_kernel.py``) and, when some request was split over several CTAs, the merge
+(``decode_mma_kernel.py``) and, when some request was split over several CTAs, the merge
 kernel's ragged mode to fold its partial states. Scores and log-sum-exps are base 2, as in
 FlashInfer (``lse`` merges with :func:`cutefi.merge_state`).
 """
@@ -39,9 +39,7 @@ def _dtype(name: str, value: object, default: torch.dtype | None = None) -> torc
     raise TypeError(f"{name} must be a torch dtype or one of {sorted(_DTYPES)}; got {value!r}")
 
 
-def heads_per_cta(group: int) -> int:
-    """The decode build for a GQA group: the most q heads a CTA computes that divide it."""
-    return next(h for h in sorted(launch.DECODE_HEADS, reverse=True) if group % h == 0)
+_SMEM_PER_SM = 227 * 1024  # usable shared memory of an SM (sm_80/sm_90: 163/227 KB; the plan only estimates)
 
 
 def _check_options(pos_encoding_mode: str, backend: str | None = None) -> None:
@@ -191,17 +189,17 @@ class BatchDecodeWithPagedKVCacheWrapper:
         if batch and bool(((pages > 0) & ((last_h < 1) | (last_h > page_size))).any()):
             raise ValueError(f"last_page_len must be in [1, page_size={page_size}] for every request with pages")
         group = num_qo_heads // num_kv_heads
-        heads = heads_per_cta(group)
-        geometry = launch.decode_geometry(head_dim, heads)
+        step = launch.mma_decode_step()
         lengths = decode_plan.kv_lengths(indptr_h, last_h, page_size)
         starts = (lengths - 1 - window_left).clamp(min=0) if window_left >= 0 else torch.zeros_like(lengths)
         fixed_chunk = None if fixed_split_size is None else require_int("fixed_split_size", fixed_split_size) * page_size
-        chunk = decode_plan.choose_chunk((lengths - starts).clamp(min=0), num_kv_heads * group // heads,
-                                         device_info(self.device).sms, geometry.tile, bool(disable_split_kv),
+        ctas_per_sm = max(1, _SMEM_PER_SM // launch.mma_decode_smem_bytes(head_dim))
+        chunk = decode_plan.choose_chunk((lengths - starts).clamp(min=0), num_kv_heads * -(-group // launch.MMA_DECODE_ROWS),
+                                         ctas_per_sm * device_info(self.device).sms, step, bool(disable_split_kv),
                                          fixed_chunk)
         part = decode_plan.partition(lengths, starts, chunk)
         self._plan = dict(batch=batch, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                          page_size=page_size, group=group, heads=heads, tile=geometry.tile, q_dtype=q_dtype,
+                          page_size=page_size, group=group, step=step, q_dtype=q_dtype,
                           kv_dtype=kv_dtype, window_left=window_left, logits_soft_cap=logits_soft_cap,
                           sm_scale=sm_scale, items=part.items, partial_rows=part.partial_rows)
         self._upload(part, indptr, indices, last_page_len, bool(non_blocking))
@@ -265,8 +263,9 @@ class BatchDecodeWithPagedKVCacheWrapper:
 
     def _graph_capacity(self, plan: dict) -> int:
         if "capacity" not in self._fixed:
-            ctas_per_item = plan["num_kv_heads"] * plan["group"] // plan["heads"]
-            slots = decode_plan.CTAS_PER_SM * device_info(self.device).sms
+            ctas_per_item = plan["num_kv_heads"] * -(-plan["group"] // launch.MMA_DECODE_ROWS)
+            ctas_per_sm = max(1, _SMEM_PER_SM // launch.mma_decode_smem_bytes(plan["head_dim"]))
+            slots = ctas_per_sm * device_info(self.device).sms
             self._fixed["capacity"] = plan["batch"] + -(-slots // ctas_per_item) + 1
             self._fixed["batch"] = plan["batch"]
         if plan["batch"] != self._fixed["batch"]:
@@ -327,17 +326,17 @@ class BatchDecodeWithPagedKVCacheWrapper:
 
     def _launch(self, plan, q, layout: _Layout, out, lse, q_mult, cap_scale, out_scale, pdl) -> None:
         device = q.get_device()
-        key = (name_of(q.dtype), "same", plan["head_dim"], plan["heads"])
-        kernel = get_kernel(launch.DECODE_SPECS[key], device)
+        kernel = get_kernel(launch.MMA_DECODE_SPECS[(name_of(q.dtype), plan["head_dim"])], device)
         heads, d = plan["num_qo_heads"], plan["head_dim"]
         rows = plan["partial_rows"] if not self._use_cuda_graph else plan["items"]
         tmp_v = self._workspace[:rows * heads * d * 2].view(q.dtype)
         tmp_s = self._workspace[rows * heads * d * 2:][:rows * heads * 4]
         tmp_s_ptr = tmp_s.data_ptr() if rows else tmp_v.data_ptr()
-        tile = plan["tile"]
-        sizes = dict(items=plan["items"], kv_heads=plan["num_kv_heads"], group=plan["group"], num_qo_heads=heads,
-                     page_size=plan["page_size"], tile_pages=tile // plan["page_size"],
-                     tile_rem=tile % plan["page_size"], num_pages=layout.k_cache.shape[0], write_lse=int(lse is not None), q_scale=q_mult,
+        step = plan["step"]
+        sizes = dict(items=plan["items"], kv_heads=plan["num_kv_heads"], group=plan["group"],
+                     row_blocks=-(-plan["group"] // launch.MMA_DECODE_ROWS), num_qo_heads=heads,
+                     page_size=plan["page_size"], tile_pages=step // plan["page_size"],
+                     tile_rem=step % plan["page_size"], num_pages=layout.k_cache.shape[0], write_lse=int(lse is not None), q_scale=q_mult,
                      cap_scale=cap_scale, out_scale=out_scale, q_stride_batch=q.stride(0), q_stride_head=q.stride(1),
                      out_stride_batch=out.stride(0), out_stride_head=out.stride(1),
                      lse_stride_batch=lse.stride(0) if lse is not None else 0, **layout.strides)

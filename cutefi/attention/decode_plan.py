@@ -4,7 +4,7 @@ tokens of which request, and where split requests leave their partial states.
 Each request's attended range is ``[start, length)``: its KV length from the page table
 (``(pages - 1) * page_size + last_page_len``, 0 without pages) and, with a sliding window,
 ``start = max(0, length - 1 - window_left)``. When the batch alone does not fill the GPU
-(fewer CTAs than ``ctas_per_sm`` x SMs), ranges are cut into chunks of ``chunk`` tokens (a
+(fewer CTAs than can be resident at once), ranges are cut into chunks of ``chunk`` tokens (a
 multiple of the kernel's tile, at least ``MIN_CHUNK``) so that the work is spread evenly over
 the SMs; a request cut into several chunks writes one partial state per chunk, merged
 afterwards by the merge kernel's ``state_indptr`` mode. Everything here runs on host tensors
@@ -18,7 +18,6 @@ from typing import NamedTuple
 import torch
 
 MIN_CHUNK = 256  # tokens: shorter chunks cost more in merging than they gain in parallelism
-CTAS_PER_SM = 3  # decode CTAs resident on one SM (64 KB of shared memory each)
 
 
 class DecodePartition(NamedTuple):
@@ -35,15 +34,14 @@ def kv_lengths(indptr: torch.Tensor, last_page_len: torch.Tensor, page_size: int
     return torch.where(pages > 0, (pages - 1) * page_size + last_page_len.to(torch.int64), 0)
 
 
-def choose_chunk(ranges: torch.Tensor, ctas_per_item: int, sms: int, tile: int, disable_split: bool,
+def choose_chunk(ranges: torch.Tensor, ctas_per_item: int, slots: int, tile: int, disable_split: bool,
                  fixed_chunk: int | None) -> int:
     """Tokens per chunk (0: no split): the smallest multiple of ``tile`` >= MIN_CHUNK that
-    gives about ``CTAS_PER_SM * sms`` CTAs over the total work, unless the batch fills the
-    GPU already."""
+    gives about ``slots`` (resident CTAs of the GPU) CTAs over the total work, unless the
+    batch fills the GPU already."""
     if fixed_chunk is not None:
         return max(tile, -(-fixed_chunk // tile) * tile)
     batch = ranges.shape[0]
-    slots = CTAS_PER_SM * sms
     if disable_split or batch * ctas_per_item >= slots or batch == 0:
         return 0
     target_items = -(-slots // ctas_per_item)

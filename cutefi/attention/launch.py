@@ -28,8 +28,6 @@ holds ``rows_per_cta`` heads of one position (no division to find a row's positi
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from ..jit.contract import LaunchContract, Param, ceil_div, pointers, scalars
 from ..jit.policy import Family
 from ..jit.registry import register
@@ -140,87 +138,68 @@ APPEND_SPEC = KernelSpec.make("attention.append_paged_kv_cache", "cute",
 register(APPEND_SPEC)
 
 
-# ---- decode attention over a paged KV cache ---------------------------------------------------
-# One CTA computes ``heads`` q heads (all or part of one kv head's GQA group) over one work
-# item: a range [kv_start, kv_end) of one request's KV tokens. Work items are listed by the
-# plan in ``work`` (int32 [4, items]: request, kv_start, kv_end, partial row); an item whose
-# partial row is < 0 covers its whole request and writes ``out``/``lse`` itself, the others
-# write a partial state (tmp_v, tmp_s rows [items, num_qo_heads]) that the merge kernel folds
-# per request (its ``state_indptr`` mode).
-#
-# Threads: ``lanes`` = head_dim / 8 lanes share a token row (8 elements each); a row of the
-# CTA is (head group, token slot z): a thread holds ``heads_per_thread`` q heads (each K/V
-# vector it converts serves all of them) and the CTA's ``head_groups`` groups split its heads.
-# KV tiles of ``tile`` tokens stream through ``stages`` shared-memory buffers by cp.async,
-# 16-byte pieces, every address computed from the page table (any page size, any strides).
-# Launch: grid = (items, group / heads, kv_heads), block = 128.
-DECODE_THREADS = 128
+# ---- decode attention ------------------------------------------------------------------------
 DECODE_HEAD_DIMS = (64, 128, 256)
-DECODE_HEADS = (1, 2, 4, 8)  # q heads a CTA computes (the runtime group is a multiple)
-DECODE_KV_DTYPES = ("same", "fp8e4m3", "fp8e5m2")
-DECODE_STAGE_BYTES = 16 * 1024  # one stage: a K tile and a V tile (16-bit KV)
-DECODE_STAGES = 4
 DECODE_STRIDES = ("q_stride_batch", "q_stride_head", "cache_stride_page", "cache_stride_entry",
                   "cache_stride_head", "out_stride_batch", "out_stride_head", "lse_stride_batch")
 
 
-class DecodeGeometry(NamedTuple):
-    lanes: int  # threads sharing a token row (8 elements each)
-    heads_per_thread: int
-    head_groups: int  # groups of heads_per_thread heads in the CTA
-    slots: int  # token slots z: rows of the CTA per head group
-    tile: int  # KV tokens per stage
-    stages: int
+# One CTA: one work item, up to 16 q heads of one kv head as the M rows of m16n8k16 MMAs
+# (S = Q·K^T with tokens as N, then O = P·V), so every group size costs the same per KV byte.
+# Four warps each stream their own 16-token tiles (tile j of the item goes to warp j % 4)
+# through a private ring of ``stages`` K/V buffers (cp.async, addressed through the page table,
+# rows padded by 16 bytes for ldmatrix), with their own online softmax; the warps' states are merged
+# through shared memory at the end. ``tile_pages``/``tile_rem``: a step of 4 tiles (64 tokens)
+# in pages and entries. Launch: grid = (items * kv_heads * row_blocks), block = 128, where
+# row_blocks = ceil(group / 16): the CTAs of one item (its kv heads) are adjacent in launch
+# order, so an NHD page's rows are read by CTAs running at the same time (DRAM locality).
+MMA_DECODE_WARPS = 4
+MMA_DECODE_ROWS = 16  # q heads a CTA holds (the MMA's M)
+MMA_DECODE_TILE = 16  # tokens a warp takes at a time
+MMA_DECODE_STAGES = {64: 4, 128: 3, 256: 2}  # per warp: stages - 1 tiles in flight while one is used
+MMA_DECODE_CTAS_PER_SM = {64: 4, 128: 2, 256: 1}  # asked of the register allocator (.minnctapersm)
 
 
-def decode_geometry(head_dim: int, heads: int) -> DecodeGeometry:
-    lanes = head_dim // VEC
-    rows = DECODE_THREADS // lanes
-    heads_per_thread = min(heads, 4)
-    head_groups = heads // heads_per_thread
-    tile = DECODE_STAGE_BYTES // (2 * 2 * head_dim)  # K and V tiles of 16-bit rows
-    return DecodeGeometry(lanes, heads_per_thread, head_groups, rows // head_groups, tile, DECODE_STAGES)
+def mma_decode_step() -> int:
+    """Tokens the four warps advance by, together, per pipeline step."""
+    return MMA_DECODE_WARPS * MMA_DECODE_TILE
 
 
-def decode_smem_bytes(head_dim: int, kv_dtype: str) -> int:
-    per_stage = DECODE_STAGE_BYTES if kv_dtype in ("same", "bf16", "fp16") else DECODE_STAGE_BYTES // 2
-    return per_stage * DECODE_STAGES
+def mma_decode_smem_bytes(head_dim: int) -> int:
+    row_bytes = (head_dim + VEC) * 2  # rows padded by 16 bytes (bank-conflict-free ldmatrix)
+    ring = MMA_DECODE_WARPS * MMA_DECODE_STAGES[head_dim] * 2 * MMA_DECODE_TILE * row_bytes
+    return ring + MMA_DECODE_ROWS * row_bytes  # + the Q tile
 
 
-def decode_entry(dtype: str, kv_dtype: str, head_dim: int, heads: int) -> str:
-    return f"cutefi_batch_decode_{dtype}_kv{kv_dtype}_d{head_dim}_h{heads}"
-
-
-def decode_contract(dtype: str, kv_dtype: str, head_dim: int, heads: int) -> LaunchContract:
-    kv = dtype if kv_dtype == "same" else kv_dtype
+def mma_decode_contract(dtype: str, head_dim: int) -> LaunchContract:
     return LaunchContract(
         params=(
             *pointers("q", "out", "tmp_v", dtype=dtype),
-            *pointers("k_cache", "v_cache", dtype=kv),
+            *pointers("k_cache", "v_cache", dtype=dtype),
             *pointers("lse", "tmp_s", dtype="fp32", align=4),
             *pointers("work", "kv_indptr", "kv_indices", dtype="i32", align=4),
-            *scalars("i32", "items", "kv_heads", "group", "num_qo_heads", "page_size", "tile_pages", "tile_rem",
-                     "num_pages", "write_lse"),
+            *scalars("i32", "items", "kv_heads", "group", "row_blocks", "num_qo_heads", "page_size", "tile_pages",
+                     "tile_rem", "num_pages", "write_lse"),
             *scalars("f32", "q_scale", "cap_scale", "out_scale"),
             *scalars("i64", *DECODE_STRIDES),
         ),
-        block=(DECODE_THREADS, 1, 1),
-        grid=lambda p: (p["items"], p["group"] // heads, p["kv_heads"]),
-        sample={"items": 64, "kv_heads": 8, "group": heads, "num_qo_heads": 8 * heads, "page_size": 16,
-                "tile_pages": 2, "tile_rem": 0, "num_pages": 1000, "write_lse": 1, "q_scale": 0.1, "cap_scale": 0.0,
-                "out_scale": 1.0, **{name: 8 for name in DECODE_STRIDES}},
-        smem_bytes=decode_smem_bytes(head_dim, kv_dtype),
-        entry=decode_entry(dtype, kv_dtype, head_dim, heads),
+        block=(MMA_DECODE_WARPS * 32, 1, 1),
+        grid=lambda p: (p["items"] * p["kv_heads"] * p["row_blocks"], 1, 1),
+        sample={"items": 64, "kv_heads": 8, "group": 4, "row_blocks": 1, "num_qo_heads": 32, "page_size": 16,
+                "tile_pages": 4, "tile_rem": 0, "num_pages": 1000, "write_lse": 1, "q_scale": 0.1,
+                "cap_scale": 0.0, "out_scale": 1.0, **{name: 8 for name in DECODE_STRIDES}},
+        smem_bytes=mma_decode_smem_bytes(head_dim),
+        min_ctas_per_sm=MMA_DECODE_CTAS_PER_SM[head_dim],
+        entry=f"cutefi_batch_decode_mma_{dtype}_d{head_dim}",
         pdl=True,
     )
 
 
-DECODE_SPECS = {
-    (dtype, kv_dtype, head_dim, heads): KernelSpec.make(
-        "attention.batch_decode", "cute", "cutefi.attention.decode_kernel:BatchDecodeKernel",
-        "cutefi.attention.launch:decode_contract", Family.SIMT, dtype=dtype, kv_dtype=kv_dtype,
-        head_dim=head_dim, heads=heads,
+MMA_DECODE_SPECS = {
+    (dtype, head_dim): KernelSpec.make(
+        "attention.batch_decode_mma", "cute", "cutefi.attention.decode_mma_kernel:BatchDecodeMmaKernel",
+        "cutefi.attention.launch:mma_decode_contract", Family.MMA_SYNC, dtype=dtype, head_dim=head_dim,
     )
-    for dtype in DTYPES for kv_dtype in ("same",) for head_dim in DECODE_HEAD_DIMS for heads in DECODE_HEADS
+    for dtype in DTYPES for head_dim in DECODE_HEAD_DIMS
 }
-register(*DECODE_SPECS.values())
+register(*MMA_DECODE_SPECS.values())

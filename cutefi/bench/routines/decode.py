@@ -1,7 +1,7 @@
 """Decode attention routines (memory bound): one query token a request over its KV.
 
-``batch_decode``: cutefi's BatchDecodeWithPagedKVCacheWrapper over an NHD paged cache (pages
-shuffled), planned outside the timing; peers: torch's SDPA over dense contiguous K/V
+``batch_decode``: cutefi's BatchDecodeWithPagedKVCacheWrapper over a paged cache (NHD, or HND
+with ``hnd=1``; pages shuffled), planned outside the timing; peers: torch's SDPA over dense contiguous K/V
 ``[batch, kv_heads, kv_len, head_dim]`` with GQA (the math torch picks, and cuDNN's where it
 takes the case), and FlashInfer's wrapper when it imports. ``ragged=1`` draws each request's
 length uniformly from [kv_len / 64, kv_len] (seeded); the dense peers then attend over the
@@ -53,6 +53,7 @@ class BatchDecode(Routine):
         ShapeFlag("head_dim", (128,), (128,), "head dimension", minimum=64),
         ShapeFlag("page_size", (16,), (16,), "tokens a page"),
         ShapeFlag("ragged", (0,), (0,), "1: lengths uniform in [kv_len/64, kv_len]", minimum=0),
+        ShapeFlag("hnd", (0,), (0,), "1: HND pages [pages, kv_heads, page_size, head_dim] (0: NHD)", minimum=0),
     )
     atol = 2e-2
     rtol = 2e-2
@@ -84,6 +85,7 @@ class BatchDecode(Routine):
         pages_each = [-(-n // page) for n in lengths]
         total = sum(pages_each)
         order = torch.randperm(total, device="cuda")
+        hnd = bool(shape.get("hnd"))
         k_cache = torch.empty(total, page, kv_heads, d, device="cuda", dtype=dtype)
         v_cache = torch.empty_like(k_cache)
         first = 0
@@ -95,6 +97,9 @@ class BatchDecode(Routine):
                 rows[:n] = dense[b, :, :n].transpose(0, 1)
                 cache[ids] = rows.view(pages_each[b], page, kv_heads, d)
             first += pages_each[b]
+        if hnd:  # the same pages, each stored head-major
+            k_cache = k_cache.transpose(1, 2).contiguous()
+            v_cache = v_cache.transpose(1, 2).contiguous()
         indptr = torch.tensor([0, *torch.tensor(pages_each).cumsum(0).tolist()], dtype=torch.int32)
         indices = order.to(torch.int32).cpu()
         last = torch.tensor([(n - 1) % page + 1 for n in lengths], dtype=torch.int32)
@@ -104,13 +109,15 @@ class BatchDecode(Routine):
             mask = mask[:, None, None, :]
         state: dict[str, Any] = {"cache": (k_cache, v_cache), "lengths": lengths}
         plan_args = (indptr, indices, last, shape["qo_heads"], kv_heads, d, page)
-        wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"))
+        layout = "HND" if hnd else "NHD"
+        wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"),
+                                                            layout)
         wrapper.plan(*plan_args, q_data_type=dtype)
         state["cutefi"] = wrapper
         flashinfer = flashinfer_module()
         if flashinfer is not None:
             fi = flashinfer.BatchDecodeWithPagedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8,
-                                                                           device="cuda"), "NHD")
+                                                                           device="cuda"), layout)
             fi.plan(indptr.cuda(), indices.cuda(), last.cuda(), *plan_args[3:], q_data_type=dtype)
             state["flashinfer"] = fi
         return state, q, k, v, mask
