@@ -158,10 +158,12 @@ class BatchDecodeMmaKernel:
                 cute.copy(load_a, q_from[None, None, k], q_to[None, None, k])
         k_steps = cute.size(r_q, mode=[2])
         for step in cutlass.range(my_tiles, unroll=1):
-            cute.arch.cp_async_wait_group(self.stages - 2)
-            cute.arch.sync_warp()  # every lane's pieces of this tile have landed
+            # refill the stage the previous step used before waiting: stages - 1 tiles stay in
+            # flight during the wait too (this warp's ldmatrix reads of it are complete)
             self._issue(a, step + self.stages - 1, my_tiles, ring, first_token, kv_end, page_slot, entry, page,
                         page_base, head_offset, lane, indices)
+            cute.arch.cp_async_wait_group(self.stages - 1)
+            cute.arch.sync_warp()  # every lane's pieces of this tile have landed
             stage_base = ring + cute.assume((step % self.stages) * 2 * self.tile_elems, divby=128)
             tile_start = kv_start + (step * WARPS + warp_id) * TILE
             # ---- stage 3: one tile ---------------------------------------------------
