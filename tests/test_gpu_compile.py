@@ -111,7 +111,25 @@ def _samples():
         "append_paged_kv_cache_fused": (k, k * 2, *_append_indices(k),
                                         torch.zeros(8, 2, 2, 16, 128, dtype=k.dtype, device=k.device),
                                         *_append_pages(k), "HND"),
+        "batch_decode_out": _decode_args(k.device),
     }
+
+
+def _decode_args(device):
+    """A planned decode (two requests, 37 and 3000 tokens, 8 q heads on 2 kv heads, split over
+    the SMs) as the op's arguments."""
+    from test_gpu_decode import make_batch
+
+    kv, k_cache, v_cache, indptr, indices, last = make_batch([37, 3000], 16, 2, 128, torch.bfloat16)
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(8 << 20, dtype=torch.uint8, device=device))
+    wrapper.plan(indptr, indices, last, 8, 2, 128, 16, q_data_type=torch.bfloat16)
+    plan = wrapper._plan
+    from cutefi.attention.decode_ops import SIZES
+
+    q = torch.randn(2, 8, 128, device=device, dtype=torch.bfloat16)
+    return (q, k_cache, v_cache, torch.empty_like(q), torch.empty(2, 8, device=device), wrapper._workspace,
+            plan["work"], plan["state_indptr"], plan["kv_indptr"], plan["kv_indices"], "NHD",
+            [plan[key] for key in SIZES], [0.1275, 0.0, 1.0], False)
 
 
 def _append_indices(k):

@@ -202,3 +202,35 @@ def test_decode_run_errors():
         wrapper.run(q.bfloat16(), kv)
     with pytest.raises(ValueError, match="paged_kv_cache"):
         wrapper.run(q, (kv[0][:, :8], kv[1][:, :8]))
+
+
+@pytest.mark.parametrize("head_dim", [128, 256])
+def test_decode_shallow_rings(monkeypatch, head_dim):
+    """The shallower rings the plan takes on GPUs with 99 KB of shared memory a CTA (sm_86/89/120)."""
+    from cutefi.attention import decode, launch
+
+    stages = launch.MMA_DECODE_STAGES[head_dim][-1]
+    monkeypatch.setattr(decode, "decode_build", lambda device, d: (stages, 2))
+    run_decode([3000, 1, 77, 640], 16, 2, head_dim, 16, torch.bfloat16, seed=head_dim)
+
+
+def test_decode_compiles_without_a_graph_break():
+    qo_heads, kv_heads, head_dim, page_size = 32, 8, 128, 16
+    kv, k_cache, v_cache, indptr, indices, last = make_batch([500, 7000, 1], page_size, kv_heads, head_dim,
+                                                             torch.bfloat16, fused=True)
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"))
+    wrapper.plan(indptr, indices, last, qo_heads, kv_heads, head_dim, page_size, q_data_type=torch.bfloat16,
+                 logits_soft_cap=20.0)
+
+    def attend(q):
+        out, lse = wrapper.run(q * 2, kv, return_lse=True)
+        return out.float() + 1, lse
+
+    q = torch.randn(3, qo_heads, head_dim, device="cuda", dtype=torch.bfloat16)
+    torch._dynamo.reset()
+    compiled = torch.compile(attend, fullgraph=True)
+    got, want = compiled(q), attend(q)
+    torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+    torch.testing.assert_close(got[1], want[1], rtol=0, atol=0)
+    ref_out, ref_lse = reference(q * 2, k_cache, v_cache, indptr, indices, [500, 7000, 1], "NHD", cap=20.0)
+    check(got[0] - 1, got[1], ref_out, ref_lse, torch.bfloat16)

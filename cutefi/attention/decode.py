@@ -11,17 +11,20 @@ FlashInfer (``lse`` merges with :func:`cutefi.merge_state`).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 
 from .._checks import require_cuda, require_int, require_real, require_same_device, require_tensor
-from ..dtypes import name_of
+from ..jit import libcuda
 from ..jit.driver import device_info
 from ..jit.logs import api_log
-from ..jit.lookup import get_kernel
-from . import decode_plan, launch
-from .plan import KV_LAYOUTS, split_cache
+from .._library import compiling
+from . import decode_ops, decode_plan, launch
+from .decode_ops import OP as _OP
+from .decode_ops import Layout
+from .plan import KV_LAYOUTS
 
 _LOG2E = 1.4426950408889634
 _DTYPES = {"float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16,
@@ -39,7 +42,18 @@ def _dtype(name: str, value: object, default: torch.dtype | None = None) -> torc
     raise TypeError(f"{name} must be a torch dtype or one of {sorted(_DTYPES)}; got {value!r}")
 
 
-_SMEM_PER_SM = 227 * 1024  # usable shared memory of an SM (sm_80/sm_90: 163/227 KB; the plan only estimates)
+@functools.lru_cache(maxsize=None)
+def decode_build(device: int, head_dim: int) -> tuple[int, int]:
+    """(ring stages, resident CTAs an SM) of the decode kernel on ``device``: the deepest ring
+    whose shared memory the device grants one CTA."""
+    per_block = libcuda.device_attribute(libcuda.ATTR_MAX_SMEM_PER_BLOCK_OPTIN, device)
+    per_sm = libcuda.device_attribute(libcuda.ATTR_MAX_SMEM_PER_SM, device)
+    for stages in launch.MMA_DECODE_STAGES[head_dim]:
+        need = launch.mma_decode_smem_bytes(head_dim, stages)
+        if need <= per_block:
+            return stages, max(1, per_sm // (need + 1024))  # + the 1 KB the driver reserves a CTA
+    raise ValueError(f"head_dim {head_dim}: the decode kernel needs {need} bytes of shared memory a CTA; "
+                     f"device {device} grants {per_block}")
 
 
 def _check_options(pos_encoding_mode: str, backend: str | None = None) -> None:
@@ -73,38 +87,6 @@ def _host_i32(name: str, tensor: object, length: int | None = None) -> torch.Ten
         raise ValueError(f"{name} must be 1-D{f' [{length}]' if length is not None else ''}; "
                          f"got shape {tuple(tensor.shape)}")
     return tensor
-
-
-class _Layout:
-    """The paged cache of a run: k/v caches and their strides (elements), checked."""
-
-    def __init__(self, paged_kv_cache: object, kv_layout: str, kv_heads: int, head_dim: int, page_size: int,
-                 kv_dtype: torch.dtype) -> None:
-        k_cache, v_cache = split_cache(paged_kv_cache)
-        for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
-            if cache.dim() != 4:
-                raise ValueError(f"{name} must be 4-D ({'[pages, page_size, kv_heads, head_dim]' if kv_layout == 'NHD' else '[pages, kv_heads, page_size, head_dim]'}); got shape {tuple(cache.shape)}")
-            if cache.dtype != kv_dtype:
-                raise TypeError(f"{name} dtype {cache.dtype} differs from the planned kv_data_type {kv_dtype}")
-        entry_dim, head_dim_index = (1, 2) if kv_layout == "NHD" else (2, 1)
-        expected = [k_cache.shape[0], page_size, kv_heads, head_dim]
-        if kv_layout == "HND":
-            expected[1], expected[2] = kv_heads, page_size
-        if list(k_cache.shape) != expected or v_cache.shape != k_cache.shape:
-            raise ValueError(f"paged_kv_cache ({kv_layout}) must be {tuple(expected)} as planned (page_size "
-                             f"{page_size}, {kv_heads} kv heads, head_dim {head_dim}); got {tuple(k_cache.shape)} "
-                             f"and {tuple(v_cache.shape)}")
-        size = k_cache.element_size()
-        if k_cache.stride() != v_cache.stride():
-            raise ValueError(f"k_cache and v_cache must share one layout; got strides {k_cache.stride()} "
-                             f"and {v_cache.stride()}")
-        if k_cache.stride(3) != 1 or any((k_cache.stride(d) * size) % 16 for d in range(3)) \
-                or (k_cache.data_ptr() | v_cache.data_ptr()) % 16:
-            raise ValueError(f"paged_kv_cache rows must start on 16-byte boundaries (contiguous head_dim, strides "
-                             f"in multiples of 16 bytes); got strides {k_cache.stride()}")
-        self.k_cache, self.v_cache = k_cache, v_cache
-        self.strides = dict(cache_stride_page=k_cache.stride(0), cache_stride_entry=k_cache.stride(entry_dim),
-                            cache_stride_head=k_cache.stride(head_dim_index))
 
 
 class BatchDecodeWithPagedKVCacheWrapper:
@@ -193,15 +175,16 @@ class BatchDecodeWithPagedKVCacheWrapper:
         lengths = decode_plan.kv_lengths(indptr_h, last_h, page_size)
         starts = (lengths - 1 - window_left).clamp(min=0) if window_left >= 0 else torch.zeros_like(lengths)
         fixed_chunk = None if fixed_split_size is None else require_int("fixed_split_size", fixed_split_size) * page_size
-        ctas_per_sm = max(1, _SMEM_PER_SM // launch.mma_decode_smem_bytes(head_dim))
+        stages, ctas_per_sm = decode_build(self.device, head_dim)
         chunk = decode_plan.choose_chunk((lengths - starts).clamp(min=0), num_kv_heads * -(-group // launch.MMA_DECODE_ROWS),
                                          ctas_per_sm * device_info(self.device).sms, step, bool(disable_split_kv),
                                          fixed_chunk)
         part = decode_plan.partition(lengths, starts, chunk)
         self._plan = dict(batch=batch, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                          page_size=page_size, group=group, step=step, q_dtype=q_dtype,
+                          page_size=page_size, group=group, step=step, stages=stages, q_dtype=q_dtype,
                           kv_dtype=kv_dtype, window_left=window_left, logits_soft_cap=logits_soft_cap,
-                          sm_scale=sm_scale, items=part.items, partial_rows=part.partial_rows)
+                          sm_scale=sm_scale, items=part.items, partial_rows=part.partial_rows,
+                          graph=int(self._use_cuda_graph))
         self._upload(part, indptr, indices, last_page_len, bool(non_blocking))
 
     def _upload(self, part: decode_plan.DecodePartition, indptr, indices, last_page_len, non_blocking: bool) -> None:
@@ -264,7 +247,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
     def _graph_capacity(self, plan: dict) -> int:
         if "capacity" not in self._fixed:
             ctas_per_item = plan["num_kv_heads"] * -(-plan["group"] // launch.MMA_DECODE_ROWS)
-            ctas_per_sm = max(1, _SMEM_PER_SM // launch.mma_decode_smem_bytes(plan["head_dim"]))
+            ctas_per_sm = decode_build(self.device, plan["head_dim"])[1]
             slots = ctas_per_sm * device_info(self.device).sms
             self._fixed["capacity"] = plan["batch"] + -(-slots // ctas_per_item) + 1
             self._fixed["batch"] = plan["batch"]
@@ -291,12 +274,12 @@ class BatchDecodeWithPagedKVCacheWrapper:
             raise ValueError(f"q must be {shape} as planned; got {tuple(q.shape)}")
         if q.dtype != plan["q_dtype"]:
             raise TypeError(f"q dtype {q.dtype} differs from the planned q_data_type {plan['q_dtype']}")
-        if q.stride(2) != 1 or (q.data_ptr() % 16) or any((q.stride(d) * 2) % 16 for d in (0, 1)):
+        if q.stride(2) != 1 or (not compiling() and q.data_ptr() % 16) or any((q.stride(d) * 2) % 16 for d in (0, 1)):
             raise ValueError(f"q rows must start on 16-byte boundaries with head_dim contiguous; got strides {q.stride()}")
-        if self._use_cuda_graph is False and torch.cuda.is_current_stream_capturing():
+        if not self._use_cuda_graph and not compiling() and torch.cuda.is_current_stream_capturing():
             raise RuntimeError("run() captured in a CUDA graph needs a wrapper built with use_cuda_graph=True")
-        layout = _Layout(paged_kv_cache, self._kv_layout, plan["num_kv_heads"], plan["head_dim"], plan["page_size"],
-                         plan["kv_dtype"])
+        layout = Layout(paged_kv_cache, self._kv_layout, plan["num_kv_heads"], plan["head_dim"], plan["page_size"],
+                        plan["kv_dtype"], check_pointers=not compiling())
         out = self._output("out", out, shape, q.dtype, q)
         if return_lse or lse is not None:
             lse = self._output("lse", lse, shape[:2], torch.float32, q)
@@ -306,7 +289,14 @@ class BatchDecodeWithPagedKVCacheWrapper:
         out_scale = 1.0 if v_scale is None else require_real("v_scale", v_scale)
         pdl = enable_pdl is None or bool(enable_pdl)
         if plan["batch"]:
-            self._launch(plan, q, layout, out, lse, q_mult, cap_scale, out_scale, pdl)
+            sizes = [plan[key] for key in decode_ops.SIZES]
+            if compiling():  # torch.compile traces this: one cutefi op in the graph
+                _OP(q, layout.k_cache, layout.v_cache, out, lse, self._workspace, plan["work"], plan["state_indptr"],
+                    plan["kv_indptr"], plan["kv_indices"], self._kv_layout, sizes, [q_mult, cap_scale, out_scale], pdl)
+            else:
+                decode_ops.launch_decode(q, layout, out, lse, self._workspace, plan["work"], plan["state_indptr"],
+                                         plan["kv_indptr"], plan["kv_indices"], sizes, q_mult, cap_scale, out_scale,
+                                         pdl)
         return (out, lse) if return_lse else out
 
     forward = run
@@ -318,53 +308,11 @@ class BatchDecodeWithPagedKVCacheWrapper:
         require_tensor(name, tensor)
         if tuple(tensor.shape) != tuple(shape) or tensor.dtype != dtype:
             raise ValueError(f"{name} must be {tuple(shape)} {dtype}; got {tuple(tensor.shape)} {tensor.dtype}")
-        if tensor.stride(-1) != 1 or (name == "out" and ((tensor.data_ptr() % 16)
+        if tensor.stride(-1) != 1 or (name == "out" and ((not compiling() and tensor.data_ptr() % 16)
                                                           or any((tensor.stride(d) * 2) % 16 for d in (0, 1)))):
             raise ValueError(f"{name} must have a contiguous last dimension (16-byte aligned rows); "
                              f"got strides {tensor.stride()}")
         return tensor
-
-    def _launch(self, plan, q, layout: _Layout, out, lse, q_mult, cap_scale, out_scale, pdl) -> None:
-        device = q.get_device()
-        kernel = get_kernel(launch.MMA_DECODE_SPECS[(name_of(q.dtype), plan["head_dim"])], device)
-        heads, d = plan["num_qo_heads"], plan["head_dim"]
-        rows = plan["partial_rows"] if not self._use_cuda_graph else plan["items"]
-        tmp_v = self._workspace[:rows * heads * d * 2].view(q.dtype)
-        tmp_s = self._workspace[rows * heads * d * 2:][:rows * heads * 4]
-        tmp_s_ptr = tmp_s.data_ptr() if rows else tmp_v.data_ptr()
-        step = plan["step"]
-        sizes = dict(items=plan["items"], kv_heads=plan["num_kv_heads"], group=plan["group"],
-                     row_blocks=-(-plan["group"] // launch.MMA_DECODE_ROWS), num_qo_heads=heads,
-                     page_size=plan["page_size"], tile_pages=step // plan["page_size"],
-                     tile_rem=step % plan["page_size"], num_pages=layout.k_cache.shape[0], write_lse=int(lse is not None), q_scale=q_mult,
-                     cap_scale=cap_scale, out_scale=out_scale, q_stride_batch=q.stride(0), q_stride_head=q.stride(1),
-                     out_stride_batch=out.stride(0), out_stride_head=out.stride(1),
-                     lse_stride_batch=lse.stride(0) if lse is not None else 0, **layout.strides)
-        grid = kernel.contract.grid(sizes)
-        kernel.launch(grid, device, None, pdl, q=q.data_ptr(), out=out.data_ptr(), tmp_v=tmp_v.data_ptr(),
-                      k_cache=layout.k_cache.data_ptr(), v_cache=layout.v_cache.data_ptr(),
-                      lse=lse.data_ptr() if lse is not None else tmp_s_ptr, tmp_s=tmp_s_ptr,
-                      work=plan["work"].data_ptr(), kv_indptr=plan["kv_indptr"].data_ptr(),
-                      kv_indices=plan["kv_indices"].data_ptr(), **sizes)
-        if plan["partial_rows"] or self._use_cuda_graph:
-            self._merge(plan, q, tmp_v, tmp_s_ptr, out, lse, pdl, device)
-
-    @staticmethod
-    def _merge(plan, q, tmp_v, tmp_s_ptr, out, lse, pdl, device) -> None:
-        """Fold each split request's partial states into out/lse (the merge kernel's ragged mode)."""
-        heads, d = plan["num_qo_heads"], plan["head_dim"]
-        lanes, chunks = launch.merge_shape(d)
-        kernel = get_kernel(launch.MERGE_SPECS[(name_of(q.dtype), lanes, chunks, launch.STATES_IN_FLIGHT[-1])], device)
-        sizes = dict(seq_len=plan["batch"], states=0, heads=heads, head_dim=d, has_mask=0,
-                     write_lse=int(lse is not None), has_indptr=1, v_stride_pos=0, v_stride_state=heads * d,
-                     v_stride_head=d, s_stride_pos=0, s_stride_state=heads, s_stride_head=1,
-                     v_out_stride_pos=out.stride(0), v_out_stride_head=out.stride(1),
-                     s_out_stride_pos=lse.stride(0) if lse is not None else 0,
-                     s_out_stride_head=lse.stride(1) if lse is not None else 0)
-        kernel.launch(kernel.contract.grid(sizes), device, None, pdl, v=tmp_v.data_ptr(), v_out=out.data_ptr(),
-                      s=tmp_s_ptr, s_out=lse.data_ptr() if lse is not None else tmp_s_ptr, mask=tmp_s_ptr,
-                      state_indptr=plan["state_indptr"].data_ptr(), **sizes)
-
 
 class CUDAGraphBatchDecodeWithPagedKVCacheWrapper(BatchDecodeWithPagedKVCacheWrapper):
     """The CUDA-graph form of :class:`BatchDecodeWithPagedKVCacheWrapper` (FlashInfer's)."""

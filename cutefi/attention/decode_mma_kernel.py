@@ -42,13 +42,14 @@ class BatchDecodeMmaKernel:
     # ------------------------------------------------------------------ #
     # 1. specialisation
     # ------------------------------------------------------------------ #
-    def __init__(self, dtype: str, head_dim: int):
-        if dtype not in launch.DTYPES or head_dim not in launch.DECODE_HEAD_DIMS:
-            raise ValueError(f"unsupported tensor-core decode build {dtype!r}, head_dim={head_dim}")
-        self.contract = launch.mma_decode_contract(dtype, head_dim)
+    def __init__(self, dtype: str, head_dim: int, stages: int):
+        if dtype not in launch.DTYPES or head_dim not in launch.DECODE_HEAD_DIMS \
+                or stages not in launch.MMA_DECODE_STAGES[head_dim]:
+            raise ValueError(f"unsupported tensor-core decode build {dtype!r}, head_dim={head_dim}, stages={stages}")
+        self.contract = launch.mma_decode_contract(dtype, head_dim, stages)
         self.dtype = cute_dtype(dtype)
         self.head_dim = head_dim
-        self.stages = launch.MMA_DECODE_STAGES[head_dim]
+        self.stages = stages
         self.chunks = head_dim // VEC  # 16-byte pieces of a row
         # rows padded by one 16-byte piece: 8 rows at one column fall in 8 distinct bank groups
         self.row_stride = head_dim + VEC

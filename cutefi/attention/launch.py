@@ -156,7 +156,10 @@ DECODE_STRIDES = ("q_stride_batch", "q_stride_head", "cache_stride_page", "cache
 MMA_DECODE_WARPS = 4
 MMA_DECODE_ROWS = 16  # q heads a CTA holds (the MMA's M)
 MMA_DECODE_TILE = 16  # tokens a warp takes at a time
-MMA_DECODE_STAGES = {64: 4, 128: 3, 256: 2}  # per warp: stages - 1 tiles in flight while one is used
+# per warp ring depth (stages - 1 tiles in flight while one is used), deepest first: the plan
+# takes the deepest whose shared memory the device grants a CTA (227 KB on sm_90/sm_100, 163
+# KB on sm_80, 99 KB on sm_86/89/120: head_dim 128 and 256 step down there)
+MMA_DECODE_STAGES = {64: (4,), 128: (3, 2), 256: (2, 1)}
 MMA_DECODE_CTAS_PER_SM = {64: 4, 128: 2, 256: 1}  # asked of the register allocator (.minnctapersm)
 
 
@@ -165,13 +168,13 @@ def mma_decode_step() -> int:
     return MMA_DECODE_WARPS * MMA_DECODE_TILE
 
 
-def mma_decode_smem_bytes(head_dim: int) -> int:
+def mma_decode_smem_bytes(head_dim: int, stages: int) -> int:
     row_bytes = (head_dim + VEC) * 2  # rows padded by 16 bytes (bank-conflict-free ldmatrix)
-    ring = MMA_DECODE_WARPS * MMA_DECODE_STAGES[head_dim] * 2 * MMA_DECODE_TILE * row_bytes
+    ring = MMA_DECODE_WARPS * stages * 2 * MMA_DECODE_TILE * row_bytes
     return ring + MMA_DECODE_ROWS * row_bytes  # + the Q tile
 
 
-def mma_decode_contract(dtype: str, head_dim: int) -> LaunchContract:
+def mma_decode_contract(dtype: str, head_dim: int, stages: int) -> LaunchContract:
     return LaunchContract(
         params=(
             *pointers("q", "out", "tmp_v", dtype=dtype),
@@ -188,18 +191,19 @@ def mma_decode_contract(dtype: str, head_dim: int) -> LaunchContract:
         sample={"items": 64, "kv_heads": 8, "group": 4, "row_blocks": 1, "num_qo_heads": 32, "page_size": 16,
                 "tile_pages": 4, "tile_rem": 0, "num_pages": 1000, "write_lse": 1, "q_scale": 0.1,
                 "cap_scale": 0.0, "out_scale": 1.0, **{name: 8 for name in DECODE_STRIDES}},
-        smem_bytes=mma_decode_smem_bytes(head_dim),
+        smem_bytes=mma_decode_smem_bytes(head_dim, stages),
         min_ctas_per_sm=MMA_DECODE_CTAS_PER_SM[head_dim],
-        entry=f"cutefi_batch_decode_mma_{dtype}_d{head_dim}",
+        entry=f"cutefi_batch_decode_mma_{dtype}_d{head_dim}_s{stages}",
         pdl=True,
     )
 
 
 MMA_DECODE_SPECS = {
-    (dtype, head_dim): KernelSpec.make(
+    (dtype, head_dim, stages): KernelSpec.make(
         "attention.batch_decode_mma", "cute", "cutefi.attention.decode_mma_kernel:BatchDecodeMmaKernel",
         "cutefi.attention.launch:mma_decode_contract", Family.MMA_SYNC, dtype=dtype, head_dim=head_dim,
+        stages=stages,
     )
-    for dtype in DTYPES for head_dim in DECODE_HEAD_DIMS
+    for dtype in DTYPES for head_dim in DECODE_HEAD_DIMS for stages in MMA_DECODE_STAGES[head_dim]
 }
 register(*MMA_DECODE_SPECS.values())

@@ -1,0 +1,109 @@
+"""Launching batch decode: the paged cache's checked layout, the decode kernel and the merge
+of split requests, and the ``cutefi::batch_decode_out`` torch op torch.compile records for a
+wrapper's ``run`` (its plan's tensors and sizes are the op's arguments)."""
+
+from __future__ import annotations
+
+import torch
+
+from .._library import define
+from ..dtypes import name_of
+from ..jit.lookup import get_kernel
+from . import launch
+from .plan import split_cache
+
+# the plan's sizes the launch needs, in the order the op's ``int[] sizes`` carries them
+SIZES = ("batch", "num_qo_heads", "num_kv_heads", "group", "head_dim", "page_size", "stages", "items",
+         "partial_rows", "graph")
+
+
+class Layout:
+    """The paged cache of a run: k/v caches and their strides (elements), checked.
+    ``check_pointers``: also the 16-byte alignment of the data (not while tracing)."""
+
+    def __init__(self, paged_kv_cache: object, kv_layout: str, kv_heads: int, head_dim: int, page_size: int,
+                 kv_dtype: torch.dtype, check_pointers: bool = True) -> None:
+        k_cache, v_cache = split_cache(paged_kv_cache)
+        dims = "[pages, page_size, kv_heads, head_dim]" if kv_layout == "NHD" else "[pages, kv_heads, page_size, head_dim]"
+        for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+            if cache.dim() != 4:
+                raise ValueError(f"{name} must be 4-D {dims} ({kv_layout}); got shape {tuple(cache.shape)}")
+            if cache.dtype != kv_dtype:
+                raise TypeError(f"{name} dtype {cache.dtype} differs from the planned kv_data_type {kv_dtype}")
+        entry_dim, head_dim_index = (1, 2) if kv_layout == "NHD" else (2, 1)
+        expected = [k_cache.shape[0], page_size, kv_heads, head_dim]
+        if kv_layout == "HND":
+            expected[1], expected[2] = kv_heads, page_size
+        if list(k_cache.shape) != expected or v_cache.shape != k_cache.shape:
+            raise ValueError(f"paged_kv_cache ({kv_layout}) must be {tuple(expected)} as planned (page_size "
+                             f"{page_size}, {kv_heads} kv heads, head_dim {head_dim}); got {tuple(k_cache.shape)} "
+                             f"and {tuple(v_cache.shape)}")
+        size = k_cache.element_size()
+        if k_cache.stride() != v_cache.stride():
+            raise ValueError(f"k_cache and v_cache must share one layout; got strides {k_cache.stride()} "
+                             f"and {v_cache.stride()}")
+        misaligned = check_pointers and (k_cache.data_ptr() | v_cache.data_ptr()) % 16
+        if k_cache.stride(3) != 1 or any((k_cache.stride(d) * size) % 16 for d in range(3)) or misaligned:
+            raise ValueError(f"paged_kv_cache rows must start on 16-byte boundaries (contiguous head_dim, strides "
+                             f"in multiples of 16 bytes); got strides {k_cache.stride()}")
+        self.k_cache, self.v_cache = k_cache, v_cache
+        self.strides = dict(cache_stride_page=k_cache.stride(0), cache_stride_entry=k_cache.stride(entry_dim),
+                            cache_stride_head=k_cache.stride(head_dim_index))
+
+
+def launch_decode(q: torch.Tensor, layout: Layout, out: torch.Tensor, lse: torch.Tensor | None,
+                  workspace: torch.Tensor, work: torch.Tensor, state_indptr: torch.Tensor, kv_indptr: torch.Tensor,
+                  kv_indices: torch.Tensor, sizes: list[int], q_mult: float, cap_scale: float, out_scale: float,
+                  pdl: bool) -> None:
+    """The decode kernel over the plan's work items, then (split requests, or a CUDA-graph
+    plan whose splits may change between replays) the merge of the partial states."""
+    p = dict(zip(SIZES, sizes))
+    device = q.get_device()
+    kernel = get_kernel(launch.MMA_DECODE_SPECS[(name_of(q.dtype), p["head_dim"], p["stages"])], device)
+    heads, d = p["num_qo_heads"], p["head_dim"]
+    rows = p["items"] if p["graph"] else p["partial_rows"]
+    tmp_v = workspace[:rows * heads * d * 2].view(q.dtype)
+    tmp_s = workspace[rows * heads * d * 2:][:rows * heads * 4]
+    tmp_s_ptr = tmp_s.data_ptr() if rows else tmp_v.data_ptr()
+    step = launch.mma_decode_step()
+    args = dict(items=p["items"], kv_heads=p["num_kv_heads"], group=p["group"],
+                row_blocks=-(-p["group"] // launch.MMA_DECODE_ROWS), num_qo_heads=heads, page_size=p["page_size"],
+                tile_pages=step // p["page_size"], tile_rem=step % p["page_size"], num_pages=layout.k_cache.shape[0],
+                write_lse=int(lse is not None), q_scale=q_mult, cap_scale=cap_scale, out_scale=out_scale,
+                q_stride_batch=q.stride(0), q_stride_head=q.stride(1), out_stride_batch=out.stride(0),
+                out_stride_head=out.stride(1), lse_stride_batch=lse.stride(0) if lse is not None else 0,
+                **layout.strides)
+    kernel.launch(kernel.contract.grid(args), device, None, pdl, q=q.data_ptr(), out=out.data_ptr(),
+                  tmp_v=tmp_v.data_ptr(), k_cache=layout.k_cache.data_ptr(), v_cache=layout.v_cache.data_ptr(),
+                  lse=lse.data_ptr() if lse is not None else tmp_s_ptr, tmp_s=tmp_s_ptr, work=work.data_ptr(),
+                  kv_indptr=kv_indptr.data_ptr(), kv_indices=kv_indices.data_ptr(), **args)
+    if p["partial_rows"] or p["graph"]:
+        _merge(p, q, tmp_v, tmp_s_ptr, out, lse, state_indptr, pdl, device)
+
+
+def _merge(p: dict, q, tmp_v, tmp_s_ptr: int, out, lse, state_indptr, pdl: bool, device: int) -> None:
+    """Fold each split request's partial states into out/lse (the merge kernel's ragged mode)."""
+    heads, d = p["num_qo_heads"], p["head_dim"]
+    lanes, chunks = launch.merge_shape(d)
+    kernel = get_kernel(launch.MERGE_SPECS[(name_of(q.dtype), lanes, chunks, launch.STATES_IN_FLIGHT[-1])], device)
+    args = dict(seq_len=p["batch"], states=0, heads=heads, head_dim=d, has_mask=0, write_lse=int(lse is not None),
+                has_indptr=1, v_stride_pos=0, v_stride_state=heads * d, v_stride_head=d, s_stride_pos=0,
+                s_stride_state=heads, s_stride_head=1, v_out_stride_pos=out.stride(0),
+                v_out_stride_head=out.stride(1), s_out_stride_pos=lse.stride(0) if lse is not None else 0,
+                s_out_stride_head=lse.stride(1) if lse is not None else 0)
+    kernel.launch(kernel.contract.grid(args), device, None, pdl, v=tmp_v.data_ptr(), v_out=out.data_ptr(),
+                  s=tmp_s_ptr, s_out=lse.data_ptr() if lse is not None else tmp_s_ptr, mask=tmp_s_ptr,
+                  state_indptr=state_indptr.data_ptr(), **args)
+
+
+def _op_impl(q, k_cache, v_cache, out, lse, workspace, work, state_indptr, kv_indptr, kv_indices, kv_layout, sizes,
+             scales, pdl) -> None:
+    p = dict(zip(SIZES, sizes))
+    layout = Layout((k_cache, v_cache), kv_layout, p["num_kv_heads"], p["head_dim"], p["page_size"], k_cache.dtype)
+    launch_decode(q, layout, out, lse, workspace, work, state_indptr, kv_indptr, kv_indices, list(sizes), *scales, pdl)
+
+
+OP = define("batch_decode_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor(a!) out, Tensor(b!)? lse, "
+            "Tensor(c!) workspace, Tensor work, Tensor state_indptr, Tensor kv_indptr, Tensor kv_indices, "
+            "str kv_layout, int[] sizes, float[] scales, bool pdl) -> ()",
+            _op_impl, lambda *args: None)
