@@ -234,3 +234,41 @@ def test_decode_compiles_without_a_graph_break():
     torch.testing.assert_close(got[1], want[1], rtol=0, atol=0)
     ref_out, ref_lse = reference(q * 2, k_cache, v_cache, indptr, indices, [500, 7000, 1], "NHD", cap=20.0)
     check(got[0] - 1, got[1], ref_out, ref_lse, torch.bfloat16)
+
+
+def test_decode_plan_errors():
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    i32 = dict(dtype=torch.int32)
+    indptr, indices, last = torch.tensor([0, 2, 3], **i32), torch.arange(3, **i32), torch.tensor([5, 16], **i32)
+    ok = (indptr, indices, last, 8, 2, 128, 16)
+    with pytest.raises(ValueError, match="head_dim must be one of"):
+        wrapper.plan(indptr, indices, last, 8, 2, 96, 16)
+    with pytest.raises(ValueError, match="num_qo_heads .* multiple of num_kv_heads"):
+        wrapper.plan(indptr, indices, last, 6, 4, 128, 16)
+    with pytest.raises(ValueError, match="last_page_len must be in"):
+        wrapper.plan(indptr, indices, torch.tensor([5, 17], **i32), 8, 2, 128, 16)
+    with pytest.raises(ValueError, match="never decrease"):
+        wrapper.plan(torch.tensor([0, 3, 2], **i32), indices, last, 8, 2, 128, 16)
+    with pytest.raises(ValueError, match="indices holds"):
+        wrapper.plan(torch.tensor([0, 2, 9], **i32), indices, last, 8, 2, 128, 16)
+    with pytest.raises(TypeError, match="indptr must be int32"):
+        wrapper.plan(indptr.long(), indices, last, 8, 2, 128, 16)
+    with pytest.raises(NotImplementedError, match="pos_encoding_mode"):
+        wrapper.plan(*ok, pos_encoding_mode="ROPE_LLAMA")
+    with pytest.raises(TypeError, match="kv_data_type"):
+        wrapper.plan(*ok, kv_data_type=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="backend must be"):
+        cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(16, dtype=torch.uint8, device="cuda"), backend="fa3")
+    with pytest.raises(ValueError, match="use_cuda_graph=True needs"):
+        cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(16, dtype=torch.uint8, device="cuda"), use_cuda_graph=True)
+    wrapper.plan(*ok, q_data_type="float16")
+    kv, *_ = make_batch([19, 16], 16, 2, 128, torch.float16)
+    q = torch.randn(2, 8, 128, device="cuda", dtype=torch.float16)
+    with pytest.raises(ValueError, match="window_left"):
+        wrapper.run(q, kv, window_left=5)
+    with pytest.raises(NotImplementedError, match="sinks"):
+        wrapper.run(q, kv, sinks=torch.zeros(8, device="cuda"))
+    with pytest.raises(RuntimeError, match="use_cuda_graph=True"):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            wrapper.run(q, kv)

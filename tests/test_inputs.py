@@ -59,6 +59,12 @@ def _cpu_calls():
         "append_paged_kv_cache": (lambda: cutefi.append_paged_kv_cache(
             k, k, pos, pos, torch.zeros(4, 2, 16, 2, 64, dtype=bf16), pos[:4], torch.tensor([0, 4], dtype=i32),
             torch.tensor([8], dtype=i32)), "append_key"),
+        "BatchDecodeWithPagedKVCacheWrapper": (
+            lambda: cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(1024, dtype=torch.uint8)),
+            "float_workspace_buffer"),
+        "CUDAGraphBatchDecodeWithPagedKVCacheWrapper": (lambda: cutefi.CUDAGraphBatchDecodeWithPagedKVCacheWrapper(
+            torch.empty(1024, dtype=torch.uint8), indptr, pos, pos[:2]), "workspace_buffer"),
+        "single_decode_with_kv_cache": (lambda: cutefi.single_decode_with_kv_cache(q[0], k, k), "q"),
     }
 
 

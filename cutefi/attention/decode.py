@@ -21,10 +21,11 @@ from ..jit import libcuda
 from ..jit.driver import device_info
 from ..jit.logs import api_log
 from .._library import compiling
+from .._plans import PlanCache, signature
 from . import decode_ops, decode_plan, launch
 from .decode_ops import OP as _OP
 from .decode_ops import Layout
-from .plan import KV_LAYOUTS
+from .plan import KV_LAYOUTS, split_cache
 
 _LOG2E = 1.4426950408889634
 _DTYPES = {"float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16,
@@ -124,6 +125,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
             self._fixed = dict(indptr=paged_kv_indptr_buffer, indices=paged_kv_indices_buffer,
                                last_page_len=paged_kv_last_page_len_buffer)
         self._plan: dict | None = None
+        self._launches = PlanCache(64)  # prepared launches of this plan, by call layout
         self._host_buffer: torch.Tensor | None = None  # pinned staging of the plan's int arrays
         self._device_ints: torch.Tensor | None = None
         self._upload_done: torch.cuda.Event | None = None
@@ -180,6 +182,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
                                          ctas_per_sm * device_info(self.device).sms, step, bool(disable_split_kv),
                                          fixed_chunk)
         part = decode_plan.partition(lengths, starts, chunk)
+        self._launches.clear()
         self._plan = dict(batch=batch, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
                           page_size=page_size, group=group, step=step, stages=stages, q_dtype=q_dtype,
                           kv_dtype=kv_dtype, window_left=window_left, logits_soft_cap=logits_soft_cap,
@@ -261,6 +264,12 @@ class BatchDecodeWithPagedKVCacheWrapper:
         """Attention of each request's query ``q`` [batch, num_qo_heads, head_dim] over its KV
         pages. Returns ``out`` (q's dtype), or ``(out, lse)`` with ``return_lse`` (lse float32
         [batch, num_qo_heads], base 2)."""
+        if not compiling():  # a layout this wrapper ran before: only the pointers are new
+            key = self._launch_key(q, paged_kv_cache, out, lse, return_lse, q_scale, k_scale, v_scale, enable_pdl,
+                                   window_left, sinks)
+            prepared = self._launches.get(key)
+            if prepared is not None:
+                return self._run_prepared(prepared, q, paged_kv_cache, out, lse, return_lse)
         plan = self._plan
         if plan is None:
             raise RuntimeError("run() before plan(): call plan(...) with the batch's page table first")
@@ -294,9 +303,35 @@ class BatchDecodeWithPagedKVCacheWrapper:
                 _OP(q, layout.k_cache, layout.v_cache, out, lse, self._workspace, plan["work"], plan["state_indptr"],
                     plan["kv_indptr"], plan["kv_indices"], self._kv_layout, sizes, [q_mult, cap_scale, out_scale], pdl)
             else:
-                decode_ops.launch_decode(q, layout, out, lse, self._workspace, plan["work"], plan["state_indptr"],
-                                         plan["kv_indptr"], plan["kv_indices"], sizes, q_mult, cap_scale, out_scale,
-                                         pdl)
+                prepared = decode_ops.DecodeLaunch(q, layout, out, lse, self._workspace, plan["work"],
+                                                   plan["state_indptr"], plan["kv_indptr"], plan["kv_indices"], sizes,
+                                                   q_mult, cap_scale, out_scale, pdl)
+                self._launches.put(key, prepared)
+                prepared(q.data_ptr(), layout.k_cache.data_ptr(), layout.v_cache.data_ptr(), out.data_ptr(),
+                         lse.data_ptr() if lse is not None else None)
+        return (out, lse) if return_lse else out
+
+    def _launch_key(self, q, paged_kv_cache, out, lse, return_lse, *options) -> tuple | None:
+        """What a prepared launch depends on besides data pointers (None: not cacheable)."""
+        try:
+            cache = (signature(paged_kv_cache),) if isinstance(paged_kv_cache, torch.Tensor) else \
+                tuple(signature(t) for t in paged_kv_cache)
+            return (signature(q), cache, signature(out), signature(lse), bool(return_lse), *options)
+        except (AttributeError, TypeError):
+            return None
+
+    def _run_prepared(self, prepared, q, paged_kv_cache, out, lse, return_lse):
+        k_cache, v_cache = split_cache(paged_kv_cache)
+        if out is None:
+            out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        if lse is None and return_lse:
+            lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device)
+        if (q.data_ptr() | k_cache.data_ptr() | v_cache.data_ptr() | out.data_ptr()) % 16:
+            raise ValueError("q, the paged KV cache and out must start on 16-byte boundaries")
+        if not self._use_cuda_graph and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("run() captured in a CUDA graph needs a wrapper built with use_cuda_graph=True")
+        prepared(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
+                 lse.data_ptr() if lse is not None else None)
         return (out, lse) if return_lse else out
 
     forward = run
@@ -319,6 +354,8 @@ class CUDAGraphBatchDecodeWithPagedKVCacheWrapper(BatchDecodeWithPagedKVCacheWra
 
     def __init__(self, workspace_buffer: torch.Tensor, indptr_buffer: torch.Tensor, indices_buffer: torch.Tensor,
                  last_page_len_buffer: torch.Tensor, kv_layout: str = "NHD", use_tensor_cores: bool = False) -> None:
+        require_tensor("workspace_buffer", workspace_buffer)
+        require_cuda("workspace_buffer", workspace_buffer)
         super().__init__(workspace_buffer, kv_layout, True, use_tensor_cores, indptr_buffer, indices_buffer,
                          last_page_len_buffer)
 

@@ -160,7 +160,9 @@ class BatchDecodeMmaKernel:
         k_steps = cute.size(r_q, mode=[2])
         for step in cutlass.range(my_tiles, unroll=1):
             # refill the stage the previous step used before waiting: stages - 1 tiles stay in
-            # flight during the wait too (this warp's ldmatrix reads of it are complete)
+            # flight during the wait too (the warp barrier orders every lane's ldmatrix reads of
+            # it before the new writes)
+            cute.arch.sync_warp()
             self._issue(a, step + self.stages - 1, my_tiles, ring, first_token, kv_end, page_slot, entry, page,
                         page_base, head_offset, lane, indices)
             cute.arch.cp_async_wait_group(self.stages - 1)

@@ -1,5 +1,5 @@
-"""Launching batch decode: the paged cache's checked layout, the decode kernel and the merge
-of split requests, and the ``cutefi::batch_decode_out`` torch op torch.compile records for a
+"""Launching batch decode: the paged cache's checked layout, the prepared launch of the decode
+kernel and the merge of split requests, and the ``cutefi::batch_decode_out`` torch op torch.compile records for a
 wrapper's ``run`` (its plan's tensors and sizes are the op's arguments)."""
 
 from __future__ import annotations
@@ -51,56 +51,64 @@ class Layout:
                             cache_stride_head=k_cache.stride(head_dim_index))
 
 
-def launch_decode(q: torch.Tensor, layout: Layout, out: torch.Tensor, lse: torch.Tensor | None,
-                  workspace: torch.Tensor, work: torch.Tensor, state_indptr: torch.Tensor, kv_indptr: torch.Tensor,
-                  kv_indices: torch.Tensor, sizes: list[int], q_mult: float, cap_scale: float, out_scale: float,
-                  pdl: bool) -> None:
-    """The decode kernel over the plan's work items, then (split requests, or a CUDA-graph
-    plan whose splits may change between replays) the merge of the partial states."""
-    p = dict(zip(SIZES, sizes))
-    device = q.get_device()
-    kernel = get_kernel(launch.MMA_DECODE_SPECS[(name_of(q.dtype), p["head_dim"], p["stages"])], device)
-    heads, d = p["num_qo_heads"], p["head_dim"]
-    rows = p["items"] if p["graph"] else p["partial_rows"]
-    tmp_v = workspace[:rows * heads * d * 2].view(q.dtype)
-    tmp_s = workspace[rows * heads * d * 2:][:rows * heads * 4]
-    tmp_s_ptr = tmp_s.data_ptr() if rows else tmp_v.data_ptr()
-    step = launch.mma_decode_step()
-    args = dict(items=p["items"], kv_heads=p["num_kv_heads"], group=p["group"],
-                row_blocks=-(-p["group"] // launch.MMA_DECODE_ROWS), num_qo_heads=heads, page_size=p["page_size"],
-                tile_pages=step // p["page_size"], tile_rem=step % p["page_size"], num_pages=layout.k_cache.shape[0],
-                write_lse=int(lse is not None), q_scale=q_mult, cap_scale=cap_scale, out_scale=out_scale,
-                q_stride_batch=q.stride(0), q_stride_head=q.stride(1), out_stride_batch=out.stride(0),
-                out_stride_head=out.stride(1), lse_stride_batch=lse.stride(0) if lse is not None else 0,
-                **layout.strides)
-    kernel.launch(kernel.contract.grid(args), device, None, pdl, q=q.data_ptr(), out=out.data_ptr(),
-                  tmp_v=tmp_v.data_ptr(), k_cache=layout.k_cache.data_ptr(), v_cache=layout.v_cache.data_ptr(),
-                  lse=lse.data_ptr() if lse is not None else tmp_s_ptr, tmp_s=tmp_s_ptr, work=work.data_ptr(),
-                  kv_indptr=kv_indptr.data_ptr(), kv_indices=kv_indices.data_ptr(), **args)
-    if p["partial_rows"] or p["graph"]:
-        _merge(p, q, tmp_v, tmp_s_ptr, out, lse, state_indptr, pdl, device)
+class DecodeLaunch:
+    """Everything of a run that the call's data pointers do not change, computed once: the
+    decode kernel, its grid and scalars, and the merge of split requests (or a CUDA-graph
+    plan's merge, whose splits may change between replays). Calling it launches both."""
 
-
-def _merge(p: dict, q, tmp_v, tmp_s_ptr: int, out, lse, state_indptr, pdl: bool, device: int) -> None:
-    """Fold each split request's partial states into out/lse (the merge kernel's ragged mode)."""
-    heads, d = p["num_qo_heads"], p["head_dim"]
-    lanes, chunks = launch.merge_shape(d)
-    kernel = get_kernel(launch.MERGE_SPECS[(name_of(q.dtype), lanes, chunks, launch.STATES_IN_FLIGHT[-1])], device)
-    args = dict(seq_len=p["batch"], states=0, heads=heads, head_dim=d, has_mask=0, write_lse=int(lse is not None),
+    def __init__(self, q: torch.Tensor, layout: Layout, out: torch.Tensor, lse: torch.Tensor | None,
+                 workspace: torch.Tensor, work: torch.Tensor, state_indptr: torch.Tensor, kv_indptr: torch.Tensor,
+                 kv_indices: torch.Tensor, sizes: list[int], q_mult: float, cap_scale: float, out_scale: float,
+                 pdl: bool) -> None:
+        p = dict(zip(SIZES, sizes))
+        self.device = device = q.get_device()
+        self.pdl = pdl
+        self.kernel = get_kernel(launch.MMA_DECODE_SPECS[(name_of(q.dtype), p["head_dim"], p["stages"])], device)
+        heads, d = p["num_qo_heads"], p["head_dim"]
+        rows = p["items"] if p["graph"] else p["partial_rows"]
+        tmp_v = workspace.data_ptr()
+        self.tmp_s = tmp_v + rows * heads * d * 2 if rows else tmp_v
+        step = launch.mma_decode_step()
+        self.args = dict(items=p["items"], kv_heads=p["num_kv_heads"], group=p["group"],
+                         row_blocks=-(-p["group"] // launch.MMA_DECODE_ROWS), num_qo_heads=heads,
+                         page_size=p["page_size"], tile_pages=step // p["page_size"], tile_rem=step % p["page_size"],
+                         num_pages=layout.k_cache.shape[0], write_lse=int(lse is not None), q_scale=q_mult,
+                         cap_scale=cap_scale, out_scale=out_scale, q_stride_batch=q.stride(0),
+                         q_stride_head=q.stride(1), out_stride_batch=out.stride(0), out_stride_head=out.stride(1),
+                         lse_stride_batch=lse.stride(0) if lse is not None else 0, tmp_v=tmp_v, tmp_s=self.tmp_s,
+                         work=work.data_ptr(), kv_indptr=kv_indptr.data_ptr(), kv_indices=kv_indices.data_ptr(),
+                         **layout.strides)
+        self.grid = self.kernel.contract.grid(self.args)
+        self.merge = None
+        if p["partial_rows"] or p["graph"]:
+            lanes, chunks = launch.merge_shape(d)
+            self.merge = get_kernel(launch.MERGE_SPECS[(name_of(q.dtype), lanes, chunks,
+                                                         launch.STATES_IN_FLIGHT[-1])], device)
+            self.merge_args = dict(
+                seq_len=p["batch"], states=0, heads=heads, head_dim=d, has_mask=0, write_lse=int(lse is not None),
                 has_indptr=1, v_stride_pos=0, v_stride_state=heads * d, v_stride_head=d, s_stride_pos=0,
-                s_stride_state=heads, s_stride_head=1, v_out_stride_pos=out.stride(0),
-                v_out_stride_head=out.stride(1), s_out_stride_pos=lse.stride(0) if lse is not None else 0,
-                s_out_stride_head=lse.stride(1) if lse is not None else 0)
-    kernel.launch(kernel.contract.grid(args), device, None, pdl, v=tmp_v.data_ptr(), v_out=out.data_ptr(),
-                  s=tmp_s_ptr, s_out=lse.data_ptr() if lse is not None else tmp_s_ptr, mask=tmp_s_ptr,
-                  state_indptr=state_indptr.data_ptr(), **args)
+                s_stride_state=heads, s_stride_head=1, v_out_stride_pos=out.stride(0), v_out_stride_head=out.stride(1),
+                s_out_stride_pos=lse.stride(0) if lse is not None else 0,
+                s_out_stride_head=lse.stride(1) if lse is not None else 0, v=tmp_v, s=self.tmp_s, mask=self.tmp_s,
+                state_indptr=state_indptr.data_ptr())
+            self.merge_grid = self.merge.contract.grid(self.merge_args)
+
+    def __call__(self, q: int, k_cache: int, v_cache: int, out: int, lse: int | None) -> None:
+        """Launch on the tensors at these addresses (laid out as when this was built)."""
+        lse = self.tmp_s if lse is None else lse
+        self.kernel.launch(self.grid, self.device, None, self.pdl, q=q, out=out, k_cache=k_cache, v_cache=v_cache,
+                           lse=lse, **self.args)
+        if self.merge is not None:
+            self.merge.launch(self.merge_grid, self.device, None, self.pdl, v_out=out, s_out=lse, **self.merge_args)
 
 
 def _op_impl(q, k_cache, v_cache, out, lse, workspace, work, state_indptr, kv_indptr, kv_indices, kv_layout, sizes,
              scales, pdl) -> None:
     p = dict(zip(SIZES, sizes))
     layout = Layout((k_cache, v_cache), kv_layout, p["num_kv_heads"], p["head_dim"], p["page_size"], k_cache.dtype)
-    launch_decode(q, layout, out, lse, workspace, work, state_indptr, kv_indptr, kv_indices, list(sizes), *scales, pdl)
+    DecodeLaunch(q, layout, out, lse, workspace, work, state_indptr, kv_indptr, kv_indices, list(sizes), *scales,
+                 pdl)(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
+                      lse.data_ptr() if lse is not None else None)
 
 
 OP = define("batch_decode_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor(a!) out, Tensor(b!)? lse, "
