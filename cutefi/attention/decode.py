@@ -25,7 +25,7 @@ from .._plans import PlanCache, signature
 from . import decode_ops, decode_plan, launch
 from .decode_ops import OP as _OP
 from .decode_ops import Layout
-from .plan import KV_LAYOUTS, split_cache
+from .plan import KV_LAYOUTS, check_i32, split_cache
 
 _LOG2E = 1.4426950408889634
 _DTYPES = {"float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16,
@@ -80,16 +80,6 @@ def _scales(sm_scale: float | None, head_dim: int, logits_soft_cap: float | None
     return scale * _LOG2E, 0.0
 
 
-def _host_i32(name: str, tensor: object, length: int | None = None) -> torch.Tensor:
-    require_tensor(name, tensor)
-    if tensor.dtype != torch.int32:
-        raise TypeError(f"{name} must be int32; got {str(tensor.dtype).replace('torch.', '')}")
-    if tensor.dim() != 1 or (length is not None and tensor.shape[0] != length):
-        raise ValueError(f"{name} must be 1-D{f' [{length}]' if length is not None else ''}; "
-                         f"got shape {tuple(tensor.shape)}")
-    return tensor
-
-
 class BatchDecodeWithPagedKVCacheWrapper:
     """Decode attention for a batch of requests over a paged KV cache (FlashInfer's wrapper).
 
@@ -119,7 +109,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
                               ("paged_kv_last_page_len_buffer", paged_kv_last_page_len_buffer)):
                 if buf is None:
                     raise ValueError(f"use_cuda_graph=True needs {name} (a device int32 tensor that keeps its address)")
-                _host_i32(name, buf)
+                check_i32(name, buf)
                 if buf.device != float_workspace_buffer.device:
                     raise ValueError(f"{name} must be on {float_workspace_buffer.device}; got {buf.device}")
             self._fixed = dict(indptr=paged_kv_indptr_buffer, indices=paged_kv_indices_buffer,
@@ -158,12 +148,12 @@ class BatchDecodeWithPagedKVCacheWrapper:
             raise TypeError(f"q_data_type must be float16 or bfloat16; got {q_dtype}")
         if kv_dtype != q_dtype:
             raise TypeError(f"kv_data_type {kv_dtype} must equal q_data_type {q_dtype} (FP8 KV is not built yet)")
-        _host_i32("indptr", indptr)
+        check_i32("indptr", indptr)
         if indptr.shape[0] < 1:
             raise ValueError("indptr must have batch + 1 >= 1 entries")
         batch = indptr.shape[0] - 1
-        _host_i32("indices", indices)
-        _host_i32("last_page_len", last_page_len, batch)
+        check_i32("indices", indices)
+        check_i32("last_page_len", last_page_len, batch)
         indptr_h, last_h = indptr.cpu(), last_page_len.cpu()
         pages = indptr_h[1:] - indptr_h[:-1]
         if batch and (int(indptr_h[0]) != 0 or bool((pages < 0).any())):

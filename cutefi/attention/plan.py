@@ -136,7 +136,7 @@ def split_cache(paged_kv_cache: object) -> tuple[torch.Tensor, torch.Tensor]:
                     + (f" of shape {tuple(paged_kv_cache.shape)}" if isinstance(paged_kv_cache, torch.Tensor) else ""))
 
 
-def _check_i32(name: str, tensor: object, length: int | None) -> torch.Tensor:
+def check_i32(name: str, tensor: object, length: int | None) -> torch.Tensor:
     require_tensor(name, tensor)
     if tensor.dtype != torch.int32:
         raise TypeError(f"{name} must be int32; got {str(tensor.dtype).replace('torch.', '')}")
@@ -180,14 +180,14 @@ def plan_append(key: torch.Tensor, value: torch.Tensor, batch_indices: torch.Ten
                             or (k_cache.data_ptr() | v_cache.data_ptr()) % 16):
         raise ValueError(f"paged_kv_cache rows must start on 16-byte boundaries (contiguous head_dim, strides in "
                          f"multiples of 16 bytes); got strides {k_cache.stride()}")
-    _check_i32("batch_indices", batch_indices, nnz)
-    _check_i32("positions", positions, nnz)
-    _check_i32("kv_indices", kv_indices, None)
-    _check_i32("kv_indptr", kv_indptr, None)
+    check_i32("batch_indices", batch_indices, nnz)
+    check_i32("positions", positions, nnz)
+    check_i32("kv_indices", kv_indices, None)
+    check_i32("kv_indptr", kv_indptr, None)
     if kv_indptr.shape[0] < 1:
         raise ValueError("kv_indptr must have batch + 1 >= 1 entries")
     batch = kv_indptr.shape[0] - 1
-    _check_i32("kv_last_page_len", kv_last_page_len, batch)
+    check_i32("kv_last_page_len", kv_last_page_len, batch)
     named = [("append_key", key), ("append_value", value), ("batch_indices", batch_indices),
              ("positions", positions), ("k_cache", k_cache), ("v_cache", v_cache), ("kv_indices", kv_indices),
              ("kv_indptr", kv_indptr), ("kv_last_page_len", kv_last_page_len)]
