@@ -299,3 +299,27 @@ def test_same_layouts_on_both_devices_in_the_same_order():
         check_all(outs[d], staged[d], f"same layout, cuda:{d}")
     for name, out in outs[0].items():
         assert torch.equal(out.cpu(), outs[1][name].cpu()), f"{name}: cuda:0 and cuda:1 differ on the same input"
+
+
+@pytest.mark.parametrize("side_stream", [False, True])
+def test_decode_on_cuda1_while_cuda0_is_current(side_stream):
+    """BatchDecodeWithPagedKVCacheWrapper with every tensor on cuda:1 and cuda:0 current: plan
+    uploads to cuda:1, run launches there (on a side stream of cuda:1 too)."""
+    from test_gpu_decode import check, make_batch, reference
+
+    lengths = [3000, 5, 700]
+    with torch.cuda.device(1):
+        kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, 16, 2, 128, torch.bfloat16)
+        q = torch.randn(3, 8, 128, device="cuda").to(torch.bfloat16)
+        workspace = torch.empty(32 << 20, dtype=torch.uint8, device="cuda")
+    assert torch.cuda.current_device() == 0 and q.device == torch.device("cuda", 1)
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(workspace)
+    wrapper.plan(indptr, indices, last, 8, 2, 128, 16, q_data_type=torch.bfloat16)
+    torch.cuda.synchronize(1)  # the plan's tables are uploaded on cuda:1's current stream
+    stream = torch.cuda.Stream(device=1) if side_stream else torch.cuda.current_stream(1)
+    with torch.cuda.stream(stream):
+        out, lse = wrapper.run(q, kv, return_lse=True)
+    assert torch.cuda.current_device() == 0
+    stream.synchronize()
+    ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD")
+    check(out, lse, ref_out, ref_lse, torch.bfloat16)

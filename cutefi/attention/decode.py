@@ -90,6 +90,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
     ``use_tensor_cores`` is accepted and has no effect (one kernel serves every group).
     """
 
+    @api_log
     def __init__(self, float_workspace_buffer: torch.Tensor, kv_layout: str = "NHD", use_cuda_graph: bool = False,
                  use_tensor_cores: bool = False, paged_kv_indptr_buffer: torch.Tensor | None = None,
                  paged_kv_indices_buffer: torch.Tensor | None = None,
@@ -125,6 +126,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         return self._use_cuda_graph
 
     # ---- plan ------------------------------------------------------------------------------------
+    @api_log
     def plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
              pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type="float16",
              kv_data_type=None, data_type=None, sm_scale=None, rope_scale=None, rope_theta=None, non_blocking=True,
@@ -249,6 +251,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         return self._fixed["capacity"]
 
     # ---- run -------------------------------------------------------------------------------------
+    @api_log
     def run(self, q, paged_kv_cache, *, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None,
             return_lse=False, enable_pdl=None, window_left=None, sinks=None):
         """Attention of each request's query ``q`` [batch, num_qo_heads, head_dim] over its KV

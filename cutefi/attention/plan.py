@@ -136,7 +136,7 @@ def split_cache(paged_kv_cache: object) -> tuple[torch.Tensor, torch.Tensor]:
                     + (f" of shape {tuple(paged_kv_cache.shape)}" if isinstance(paged_kv_cache, torch.Tensor) else ""))
 
 
-def check_i32(name: str, tensor: object, length: int | None) -> torch.Tensor:
+def check_i32(name: str, tensor: object, length: int | None = None) -> torch.Tensor:
     require_tensor(name, tensor)
     if tensor.dtype != torch.int32:
         raise TypeError(f"{name} must be int32; got {str(tensor.dtype).replace('torch.', '')}")

@@ -93,14 +93,15 @@ def api_log(function: F) -> F:
     """Log calls of a public function at ``CUTEFI_LOGLEVEL`` >= 1; at 0 return it unchanged."""
     if LEVEL == 0:
         return function
-    name = f"cutefi.{function.__name__}"
+    name = f"cutefi.{function.__qualname__}"  # methods: cutefi.Class.method
     signature = inspect.signature(function)
 
     @functools.wraps(function)
     def logged(*args: Any, **kwargs: Any) -> Any:
         if LEVEL >= 3:
             bound = signature.bind_partial(*args, **kwargs)
-            described = ", ".join(f"{key}={describe(value, LEVEL >= 5)}" for key, value in bound.arguments.items())
+            described = ", ".join(f"{key}={describe(value, LEVEL >= 5)}" for key, value in bound.arguments.items()
+                                  if key != "self")
             log(3, f"{name}({described})")
         else:
             log(1, name)
