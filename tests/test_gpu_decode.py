@@ -47,7 +47,8 @@ def gather(cache, pages, length, layout):
     return blocks.reshape(-1, *blocks.shape[2:])[:length]
 
 
-def reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale=None, cap=None, window_left=-1):
+def reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale=None, cap=None, window_left=-1,
+              sinks=None):
     batch, qo_heads, head_dim = q.shape
     kv_heads = k_cache.shape[2] if layout == "NHD" else k_cache.shape[1]
     group = qo_heads // kv_heads
@@ -55,7 +56,9 @@ def reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale=No
     out = torch.zeros(batch, qo_heads, head_dim, device=q.device)
     lse = torch.full((batch, qo_heads), float("-inf"), device=q.device)
     for b, n in enumerate(lengths):
-        if n == 0:
+        if n == 0:  # no token: out 0, and lse the sink's alone (or -inf)
+            if sinks is not None:
+                lse[b] = sinks.float() / math.log(2)
             continue
         pages = indices[indptr[b]:indptr[b + 1]].to(q.device)
         k = gather(k_cache, pages, n, layout).repeat_interleave(group, dim=1)  # [n, qo_heads, d]
@@ -65,6 +68,9 @@ def reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale=No
             s = cap * torch.tanh(s / cap)
         if window_left >= 0:
             s[:, : max(0, n - 1 - window_left)] = float("-inf")
+        if sinks is not None:  # one more logit a head, with no value: only the denominator grows
+            s = torch.cat([s, sinks.float()[:, None]], dim=1)
+            v = torch.cat([v, torch.zeros_like(v[:1])], dim=0)
         p = torch.softmax(s, dim=-1)
         out[b] = torch.einsum("hn,nhd->hd", p, v)
         lse[b] = torch.logsumexp(s, dim=-1) / math.log(2)
@@ -83,7 +89,8 @@ def check(out, lse, ref_out, ref_lse, dtype):
 
 
 def run_decode(lengths, qo_heads, kv_heads, head_dim, page_size, dtype, layout="NHD", fused=False, seed=0,
-               cap=None, window_left=-1, sm_scale=None, disable_split=False, fixed_split=None, device_tables=False):
+               cap=None, window_left=-1, sm_scale=None, disable_split=False, fixed_split=None, device_tables=False,
+               sinks=False):
     kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, page_size, kv_heads, head_dim, dtype, layout,
                                                              fused=fused, seed=seed)
     q = torch.randn(len(lengths), qo_heads, head_dim, generator=torch.Generator().manual_seed(seed + 1)).to(dtype).cuda()
@@ -94,8 +101,10 @@ def run_decode(lengths, qo_heads, kv_heads, head_dim, page_size, dtype, layout="
                  fixed_split_size=fixed_split)
     out = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:2], float("nan"), device="cuda")
-    wrapper.run(q, kv, out=out, lse=lse)
-    ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale, cap, window_left)
+    sink = torch.randn(qo_heads, device="cuda") * 3 if sinks else None
+    wrapper.run(q, kv, out=out, lse=lse, sinks=sink)
+    ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale, cap, window_left,
+                                 sink)
     return check(out, lse, ref_out, ref_lse, dtype)
 
 
@@ -266,9 +275,16 @@ def test_decode_plan_errors():
     q = torch.randn(2, 8, 128, device="cuda", dtype=torch.float16)
     with pytest.raises(ValueError, match="window_left"):
         wrapper.run(q, kv, window_left=5)
-    with pytest.raises(NotImplementedError, match="sinks"):
-        wrapper.run(q, kv, sinks=torch.zeros(8, device="cuda"))
+    with pytest.raises(ValueError, match="sinks must be"):
+        wrapper.run(q, kv, sinks=torch.zeros(7, device="cuda"))
     with pytest.raises(RuntimeError, match="use_cuda_graph=True"):
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             wrapper.run(q, kv)
+
+
+@pytest.mark.parametrize("split", [None, 1])
+def test_decode_attention_sinks(split):
+    """gpt-oss's sinks: a per-head logit in the softmax denominator, counted once a request
+    however it is split (an empty request then attends to the sink alone: out 0)."""
+    run_decode([3000, 1, 0, 999], 64, 8, 64, 16, torch.bfloat16, fixed_split=split, sinks=True, seed=9)

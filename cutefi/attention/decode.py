@@ -199,7 +199,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
             if part.items > capacity:
                 raise ValueError(f"this plan needs {part.items} work items, more than the {capacity} the CUDA-graph "
                                  "wrapper was sized for at its first plan")
-            padded = torch.full((4, capacity), -1, dtype=torch.int32)
+            padded = torch.full((5, capacity), -1, dtype=torch.int32)
             padded[:, :part.items] = part.work
             arrays[0] = padded.reshape(-1)
             sizes[0] = arrays[0].numel()
@@ -256,18 +256,22 @@ class BatchDecodeWithPagedKVCacheWrapper:
             return_lse=False, enable_pdl=None, window_left=None, sinks=None):
         """Attention of each request's query ``q`` [batch, num_qo_heads, head_dim] over its KV
         pages. Returns ``out`` (q's dtype), or ``(out, lse)`` with ``return_lse`` (lse float32
-        [batch, num_qo_heads], base 2)."""
+        [batch, num_qo_heads], base 2). ``sinks``: float32 [num_qo_heads], each head's sink logit
+        (natural units, not scaled), counted in the softmax denominator and in ``lse``."""
         if not compiling():  # a layout this wrapper ran before: only the pointers are new
             key = self._launch_key(q, paged_kv_cache, out, lse, return_lse, q_scale, k_scale, v_scale, enable_pdl,
                                    window_left, sinks)
             prepared = self._launches.get(key)
             if prepared is not None:
-                return self._run_prepared(prepared, q, paged_kv_cache, out, lse, return_lse)
+                return self._run_prepared(prepared, q, paged_kv_cache, out, lse, return_lse, sinks)
         plan = self._plan
         if plan is None:
             raise RuntimeError("run() before plan(): call plan(...) with the batch's page table first")
         if sinks is not None:
-            raise NotImplementedError("sinks are not supported by cutefi's decode yet")
+            require_tensor("sinks", sinks)
+            if sinks.dtype != torch.float32 or tuple(sinks.shape) != (plan["num_qo_heads"],) or sinks.stride(0) != 1:
+                raise ValueError(f"sinks must be a contiguous float32 tensor [num_qo_heads] = [{plan['num_qo_heads']}]; "
+                                 f"got {tuple(sinks.shape)} {sinks.dtype}")
         if window_left is not None and window_left != plan["window_left"]:
             raise ValueError(f"window_left={window_left} differs from the planned {plan['window_left']}: plan again")
         require_tensor("q", q)
@@ -286,22 +290,23 @@ class BatchDecodeWithPagedKVCacheWrapper:
         if return_lse or lse is not None:
             lse = self._output("lse", lse, shape[:2], torch.float32, q)
         require_same_device(("q", q), ("k_cache", layout.k_cache), ("v_cache", layout.v_cache), ("out", out),
-                            ("float_workspace_buffer", self._workspace))
+                            ("float_workspace_buffer", self._workspace), *([("sinks", sinks)] if sinks is not None else []))
         q_mult, cap_scale = _scales(plan["sm_scale"], plan["head_dim"], plan["logits_soft_cap"], q_scale, k_scale)
         out_scale = 1.0 if v_scale is None else require_real("v_scale", v_scale)
         pdl = enable_pdl is None or bool(enable_pdl)
         if plan["batch"]:
             sizes = [plan[key] for key in decode_ops.SIZES]
             if compiling():  # torch.compile traces this: one cutefi op in the graph
-                _OP(q, layout.k_cache, layout.v_cache, out, lse, self._workspace, plan["work"], plan["state_indptr"],
-                    plan["kv_indptr"], plan["kv_indices"], self._kv_layout, sizes, [q_mult, cap_scale, out_scale], pdl)
+                _OP(q, layout.k_cache, layout.v_cache, out, lse, sinks, self._workspace, plan["work"],
+                    plan["state_indptr"], plan["kv_indptr"], plan["kv_indices"], self._kv_layout, sizes,
+                    [q_mult, cap_scale, out_scale], pdl)
             else:
-                prepared = decode_ops.DecodeLaunch(q, layout, out, lse, self._workspace, plan["work"],
+                prepared = decode_ops.DecodeLaunch(q, layout, out, lse, sinks is not None, self._workspace, plan["work"],
                                                    plan["state_indptr"], plan["kv_indptr"], plan["kv_indices"], sizes,
                                                    q_mult, cap_scale, out_scale, pdl)
                 self._launches.put(key, prepared)
                 prepared(q.data_ptr(), layout.k_cache.data_ptr(), layout.v_cache.data_ptr(), out.data_ptr(),
-                         lse.data_ptr() if lse is not None else None)
+                         lse.data_ptr() if lse is not None else None, sinks.data_ptr() if sinks is not None else None)
         return (out, lse) if return_lse else out
 
     def _launch_key(self, q, paged_kv_cache, out, lse, return_lse, *options) -> tuple | None:
@@ -309,11 +314,12 @@ class BatchDecodeWithPagedKVCacheWrapper:
         try:
             cache = (signature(paged_kv_cache),) if isinstance(paged_kv_cache, torch.Tensor) else \
                 tuple(signature(t) for t in paged_kv_cache)
+            options = tuple(signature(o) if isinstance(o, torch.Tensor) else o for o in options)
             return (signature(q), cache, signature(out), signature(lse), bool(return_lse), *options)
         except (AttributeError, TypeError):
             return None
 
-    def _run_prepared(self, prepared, q, paged_kv_cache, out, lse, return_lse):
+    def _run_prepared(self, prepared, q, paged_kv_cache, out, lse, return_lse, sinks):
         k_cache, v_cache = split_cache(paged_kv_cache)
         if out is None:
             out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -324,7 +330,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         if not self._use_cuda_graph and torch.cuda.is_current_stream_capturing():
             raise RuntimeError("run() captured in a CUDA graph needs a wrapper built with use_cuda_graph=True")
         prepared(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
-                 lse.data_ptr() if lse is not None else None)
+                 lse.data_ptr() if lse is not None else None, sinks.data_ptr() if sinks is not None else None)
         return (out, lse) if return_lse else out
 
     forward = run

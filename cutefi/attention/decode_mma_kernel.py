@@ -34,6 +34,7 @@ from cutefi.cute.pdl import wait_for_inputs
 
 VEC = launch.VEC  # 16-bit elements of a 16-byte piece
 ROWS = launch.MMA_DECODE_ROWS
+LOG2E = 1.4426950408889634
 TILE = launch.MMA_DECODE_TILE
 WARPS = launch.MMA_DECODE_WARPS
 
@@ -80,12 +81,14 @@ class BatchDecodeMmaKernel:
 
         # ---- stage 0: the work item ----------------------------------------------
         wait_for_inputs()
-        work = cute.make_tensor(a.work, cute.make_layout((4, a.items), stride=(a.items, 1)))
+        work = cute.make_tensor(a.work, cute.make_layout((5, a.items), stride=(a.items, 1)))
         live = work[0, item] >= 0  # an idle item pads a CUDA-graph plan's fixed grid
         request = cutlass.max(work[0, item], 0)
         kv_start = work[1, item]
         kv_end = work[2, item]
         partial_row = work[3, item]
+        # the request's attention sink (a logit in every head's denominator) rides on one item
+        with_sink = a.has_sinks != 0 and work[4, item] != 0
         page_base = cute.make_tensor(a.kv_indptr, cute.make_layout(request + 1))[request]
         tiles = cutlass.select_(live, cute.ceil_div(cutlass.max(kv_end - kv_start, 0), TILE), 0)
         my_tiles = cutlass.max(tiles - warp_id + WARPS - 1, 0) // WARPS  # tiles warp_id, +4, +8, ...
@@ -201,7 +204,7 @@ class BatchDecodeMmaKernel:
 
         # ---- stage 4: merge the warps, write ------------------------------------------
         if live:
-            self._finish(a, smem, acc_o, row_max, row_sum, thr_mma, tidx, warp_id, lane, request, partial_row,
+            self._finish(a, smem, acc_o, row_max, row_sum, thr_mma, tidx, warp_id, lane, request, partial_row, with_sink,
                          first_head, heads_here)
 
     # ------------------------------------------------------------------ #
@@ -323,10 +326,11 @@ class BatchDecodeMmaKernel:
             stride=((divided.stride[0], divided.stride[2][0]), divided.stride[1], divided.stride[2][1]))
 
     @cute.jit
-    def _finish(self, a, smem, acc_o, row_max, row_sum, thr_mma, tidx, warp_id, lane, request, partial_row,
+    def _finish(self, a, smem, acc_o, row_max, row_sum, thr_mma, tidx, warp_id, lane, request, partial_row, with_sink,
                 first_head, heads_here):
-        """Each warp's (O, max, sum) into shared memory, then every thread merges the four for
-        its 16-byte pieces of the output rows and writes them (and the rows' lse)."""
+        """Each warp's (O, max, sum) into shared memory, then every thread merges the four (and
+        the head's sink: a logit with no value) for its 16-byte pieces of the output rows and
+        writes them (and the rows' lse)."""
         d = self.head_dim
         f32 = cute.recast_ptr(smem, dtype=Float32)
         o_all = cute.make_tensor(f32, cute.make_layout((WARPS, ROWS, d), stride=(ROWS * d, d, 1)))
@@ -346,13 +350,17 @@ class BatchDecodeMmaKernel:
             row = piece // self.chunks
             col = (piece % self.chunks) * VEC
             if row < heads_here:
-                m = stats[0, 0, row]
+                head = first_head + row
+                sink = Float32(NEG_INF)
+                if with_sink:
+                    sink = cute.make_tensor(a.sinks, cute.make_layout(a.num_qo_heads))[head] * Float32(LOG2E)
+                m = cute.arch.fmax(stats[0, 0, row], sink)
                 for w in cutlass.range_constexpr(1, WARPS):
                     m = cute.arch.fmax(m, stats[0, w, row])
                 ref = cutlass.select_(m == Float32(NEG_INF), Float32(0.0), m)
                 acc = cute.make_rmem_tensor(cute.make_layout(VEC), Float32)
                 acc.fill(0.0)
-                total = Float32(0.0)
+                total = cute.math.exp2(sink - ref, fastmath=True)
                 for w in cutlass.range_constexpr(WARPS):
                     weight = cute.math.exp2(stats[0, w, row] - ref, fastmath=True)
                     total = total + stats[1, w, row] * weight
@@ -363,7 +371,6 @@ class BatchDecodeMmaKernel:
                 lse = cutlass.select_(nonempty, m + cute.math.log2(total, fastmath=True), Float32(NEG_INF))
                 result = cute.make_rmem_tensor(cute.make_layout(VEC), self.dtype)
                 result.store((acc.load() * (inv * a.out_scale)).to(self.dtype))
-                head = first_head + row
                 if partial_row < 0:
                     offset = Int64(request) * a.out_stride_batch + Int64(head) * a.out_stride_head + col
                     cute.make_tensor(a.out + cute.assume(offset, divby=VEC), cute.make_layout(VEC)).store(result.load())

@@ -57,7 +57,7 @@ class DecodeLaunch:
     plan's merge, whose splits may change between replays). Calling it launches both."""
 
     def __init__(self, q: torch.Tensor, layout: Layout, out: torch.Tensor, lse: torch.Tensor | None,
-                 workspace: torch.Tensor, work: torch.Tensor, state_indptr: torch.Tensor, kv_indptr: torch.Tensor,
+                 has_sinks: bool, workspace: torch.Tensor, work: torch.Tensor, state_indptr: torch.Tensor, kv_indptr: torch.Tensor,
                  kv_indices: torch.Tensor, sizes: list[int], q_mult: float, cap_scale: float, out_scale: float,
                  pdl: bool) -> None:
         p = dict(zip(SIZES, sizes))
@@ -72,7 +72,7 @@ class DecodeLaunch:
         self.args = dict(items=p["items"], kv_heads=p["num_kv_heads"], group=p["group"],
                          row_blocks=-(-p["group"] // launch.MMA_DECODE_ROWS), num_qo_heads=heads,
                          page_size=p["page_size"], tile_pages=step // p["page_size"], tile_rem=step % p["page_size"],
-                         num_pages=layout.k_cache.shape[0], write_lse=int(lse is not None), q_scale=q_mult,
+                         num_pages=layout.k_cache.shape[0], write_lse=int(lse is not None), has_sinks=int(has_sinks), q_scale=q_mult,
                          cap_scale=cap_scale, out_scale=out_scale, q_stride_batch=q.stride(0),
                          q_stride_head=q.stride(1), out_stride_batch=out.stride(0), out_stride_head=out.stride(1),
                          lse_stride_batch=lse.stride(0) if lse is not None else 0, tmp_v=tmp_v, tmp_s=self.tmp_s,
@@ -93,25 +93,26 @@ class DecodeLaunch:
                 state_indptr=state_indptr.data_ptr())
             self.merge_grid = self.merge.contract.grid(self.merge_args)
 
-    def __call__(self, q: int, k_cache: int, v_cache: int, out: int, lse: int | None) -> None:
+    def __call__(self, q: int, k_cache: int, v_cache: int, out: int, lse: int | None, sinks: int | None) -> None:
         """Launch on the tensors at these addresses (laid out as when this was built)."""
         lse = self.tmp_s if lse is None else lse
         self.kernel.launch(self.grid, self.device, None, self.pdl, q=q, out=out, k_cache=k_cache, v_cache=v_cache,
-                           lse=lse, **self.args)
+                           lse=lse, sinks=self.tmp_s if sinks is None else sinks, **self.args)
         if self.merge is not None:
             self.merge.launch(self.merge_grid, self.device, None, self.pdl, v_out=out, s_out=lse, **self.merge_args)
 
 
-def _op_impl(q, k_cache, v_cache, out, lse, workspace, work, state_indptr, kv_indptr, kv_indices, kv_layout, sizes,
+def _op_impl(q, k_cache, v_cache, out, lse, sinks, workspace, work, state_indptr, kv_indptr, kv_indices, kv_layout, sizes,
              scales, pdl) -> None:
     p = dict(zip(SIZES, sizes))
     layout = Layout((k_cache, v_cache), kv_layout, p["num_kv_heads"], p["head_dim"], p["page_size"], k_cache.dtype)
-    DecodeLaunch(q, layout, out, lse, workspace, work, state_indptr, kv_indptr, kv_indices, list(sizes), *scales,
-                 pdl)(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
-                      lse.data_ptr() if lse is not None else None)
+    DecodeLaunch(q, layout, out, lse, sinks is not None, workspace, work, state_indptr, kv_indptr, kv_indices,
+                 list(sizes), *scales, pdl)(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
+                                            lse.data_ptr() if lse is not None else None,
+                                            sinks.data_ptr() if sinks is not None else None)
 
 
-OP = define("batch_decode_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor(a!) out, Tensor(b!)? lse, "
+OP = define("batch_decode_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor(a!) out, Tensor(b!)? lse, Tensor? sinks, "
             "Tensor(c!) workspace, Tensor work, Tensor state_indptr, Tensor kv_indptr, Tensor kv_indices, "
             "str kv_layout, int[] sizes, float[] scales, bool pdl) -> ()",
             _op_impl, lambda *args: None)

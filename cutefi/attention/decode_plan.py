@@ -21,7 +21,8 @@ MIN_CHUNK = 256  # tokens: shorter chunks cost more in merging than they gain in
 
 
 class DecodePartition(NamedTuple):
-    work: torch.Tensor  # int32 [4, items]: request, kv_start, kv_end, partial row (-1: whole request)
+    work: torch.Tensor  # int32 [5, items]: request, kv_start, kv_end, partial row (-1: whole request),
+    # and 1 on the one item a request's attention sink is counted in
     state_indptr: torch.Tensor  # int32 [batch + 1]: partial rows of each request (0 rows: not split)
     items: int
     partial_rows: int
@@ -58,7 +59,7 @@ def partition(lengths: torch.Tensor, starts: torch.Tensor, chunk: int) -> Decode
     ranges = (lengths - starts).clamp(min=0)
     if chunk == 0:
         work = torch.stack((torch.arange(batch, dtype=torch.int64), starts, lengths,
-                            torch.full((batch,), -1, dtype=torch.int64)))
+                            torch.full((batch,), -1, dtype=torch.int64), torch.ones(batch, dtype=torch.int64)))
         return DecodePartition(work.to(torch.int32), torch.zeros(batch + 1, dtype=torch.int32), batch, 0, 0)
     chunks = (-(-ranges // chunk)).clamp(min=1)  # an empty range is one (empty) item
     items = int(chunks.sum())
@@ -72,5 +73,5 @@ def partition(lengths: torch.Tensor, starts: torch.Tensor, chunk: int) -> Decode
     state_indptr = torch.zeros(batch + 1, dtype=torch.int64)
     torch.cumsum(rows, 0, out=state_indptr[1:])
     partial_row = torch.where(split[request], state_indptr[request] + index, -1)
-    work = torch.stack((request, kv_start, kv_end, partial_row)).to(torch.int32)
+    work = torch.stack((request, kv_start, kv_end, partial_row, (index == 0).to(torch.int64))).to(torch.int32)
     return DecodePartition(work, state_indptr.to(torch.int32), items, int(state_indptr[-1]), chunk)
