@@ -160,7 +160,9 @@ def test_decode_cuda_graph_replay_with_new_lengths():
         torch.empty(64 << 20, dtype=torch.uint8, device="cuda"), *bufs)
     q = torch.randn(batch, qo_heads, head_dim, device="cuda").to(torch.bfloat16)
     out = torch.empty_like(q)
-    wrapper.plan(indptr, indices, last, qo_heads, kv_heads, head_dim, page_size, q_data_type=torch.bfloat16)
+    # the first plan is the smallest (one page a request): later plans hold more pages
+    wrapper.plan(torch.arange(batch + 1, dtype=torch.int32), indices[:batch], torch.full((batch,), 16, dtype=torch.int32),
+                 qo_heads, kv_heads, head_dim, page_size, q_data_type=torch.bfloat16)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):

@@ -190,8 +190,9 @@ class BatchDecodeWithPagedKVCacheWrapper:
         if on_device:
             require_same_device(("indptr", indptr), ("indices", indices), ("float_workspace_buffer", self._workspace))
         arrays = [part.work.reshape(-1), part.state_indptr]
-        if not on_device:
-            arrays += [indptr.to(torch.int32), indices.to(torch.int32)]
+        staged_tables = not on_device and not self._use_cuda_graph  # graphs: the user's fixed buffers
+        if staged_tables:
+            arrays += [indptr, indices]
         sizes = [a.numel() for a in arrays]
         total = sum(sizes)
         if self._use_cuda_graph:  # fixed capacity: the work array is padded with idle items
@@ -215,16 +216,17 @@ class BatchDecodeWithPagedKVCacheWrapper:
         torch.cat(arrays, out=self._host_buffer[:total])
         stream = torch.cuda.current_stream(self._workspace.device)
         self._device_ints[:total].copy_(self._host_buffer[:total], non_blocking=non_blocking)
-        self._upload_done = torch.cuda.Event()
+        if self._upload_done is None:
+            self._upload_done = torch.cuda.Event()
         self._upload_done.record(stream)
         offsets = [sum(sizes[:i]) for i in range(len(sizes))]
         plan["work"] = self._device_ints[offsets[0]:offsets[0] + sizes[0]]
         plan["state_indptr"] = self._device_ints[offsets[1]:offsets[1] + sizes[1]]
-        if on_device:
-            plan["kv_indptr"], plan["kv_indices"] = indptr, indices
-        else:
+        if staged_tables:
             plan["kv_indptr"] = self._device_ints[offsets[2]:offsets[2] + sizes[2]]
             plan["kv_indices"] = self._device_ints[offsets[3]:offsets[3] + sizes[3]]
+        elif not self._use_cuda_graph:
+            plan["kv_indptr"], plan["kv_indices"] = indptr, indices
         if self._use_cuda_graph:  # the page table into the user's fixed buffers
             for key, src in (("indptr", indptr), ("indices", indices), ("last_page_len", last_page_len)):
                 dst = self._fixed[key]
