@@ -165,24 +165,25 @@ class BatchDecodeWithPagedKVCacheWrapper:
         if batch and bool(((pages > 0) & ((last_h < 1) | (last_h > page_size))).any()):
             raise ValueError(f"last_page_len must be in [1, page_size={page_size}] for every request with pages")
         group = num_qo_heads // num_kv_heads
-        step = launch.mma_decode_step()
         lengths = decode_plan.kv_lengths(indptr_h, last_h, page_size)
         starts = (lengths - 1 - window_left).clamp(min=0) if window_left >= 0 else torch.zeros_like(lengths)
         fixed_chunk = None if fixed_split_size is None else require_int("fixed_split_size", fixed_split_size) * page_size
         stages, ctas_per_sm = decode_build(self.device, head_dim)
-        chunk = decode_plan.choose_chunk((lengths - starts).clamp(min=0), num_kv_heads * -(-group // launch.MMA_DECODE_ROWS),
-                                         ctas_per_sm * device_info(self.device).sms, step, bool(disable_split_kv),
-                                         fixed_chunk)
+        ctas_per_item = num_kv_heads * -(-group // launch.MMA_DECODE_ROWS)
+        slots = ctas_per_sm * device_info(self.device).sms  # CTAs the GPU holds at once
+        chunk = decode_plan.choose_chunk((lengths - starts).clamp(min=0), ctas_per_item, slots,
+                                         launch.mma_decode_step(), bool(disable_split_kv), fixed_chunk)
         part = decode_plan.partition(lengths, starts, chunk)
         self._launches.clear()
         self._plan = dict(batch=batch, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                          page_size=page_size, group=group, step=step, stages=stages, q_dtype=q_dtype,
+                          page_size=page_size, group=group, stages=stages, q_dtype=q_dtype,
                           kv_dtype=kv_dtype, window_left=window_left, logits_soft_cap=logits_soft_cap,
                           sm_scale=sm_scale, items=part.items, partial_rows=part.partial_rows,
                           graph=int(self._use_cuda_graph))
-        self._upload(part, indptr, indices, last_page_len, bool(non_blocking))
+        self._upload(part, indptr, indices, last_page_len, bool(non_blocking), ctas_per_item, slots)
 
-    def _upload(self, part: decode_plan.DecodePartition, indptr, indices, last_page_len, non_blocking: bool) -> None:
+    def _upload(self, part: decode_plan.DecodePartition, indptr, indices, last_page_len, non_blocking: bool,
+                ctas_per_item: int, slots: int) -> None:
         """One host-to-device copy of [work | state_indptr | kv_indptr | kv_indices] (the page
         table only where it came from the host), into a pinned staging buffer."""
         plan = self._plan
@@ -196,7 +197,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         sizes = [a.numel() for a in arrays]
         total = sum(sizes)
         if self._use_cuda_graph:  # fixed capacity: the work array is padded with idle items
-            capacity = self._graph_capacity(plan)
+            capacity = self._graph_capacity(plan, ctas_per_item, slots)
             if part.items > capacity:
                 raise ValueError(f"this plan needs {part.items} work items, more than the {capacity} the CUDA-graph "
                                  "wrapper was sized for at its first plan")
@@ -241,11 +242,10 @@ class BatchDecodeWithPagedKVCacheWrapper:
             raise ValueError(f"float_workspace_buffer holds {self._workspace.numel()} bytes; this plan's partial states "
                              f"need {needed * row_bytes}")
 
-    def _graph_capacity(self, plan: dict) -> int:
+    def _graph_capacity(self, plan: dict, ctas_per_item: int, slots: int) -> int:
+        """Work items of the fixed grid (set at the first plan): any partition's count is at
+        most batch + slots / ctas_per_item (choose_chunk's target) + 1."""
         if "capacity" not in self._fixed:
-            ctas_per_item = plan["num_kv_heads"] * -(-plan["group"] // launch.MMA_DECODE_ROWS)
-            ctas_per_sm = decode_build(self.device, plan["head_dim"])[1]
-            slots = ctas_per_sm * device_info(self.device).sms
             self._fixed["capacity"] = plan["batch"] + -(-slots // ctas_per_item) + 1
             self._fixed["batch"] = plan["batch"]
         if plan["batch"] != self._fixed["batch"]:
