@@ -17,21 +17,33 @@ import cutefi
 pytestmark = pytest.mark.gpu
 
 REL = {torch.bfloat16: 1.2e-2, torch.float16: 2e-3}  # relative L2 error of the output
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def random_cache(shape, g, dtype):
+    """Fresh random values; FP8 ones span the format's range, subnormals included (a normal
+    value times 2^-10 .. 2^2), saturated below its largest finite value."""
+    values = torch.randn(shape, generator=g)
+    if dtype in FP8:
+        values = values * torch.exp2(torch.rand(shape, generator=g) * 12 - 10)
+        values = values.clamp(-torch.finfo(dtype).max, torch.finfo(dtype).max)
+    return values.to(dtype)
 
 
 def make_batch(lengths, page_size, kv_heads, head_dim, dtype, layout="NHD", spare_pages=3, fused=False, seed=0):
-    """A paged cache holding ``lengths`` tokens per request in shuffled pages, and its page table."""
+    """A paged cache holding ``lengths`` tokens per request in shuffled pages, and its page table
+    (``dtype``: the cache's, FP8 included)."""
     g = torch.Generator().manual_seed(seed)
     pages_per = [-(-n // page_size) for n in lengths]
     total = sum(pages_per) + spare_pages
     shape = (total, page_size, kv_heads, head_dim) if layout == "NHD" else (total, kv_heads, page_size, head_dim)
     if fused:  # one [pages, 2, ...] tensor: K and V pages interleaved (non-contiguous page stride)
-        cache = torch.randn((total, 2, *shape[1:]), generator=g).to(dtype).cuda()
+        cache = random_cache((total, 2, *shape[1:]), g, dtype).cuda()
         kv = cache
         k_cache, v_cache = cache[:, 0], cache[:, 1]
     else:
-        k_cache = torch.randn(shape, generator=g).to(dtype).cuda()
-        v_cache = torch.randn(shape, generator=g).to(dtype).cuda()
+        k_cache = random_cache(shape, g, dtype).cuda()
+        v_cache = random_cache(shape, g, dtype).cuda()
         kv = (k_cache, v_cache)
     order = torch.randperm(total, generator=g)[:sum(pages_per)].to(torch.int32)
     indptr = torch.tensor([0, *torch.tensor(pages_per).cumsum(0).tolist()], dtype=torch.int32)
@@ -47,8 +59,19 @@ def gather(cache, pages, length, layout):
     return blocks.reshape(-1, *blocks.shape[2:])[:length]
 
 
+def rope_llama(x, positions, rope_scale=1.0, rope_theta=1e4):
+    """FlashInfer's Llama RoPE of ``x`` [n, heads, d] at ``positions`` [n] (float64 angles):
+    dims i and i + d/2 turn by position / rope_scale * rope_theta^(-2i/d)."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / (rope_scale * rope_theta ** (torch.arange(d // 2, dtype=torch.float64, device=x.device) * 2 / d))
+    angle = positions.to(torch.float64)[:, None] * inv_freq[None, :]
+    cos, sin = torch.cos(angle).float()[:, None, :], torch.sin(angle).float()[:, None, :]
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
 def reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale=None, cap=None, window_left=-1,
-              sinks=None):
+              sinks=None, k_scale=1.0, v_scale=1.0, rope=None):
     batch, qo_heads, head_dim = q.shape
     kv_heads = k_cache.shape[2] if layout == "NHD" else k_cache.shape[1]
     group = qo_heads // kv_heads
@@ -61,9 +84,13 @@ def reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale=No
                 lse[b] = sinks.float() / math.log(2)
             continue
         pages = indices[indptr[b]:indptr[b + 1]].to(q.device)
-        k = gather(k_cache, pages, n, layout).repeat_interleave(group, dim=1)  # [n, qo_heads, d]
-        v = gather(v_cache, pages, n, layout).repeat_interleave(group, dim=1)
-        s = torch.einsum("hd,nhd->hn", q[b].float(), k) * scale
+        k = gather(k_cache, pages, n, layout).repeat_interleave(group, dim=1) * k_scale  # [n, qo_heads, d]
+        v = gather(v_cache, pages, n, layout).repeat_interleave(group, dim=1) * v_scale
+        qb = q[b].float()
+        if rope is not None:  # (rope_scale, rope_theta): q at position n - 1, k at 0 .. n - 1
+            k = rope_llama(k, torch.arange(n, device=q.device), *rope)
+            qb = rope_llama(qb[None], torch.tensor([n - 1], device=q.device), *rope)[0]
+        s = torch.einsum("hd,nhd->hn", qb, k) * scale
         if cap:
             s = cap * torch.tanh(s / cap)
         if window_left >= 0:
@@ -75,6 +102,12 @@ def reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale=No
         out[b] = torch.einsum("hn,nhd->hd", p, v)
         lse[b] = torch.logsumexp(s, dim=-1) / math.log(2)
     return out, lse
+
+
+def rope_args(rope):
+    if rope is None:
+        return {}
+    return dict(pos_encoding_mode="ROPE_LLAMA", rope_scale=rope[0], rope_theta=rope[1])
 
 
 def check(out, lse, ref_out, ref_lse, dtype):
@@ -90,21 +123,22 @@ def check(out, lse, ref_out, ref_lse, dtype):
 
 def run_decode(lengths, qo_heads, kv_heads, head_dim, page_size, dtype, layout="NHD", fused=False, seed=0,
                cap=None, window_left=-1, sm_scale=None, disable_split=False, fixed_split=None, device_tables=False,
-               sinks=False):
-    kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, page_size, kv_heads, head_dim, dtype, layout,
+               sinks=False, kv_dtype=None, k_scale=None, v_scale=None, rope=None):
+    kv_dtype = kv_dtype or dtype
+    kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, page_size, kv_heads, head_dim, kv_dtype, layout,
                                                              fused=fused, seed=seed)
     q = torch.randn(len(lengths), qo_heads, head_dim, generator=torch.Generator().manual_seed(seed + 1)).to(dtype).cuda()
     wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"), layout)
     tables = (indptr.cuda(), indices.cuda(), last.cuda()) if device_tables else (indptr, indices, last)
-    wrapper.plan(*tables, qo_heads, kv_heads, head_dim, page_size, q_data_type=dtype, logits_soft_cap=cap,
-                 window_left=window_left, sm_scale=sm_scale, disable_split_kv=disable_split,
-                 fixed_split_size=fixed_split)
+    wrapper.plan(*tables, qo_heads, kv_heads, head_dim, page_size, q_data_type=dtype, kv_data_type=kv_dtype,
+                 logits_soft_cap=cap, window_left=window_left, sm_scale=sm_scale, disable_split_kv=disable_split,
+                 fixed_split_size=fixed_split, **rope_args(rope))
     out = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:2], float("nan"), device="cuda")
     sink = torch.randn(qo_heads, device="cuda") * 3 if sinks else None
-    wrapper.run(q, kv, out=out, lse=lse, sinks=sink)
+    wrapper.run(q, kv, out=out, lse=lse, sinks=sink, k_scale=k_scale, v_scale=v_scale)
     ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale, cap, window_left,
-                                 sink)
+                                 sink, k_scale or 1.0, v_scale or 1.0, rope)
     return check(out, lse, ref_out, ref_lse, dtype)
 
 
@@ -216,13 +250,14 @@ def test_decode_run_errors():
 
 
 @pytest.mark.parametrize("head_dim", [128, 256])
-def test_decode_shallow_rings(monkeypatch, head_dim):
-    """The shallower rings the plan takes on GPUs with 99 KB of shared memory a CTA (sm_86/89/120)."""
+@pytest.mark.parametrize("kv_dtype", [None, torch.float8_e4m3fn])
+def test_decode_shallow_rings(monkeypatch, head_dim, kv_dtype):
+    """The shallower rings the plan takes on GPUs with less shared memory (sm_80/86/89/120)."""
     from cutefi.attention import decode, launch
 
-    stages = launch.MMA_DECODE_STAGES[head_dim][-1]
-    monkeypatch.setattr(decode, "decode_build", lambda device, d: (stages, 2))
-    run_decode([3000, 1, 77, 640], 16, 2, head_dim, 16, torch.bfloat16, seed=head_dim)
+    stages = launch.mma_decode_stage_options("fp8e4m3" if kv_dtype else "bf16", head_dim)[-1]
+    monkeypatch.setattr(decode, "decode_build", lambda device, d, kv: (stages, 2))
+    run_decode([3000, 1, 77, 640], 16, 2, head_dim, 16, torch.bfloat16, seed=head_dim, kv_dtype=kv_dtype)
 
 
 def test_decode_compiles_without_a_graph_break():
@@ -265,9 +300,11 @@ def test_decode_plan_errors():
     with pytest.raises(TypeError, match="indptr must be int32"):
         wrapper.plan(indptr.long(), indices, last, 8, 2, 128, 16)
     with pytest.raises(NotImplementedError, match="pos_encoding_mode"):
-        wrapper.plan(*ok, pos_encoding_mode="ROPE_LLAMA")
+        wrapper.plan(*ok, pos_encoding_mode="ALIBI")
+    with pytest.raises(ValueError, match="rope_theta"):
+        wrapper.plan(*ok, pos_encoding_mode="ROPE_LLAMA", rope_theta=-1.0)
     with pytest.raises(TypeError, match="kv_data_type"):
-        wrapper.plan(*ok, kv_data_type=torch.float8_e4m3fn)
+        wrapper.plan(*ok, kv_data_type=torch.float32)
     with pytest.raises(ValueError, match="backend must be"):
         cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(16, dtype=torch.uint8, device="cuda"), backend="fa3")
     with pytest.raises(ValueError, match="use_cuda_graph=True needs"):
@@ -290,3 +327,60 @@ def test_decode_attention_sinks(split):
     """gpt-oss's sinks: a per-head logit in the softmax denominator, counted once a request
     however it is split (an empty request then attends to the sink alone: out 0)."""
     run_decode([3000, 1, 0, 999], 64, 8, 64, 16, torch.bfloat16, fixed_split=split, sinks=True, seed=9)
+
+
+@pytest.mark.parametrize("kv_dtype", FP8)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("qo_heads, kv_heads", [(8, 8), (32, 4), (20, 1)])
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_decode_fp8_kv(kv_dtype, dtype, head_dim, qo_heads, kv_heads, layout):
+    """FP8 caches with k_scale / v_scale: the reference dequantises exactly (float32 of each
+    code, times the scale); values span the format, subnormals included."""
+    run_decode([1, 37, 300, 2000, 16], qo_heads, kv_heads, head_dim, 16, dtype, layout, seed=head_dim + qo_heads,
+               kv_dtype=kv_dtype, k_scale=0.37, v_scale=1.9)
+
+
+@pytest.mark.parametrize("kv_dtype", FP8)
+def test_decode_fp8_kv_split_sinks_cap_page1(kv_dtype):
+    run_decode([9000, 1, 0, 513], 64, 8, 128, 1, torch.bfloat16, seed=4, kv_dtype=kv_dtype, k_scale=2.0,
+               sinks=True, cap=30.0, fixed_split=1)
+    run_decode([12345, 77], 32, 8, 128, 16, torch.float16, "HND", fused=True, device_tables=True, seed=6,
+               kv_dtype=kv_dtype, v_scale=0.5, window_left=1000)
+
+
+def test_single_decode_fp8():
+    torch.manual_seed(1)
+    q = torch.randn(32, 128, device="cuda", dtype=torch.bfloat16)
+    k = (torch.randn(5000, 8, 128, device="cuda") * 3).to(torch.float8_e4m3fn)
+    v = (torch.randn(5000, 8, 128, device="cuda") * 3).to(torch.float8_e4m3fn)
+    out = cutefi.single_decode_with_kv_cache(q, k, v, k_scale=0.25, v_scale=0.5)
+    s = torch.einsum("hd,nhd->hn", q.float(), k.float().repeat_interleave(4, dim=1) * 0.25) / math.sqrt(128)
+    ref = torch.einsum("hn,nhd->hd", torch.softmax(s, -1), v.float().repeat_interleave(4, dim=1) * 0.5)
+    check(out[None], None, ref[None], None, torch.bfloat16)
+
+
+@pytest.mark.parametrize("kv_dtype", [None, torch.float8_e4m3fn])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_decode_rope_llama(kv_dtype, head_dim, layout):
+    """pos_encoding_mode="ROPE_LLAMA": q turned at position length - 1 and each K row at its
+    token index inside the kernel, against float64-angle RoPE in the reference (split requests,
+    a 1-token request, a window)."""
+    run_decode([3000, 1, 77, 1500], 32, 8, head_dim, 16, torch.bfloat16, layout, seed=head_dim, kv_dtype=kv_dtype,
+               rope=(1.0, 1e4))
+    run_decode([700, 2048], 8, 2, head_dim, 5, torch.float16, layout, seed=7, kv_dtype=kv_dtype, rope=(2.0, 5e5),
+               window_left=600, fixed_split=9)
+
+
+def test_single_decode_rope_llama():
+    torch.manual_seed(2)
+    q = torch.randn(16, 128, device="cuda", dtype=torch.float16)
+    k = torch.randn(1234, 4, 128, device="cuda", dtype=torch.float16)
+    v = torch.randn(1234, 4, 128, device="cuda", dtype=torch.float16)
+    out = cutefi.single_decode_with_kv_cache(q, k, v, pos_encoding_mode="ROPE_LLAMA", rope_theta=5e5)
+    kr = rope_llama(k.float(), torch.arange(1234, device="cuda"), 1.0, 5e5).repeat_interleave(4, dim=1)
+    qr = rope_llama(q.float()[None], torch.tensor([1233], device="cuda"), 1.0, 5e5)[0]
+    s = torch.einsum("hd,nhd->hn", qr, kr) / math.sqrt(128)
+    ref = torch.einsum("hn,nhd->hd", torch.softmax(s, -1), v.float().repeat_interleave(4, dim=1))
+    check(out[None], None, ref[None], None, torch.float16)

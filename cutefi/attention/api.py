@@ -296,6 +296,6 @@ for _public in (merge_state, merge_state_in_place, merge_states):
 declare(append_paged_kv_cache, (Family.SIMT,), ("bf16", "fp16", "fp8e4m3", "fp8e5m2"))
 for _public in (BatchDecodeWithPagedKVCacheWrapper, CUDAGraphBatchDecodeWithPagedKVCacheWrapper,
                 single_decode_with_kv_cache):
-    declare(_public, (Family.MMA_SYNC, Family.SIMT,), launch.DTYPES)
+    declare(_public, (Family.MMA_SYNC, Family.SIMT,), (*launch.DTYPES, *launch.KV_FP8))  # q 16-bit, KV any
 for _public in (get_seq_lens, get_batch_indices_positions):
     declare(_public, (), ("i32", "i64"))

@@ -6,7 +6,9 @@
 with one host-to-device copy; ``run`` launches the CuTe DSL decode kernel
 (``decode_mma_kernel.py``) and, when some request was split over several CTAs, the merge
 kernel's ragged mode to fold its partial states. Scores and log-sum-exps are base 2, as in
-FlashInfer (``lse`` merges with :func:`cutefi.merge_state`).
+FlashInfer (``lse`` merges with :func:`cutefi.merge_state`). FP8 caches (e4m3, e5m2) are
+widened in the kernel, their ``k_scale``/``v_scale`` folded into the fp32 scales;
+``pos_encoding_mode="ROPE_LLAMA"`` picks the kernel builds that rotate q and K themselves.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
 import torch
 
 from .._checks import require_cuda, require_int, require_real, require_same_device, require_tensor
+from ..dtypes import name_of
 from ..jit import libcuda
 from ..jit.driver import device_info
 from ..jit.logs import api_log
@@ -31,6 +35,8 @@ _LOG2E = 1.4426950408889634
 _DTYPES = {"float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16,
            "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
 _Q_DTYPES = (torch.float16, torch.bfloat16)
+_FP8_KV = (torch.float8_e4m3fn, torch.float8_e5m2)
+_THREADED_COPY = 1 << 16  # int32 entries above which plan stages a host array with torch's copy
 
 
 def _dtype(name: str, value: object, default: torch.dtype | None = None) -> torch.dtype:
@@ -44,31 +50,55 @@ def _dtype(name: str, value: object, default: torch.dtype | None = None) -> torc
 
 
 @functools.lru_cache(maxsize=None)
-def decode_build(device: int, head_dim: int) -> tuple[int, int]:
-    """(ring stages, resident CTAs an SM) of the decode kernel on ``device``: the deepest ring
-    whose shared memory the device grants one CTA."""
+def decode_build(device: int, head_dim: int, kv_dtype: str) -> tuple[int, int]:
+    """(ring stages, resident CTAs an SM) of the decode kernel on ``device``: of the rings the
+    device's shared memory holds, the one with the most tiles in flight an SM (resident CTAs
+    x (stages - 1)), the deeper on a tie."""
     per_block = libcuda.device_attribute(libcuda.ATTR_MAX_SMEM_PER_BLOCK_OPTIN, device)
     per_sm = libcuda.device_attribute(libcuda.ATTR_MAX_SMEM_PER_SM, device)
-    for stages in launch.MMA_DECODE_STAGES[head_dim]:
-        need = launch.mma_decode_smem_bytes(head_dim, stages)
+    best = None
+    options = launch.mma_decode_stage_options(kv_dtype, head_dim)
+    for stages in options:
+        need = launch.mma_decode_smem_bytes(head_dim, stages, kv_dtype)
         if need <= per_block:
-            return stages, max(1, per_sm // (need + 1024))  # + the 1 KB the driver reserves a CTA
-    raise ValueError(f"head_dim {head_dim}: the decode kernel needs {need} bytes of shared memory a CTA; "
-                     f"device {device} grants {per_block}")
+            # + the 1 KB the driver reserves a CTA; registers cap residency too
+            ctas = min(max(1, per_sm // (need + 1024)), launch.MMA_DECODE_CTAS_PER_SM[head_dim])
+            if best is None or ctas * (stages - 1) > best[1] * (best[0] - 1):
+                best = (stages, ctas)
+    if best is None:
+        need = launch.mma_decode_smem_bytes(head_dim, options[-1], kv_dtype)
+        raise ValueError(f"head_dim {head_dim}: the decode kernel needs {need} bytes of shared memory a CTA; "
+                         f"device {device} grants {per_block}")
+    return best
 
 
 def _check_options(pos_encoding_mode: str, backend: str | None = None) -> None:
-    if pos_encoding_mode != "NONE":
-        raise NotImplementedError(f"pos_encoding_mode={pos_encoding_mode!r}: cutefi's decode supports 'NONE' "
-                                  "(apply RoPE to q and k before the cache, e.g. cutefi.apply_rope_pos_ids)")
+    if pos_encoding_mode not in ("NONE", "ROPE_LLAMA"):
+        raise NotImplementedError(f"pos_encoding_mode={pos_encoding_mode!r}: cutefi's decode supports 'NONE' and "
+                                  "'ROPE_LLAMA' (for ALiBi, add the bias to the scores in a prefill kernel)")
     if backend is not None and backend not in ("auto", "cutefi"):
         raise ValueError(f"backend must be 'auto' or 'cutefi'; got {backend!r} (cutefi runs its own kernels only)")
 
 
+def _rope(pos_encoding_mode: str, rope_scale: float | None, rope_theta: float | None,
+          head_dim: int) -> tuple[int, float, float]:
+    """(rope flag, 1 / rope_scale, log2 of the frequency ratio between neighbouring dims) of
+    FlashInfer's Llama RoPE: dim i < head_dim / 2 turns by position / rope_scale * rope_theta^(-2i/d)."""
+    if pos_encoding_mode != "ROPE_LLAMA":
+        return 0, 1.0, 0.0
+    scale = 1.0 if rope_scale is None else require_real("rope_scale", rope_scale)
+    theta = 1e4 if rope_theta is None else require_real("rope_theta", rope_theta)
+    if scale <= 0 or theta <= 0:
+        raise ValueError(f"rope_scale and rope_theta must be > 0; got {scale} and {theta}")
+    return 1, 1.0 / scale, -2.0 * math.log2(theta) / head_dim
+
+
 def _scales(sm_scale: float | None, head_dim: int, logits_soft_cap: float | None, q_scale: float | None,
-            k_scale: float | None) -> tuple[float, float]:
-    """(multiplier of q, multiplier of tanh): scores become base-2 logits in the kernel."""
+            k_scale: float | None, widen: float = 1.0) -> tuple[float, float]:
+    """(multiplier of q, multiplier of tanh): scores become base-2 logits in the kernel.
+    ``widen``: what the kernel's widened FP8 K values are short of (``launch.kv_widen_factor``)."""
     scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else require_real("sm_scale", sm_scale)
+    scale *= widen
     for name, extra in (("q_scale", q_scale), ("k_scale", k_scale)):
         if extra is not None:
             scale *= require_real(name, extra)
@@ -148,35 +178,39 @@ class BatchDecodeWithPagedKVCacheWrapper:
         kv_dtype = _dtype("kv_data_type", kv_data_type if data_type is None else data_type, q_dtype)
         if q_dtype not in _Q_DTYPES:
             raise TypeError(f"q_data_type must be float16 or bfloat16; got {q_dtype}")
-        if kv_dtype != q_dtype:
-            raise TypeError(f"kv_data_type {kv_dtype} must equal q_data_type {q_dtype} (FP8 KV is not built yet)")
+        if kv_dtype != q_dtype and kv_dtype not in _FP8_KV:
+            raise TypeError(f"kv_data_type must be q's type ({q_dtype}) or float8_e4m3fn / float8_e5m2; got {kv_dtype}")
         check_i32("indptr", indptr)
         if indptr.shape[0] < 1:
             raise ValueError("indptr must have batch + 1 >= 1 entries")
         batch = indptr.shape[0] - 1
         check_i32("indices", indices)
         check_i32("last_page_len", last_page_len, batch)
-        indptr_h, last_h = indptr.cpu(), last_page_len.cpu()
-        pages = indptr_h[1:] - indptr_h[:-1]
-        if batch and (int(indptr_h[0]) != 0 or bool((pages < 0).any())):
+        # numpy views of host tables (device ones are copied once): torch's CPU ops cost
+        # microseconds each, numpy's a fraction, and plan runs once per decode step
+        indptr_h, last_h = indptr.cpu().numpy(), last_page_len.cpu().numpy()
+        pages = np.diff(indptr_h)
+        if batch and (indptr_h[0] != 0 or pages.min() < 0):
             raise ValueError("indptr must start at 0 and never decrease")
         if int(indptr_h[-1]) > indices.shape[0]:
             raise ValueError(f"indptr[-1] = {int(indptr_h[-1])} pages but indices holds {indices.shape[0]}")
-        if batch and bool(((pages > 0) & ((last_h < 1) | (last_h > page_size))).any()):
+        if batch and ((pages > 0) & ((last_h < 1) | (last_h > page_size))).any():
             raise ValueError(f"last_page_len must be in [1, page_size={page_size}] for every request with pages")
         group = num_qo_heads // num_kv_heads
         lengths = decode_plan.kv_lengths(indptr_h, last_h, page_size)
-        starts = (lengths - 1 - window_left).clamp(min=0) if window_left >= 0 else torch.zeros_like(lengths)
+        starts = np.maximum(lengths - 1 - window_left, 0) if window_left >= 0 else np.zeros_like(lengths)
         fixed_chunk = None if fixed_split_size is None else require_int("fixed_split_size", fixed_split_size) * page_size
-        stages, ctas_per_sm = decode_build(self.device, head_dim)
+        stages, ctas_per_sm = decode_build(self.device, head_dim, name_of(kv_dtype))
         ctas_per_item = num_kv_heads * -(-group // launch.MMA_DECODE_ROWS)
         slots = ctas_per_sm * device_info(self.device).sms  # CTAs the GPU holds at once
-        chunk = decode_plan.choose_chunk((lengths - starts).clamp(min=0), ctas_per_item, slots,
+        chunk = decode_plan.choose_chunk(np.maximum(lengths - starts, 0), ctas_per_item, slots,
                                          launch.mma_decode_step(), bool(disable_split_kv), fixed_chunk)
         part = decode_plan.partition(lengths, starts, chunk)
         self._launches.clear()
+        rope, rope_rcp_scale, rope_log2_step = _rope(pos_encoding_mode, rope_scale, rope_theta, head_dim)
         self._plan = dict(batch=batch, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                          page_size=page_size, group=group, stages=stages, q_dtype=q_dtype,
+                          page_size=page_size, group=group, stages=stages, q_dtype=q_dtype, rope=rope,
+                          rope_rcp_scale=rope_rcp_scale, rope_log2_step=rope_log2_step,
                           kv_dtype=kv_dtype, window_left=window_left, logits_soft_cap=logits_soft_cap,
                           sm_scale=sm_scale, items=part.items, partial_rows=part.partial_rows,
                           graph=int(self._use_cuda_graph))
@@ -184,27 +218,31 @@ class BatchDecodeWithPagedKVCacheWrapper:
 
     def _upload(self, part: decode_plan.DecodePartition, indptr, indices, last_page_len, non_blocking: bool,
                 ctas_per_item: int, slots: int) -> None:
-        """One host-to-device copy of [work | state_indptr | kv_indptr | kv_indices] (the page
-        table only where it came from the host), into a pinned staging buffer."""
+        """One host-to-device copy of [work | state_indptr | kv_indptr? | kv_indices?] into a
+        pinned staging buffer: each page-table array only where it came from the host (a
+        device one is used where it is; a server's indices usually live on the GPU)."""
         plan = self._plan
-        on_device = indices.is_cuda and indptr.is_cuda
-        if on_device:
-            require_same_device(("indptr", indptr), ("indices", indices), ("float_workspace_buffer", self._workspace))
+        for name, table in (("indptr", indptr), ("indices", indices)):
+            if table.is_cuda:
+                require_same_device((name, table), ("float_workspace_buffer", self._workspace))
         arrays = [part.work.reshape(-1), part.state_indptr]
-        staged_tables = not on_device and not self._use_cuda_graph  # graphs: the user's fixed buffers
-        if staged_tables:
-            arrays += [indptr, indices]
-        sizes = [a.numel() for a in arrays]
+        staged = []  # the page-table arrays staged, by plan key
+        if not self._use_cuda_graph:  # graphs: the user's fixed buffers
+            for key, table in (("kv_indptr", indptr), ("kv_indices", indices)):
+                if not table.is_cuda:
+                    staged.append(key)
+                    arrays.append(table.numpy())
+        sizes = [a.size for a in arrays]
         total = sum(sizes)
         if self._use_cuda_graph:  # fixed capacity: the work array is padded with idle items
             capacity = self._graph_capacity(plan, ctas_per_item, slots)
             if part.items > capacity:
                 raise ValueError(f"this plan needs {part.items} work items, more than the {capacity} the CUDA-graph "
                                  "wrapper was sized for at its first plan")
-            padded = torch.full((5, capacity), -1, dtype=torch.int32)
+            padded = np.full((decode_plan.WORK_ROWS, capacity), -1, dtype=np.int32)
             padded[:, :part.items] = part.work
             arrays[0] = padded.reshape(-1)
-            sizes[0] = arrays[0].numel()
+            sizes[0] = arrays[0].size
             plan["items"] = capacity
             total = sum(sizes)
         if self._upload_done is not None:
@@ -214,20 +252,24 @@ class BatchDecodeWithPagedKVCacheWrapper:
                 raise ValueError("the CUDA-graph wrapper's plan grew past its first plan's size")
             self._host_buffer = torch.empty(max(total, 4096), dtype=torch.int32, pin_memory=True)
             self._device_ints = torch.empty(max(total, 4096), dtype=torch.int32, device=self._workspace.device)
-        torch.cat(arrays, out=self._host_buffer[:total])
+        staging = self._host_buffer.numpy()
+        offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+        for offset, array in zip(offsets, arrays):
+            if array.size > _THREADED_COPY:  # a large page table: torch's copy uses every core
+                self._host_buffer[offset:offset + array.size].copy_(torch.from_numpy(array))
+            else:
+                staging[offset:offset + array.size] = array
         stream = torch.cuda.current_stream(self._workspace.device)
         self._device_ints[:total].copy_(self._host_buffer[:total], non_blocking=non_blocking)
         if self._upload_done is None:
             self._upload_done = torch.cuda.Event()
         self._upload_done.record(stream)
-        offsets = [sum(sizes[:i]) for i in range(len(sizes))]
         plan["work"] = self._device_ints[offsets[0]:offsets[0] + sizes[0]]
         plan["state_indptr"] = self._device_ints[offsets[1]:offsets[1] + sizes[1]]
-        if staged_tables:
-            plan["kv_indptr"] = self._device_ints[offsets[2]:offsets[2] + sizes[2]]
-            plan["kv_indices"] = self._device_ints[offsets[3]:offsets[3] + sizes[3]]
-        elif not self._use_cuda_graph:
+        if not self._use_cuda_graph:
             plan["kv_indptr"], plan["kv_indices"] = indptr, indices
+            for i, key in enumerate(staged, start=2):
+                plan[key] = self._device_ints[offsets[i]:offsets[i] + sizes[i]]
         if self._use_cuda_graph:  # the page table into the user's fixed buffers
             for key, src in (("indptr", indptr), ("indices", indices), ("last_page_len", last_page_len)):
                 dst = self._fixed[key]
@@ -293,19 +335,22 @@ class BatchDecodeWithPagedKVCacheWrapper:
             lse = self._output("lse", lse, shape[:2], torch.float32, q)
         require_same_device(("q", q), ("k_cache", layout.k_cache), ("v_cache", layout.v_cache), ("out", out),
                             ("float_workspace_buffer", self._workspace), *([("sinks", sinks)] if sinks is not None else []))
-        q_mult, cap_scale = _scales(plan["sm_scale"], plan["head_dim"], plan["logits_soft_cap"], q_scale, k_scale)
-        out_scale = 1.0 if v_scale is None else require_real("v_scale", v_scale)
+        widen = launch.kv_widen_factor(name_of(q.dtype), name_of(plan["kv_dtype"]))
+        q_mult, cap_scale = _scales(plan["sm_scale"], plan["head_dim"], plan["logits_soft_cap"], q_scale, k_scale,
+                                    widen)
+        out_scale = widen * (1.0 if v_scale is None else require_real("v_scale", v_scale))
         pdl = enable_pdl is None or bool(enable_pdl)
         if plan["batch"]:
             sizes = [plan[key] for key in decode_ops.SIZES]
             if compiling():  # torch.compile traces this: one cutefi op in the graph
                 _OP(q, layout.k_cache, layout.v_cache, out, lse, sinks, self._workspace, plan["work"],
                     plan["state_indptr"], plan["kv_indptr"], plan["kv_indices"], self._kv_layout, sizes,
-                    [q_mult, cap_scale, out_scale], pdl)
+                    [q_mult, cap_scale, out_scale, plan["rope_rcp_scale"], plan["rope_log2_step"]], pdl)
             else:
                 prepared = decode_ops.DecodeLaunch(q, layout, out, lse, sinks is not None, self._workspace, plan["work"],
                                                    plan["state_indptr"], plan["kv_indptr"], plan["kv_indices"], sizes,
-                                                   q_mult, cap_scale, out_scale, pdl)
+                                                   q_mult, cap_scale, out_scale, plan["rope_rcp_scale"],
+                                                   plan["rope_log2_step"], pdl)
                 self._launches.put(key, prepared)
                 prepared(q.data_ptr(), layout.k_cache.data_ptr(), layout.v_cache.data_ptr(), out.data_ptr(),
                          lse.data_ptr() if lse is not None else None, sinks.data_ptr() if sinks is not None else None)
@@ -382,7 +427,8 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
         raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
     kv_len, kv_heads = (k.shape[0], k.shape[1]) if kv_layout == "NHD" else (k.shape[1], k.shape[0])
     device = require_cuda("q", q)
-    key = (device, q.shape, k.shape, kv_layout, q.dtype, k.dtype, window_left, logits_soft_cap, sm_scale)
+    key = (device, q.shape, k.shape, kv_layout, q.dtype, k.dtype, window_left, logits_soft_cap, sm_scale,
+           pos_encoding_mode, rope_scale, rope_theta)
     wrapper = _SINGLE.get(key)
     if wrapper is None:
         if len(_SINGLE) > 64:
@@ -392,8 +438,9 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
         page = max(kv_len, 1)
         wrapper.plan(torch.tensor([0, 1], dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
                      torch.tensor([page], dtype=torch.int32), q.shape[0], kv_heads, q.shape[1], page,
-                     window_left=window_left, logits_soft_cap=logits_soft_cap, q_data_type=q.dtype,
-                     kv_data_type=k.dtype, sm_scale=sm_scale)
+                     pos_encoding_mode=pos_encoding_mode, window_left=window_left, logits_soft_cap=logits_soft_cap,
+                     q_data_type=q.dtype, kv_data_type=k.dtype, sm_scale=sm_scale, rope_scale=rope_scale,
+                     rope_theta=rope_theta)
         _SINGLE[key] = wrapper
     if kv_len == 0:
         raise ValueError("k and v must hold at least one token")

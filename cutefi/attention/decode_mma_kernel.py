@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Int64, const_expr
+from cutlass import Float32, Int32, Int64, Uint32, const_expr
 from cutlass.cute.nvgpu import cpasync, warp
 
 from cutefi.attention import launch
@@ -30,6 +30,7 @@ from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.attention_state import NEG_INF
 from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.fp8_widen import widen_pair
 from cutefi.cute.pdl import wait_for_inputs
 
 VEC = launch.VEC  # 16-bit elements of a 16-byte piece
@@ -37,25 +38,40 @@ ROWS = launch.MMA_DECODE_ROWS
 LOG2E = 1.4426950408889634
 TILE = launch.MMA_DECODE_TILE
 WARPS = launch.MMA_DECODE_WARPS
+INV_TWO_PI = 0.15915494309189535
+TWO_PI_HI = 6.28125  # 8 significant bits
+TWO_PI_LO = 6.283185307179586 - 6.28125
+ROUND_MAGIC = 12582912.0  # 1.5 * 2^23: adding and subtracting it rounds to an integer
 
 
 class BatchDecodeMmaKernel:
     # ------------------------------------------------------------------ #
     # 1. specialisation
     # ------------------------------------------------------------------ #
-    def __init__(self, dtype: str, head_dim: int, stages: int):
-        if dtype not in launch.DTYPES or head_dim not in launch.DECODE_HEAD_DIMS \
-                or stages not in launch.MMA_DECODE_STAGES[head_dim]:
-            raise ValueError(f"unsupported tensor-core decode build {dtype!r}, head_dim={head_dim}, stages={stages}")
-        self.contract = launch.mma_decode_contract(dtype, head_dim, stages)
+    def __init__(self, dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool):
+        if (dtype, kv_dtype, head_dim, stages, rope) not in launch.MMA_DECODE_SPECS:
+            raise ValueError(f"unsupported tensor-core decode build {dtype!r}, kv {kv_dtype!r}, head_dim={head_dim}, "
+                             f"stages={stages}, rope={rope}")
+        self.contract = launch.mma_decode_contract(dtype, kv_dtype, head_dim, stages, rope)
+        self.rope = rope
         self.dtype = cute_dtype(dtype)
+        self.dtype_name = dtype
+        self.kv_format = kv_dtype
+        self.fp8 = kv_dtype in launch.KV_FP8
         self.head_dim = head_dim
         self.stages = stages
-        self.chunks = head_dim // VEC  # 16-byte pieces of a row
+        # shared memory and the cp.async/ldmatrix paths count in 16-bit units: an FP8 row of
+        # head_dim codes is head_dim / 2 of them
+        self.kv_cols = head_dim * launch.kv_bytes(kv_dtype) // 2
+        self.q_chunks = head_dim // VEC  # 16-byte pieces of a q (and output) row
+        self.kv_chunks = self.kv_cols // VEC  # 16-byte pieces of a K/V row
         # rows padded by one 16-byte piece: 8 rows at one column fall in 8 distinct bank groups
-        self.row_stride = head_dim + VEC
-        self.tile_elems = TILE * self.row_stride
+        self.q_stride = head_dim + VEC
+        self.kv_stride = self.kv_cols + VEC
+        self.tile_elems = TILE * self.kv_stride
         self.q_in_registers = head_dim <= 128
+        # the warps' merge reuses the rings: their (O, max, sum) must fit there
+        assert WARPS * stages * 2 * self.tile_elems * 2 >= WARPS * ROWS * (head_dim + 2) * 4
 
     # ------------------------------------------------------------------ #
     # 2. host wrapper
@@ -81,7 +97,7 @@ class BatchDecodeMmaKernel:
 
         # ---- stage 0: the work item ----------------------------------------------
         wait_for_inputs()
-        work = cute.make_tensor(a.work, cute.make_layout((5, a.items), stride=(a.items, 1)))
+        work = cute.make_tensor(a.work, cute.make_layout((launch.DECODE_WORK_ROWS, a.items), stride=(a.items, 1)))
         live = work[0, item] >= 0  # an idle item pads a CUDA-graph plan's fixed grid
         request = cutlass.max(work[0, item], 0)
         kv_start = work[1, item]
@@ -102,18 +118,19 @@ class BatchDecodeMmaKernel:
         q_smem = smem + WARPS * ring_elems
 
         # ---- stage 1: Q tile (zero rows past the group) ---------------------------
-        for task in cutlass.range_constexpr(ROWS * self.chunks // (WARPS * 32)):
-            piece = task * WARPS * 32 + tidx
-            row = piece // self.chunks
-            chunk = piece % self.chunks
-            dst = cute.make_tensor(q_smem + self._padded(row, chunk), cute.make_layout(VEC))
-            if row < heads_here and live:
-                offset = (Int64(request) * a.q_stride_batch + Int64(first_head + row) * a.q_stride_head
-                          + chunk * VEC)
-                src = cute.make_tensor(a.q + cute.assume(offset, divby=VEC), cute.make_layout(VEC))
-                dst.store(src.load())
-            else:
-                dst.fill(0)
+        if const_expr(self.rope):
+            self._stage_q_rotated(a, q_smem, tidx, request, first_head, heads_here, live,
+                                  Float32(work[5, item] - 1))
+        else:
+            for task in cutlass.range_constexpr(ROWS * self.q_chunks // (WARPS * 32)):
+                piece = task * WARPS * 32 + tidx
+                row = piece // self.q_chunks
+                chunk = piece % self.q_chunks
+                dst = self._q_dst(q_smem, row, chunk)
+                if row < heads_here and live:
+                    dst.store(self._q_src(a, request, first_head + row, chunk).load().reshape(dst.shape))
+                else:
+                    dst.fill(0)
         cute.arch.barrier()
 
         # ---- MMA partitions --------------------------------------------------------
@@ -121,7 +138,7 @@ class BatchDecodeMmaKernel:
         tiled_mma = cute.make_tiled_mma(warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16)),
                                         permutation_mnk=(ROWS, 16, 16))
         thr_mma = tiled_mma.get_slice(lane)
-        s_q = cute.make_tensor(q_smem, self._smem_layout(ROWS))
+        s_q = cute.make_tensor(q_smem, cute.make_layout((ROWS, self.head_dim), stride=(self.q_stride, 1)))
         load_a = cute.make_tiled_copy_A(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.dtype), tiled_mma)
         load_b = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.dtype), tiled_mma)
         load_bt = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), self.dtype), tiled_mma)
@@ -160,7 +177,6 @@ class BatchDecodeMmaKernel:
         if const_expr(self.q_in_registers):
             for k in cutlass.range_constexpr(cute.size(r_q, mode=[2])):
                 cute.copy(load_a, q_from[None, None, k], q_to[None, None, k])
-        k_steps = cute.size(r_q, mode=[2])
         for step in cutlass.range(my_tiles, unroll=1):
             # refill the stage the previous step used before waiting: stages - 1 tiles stay in
             # flight during the wait too (the warp barrier orders every lane's ldmatrix reads of
@@ -173,31 +189,34 @@ class BatchDecodeMmaKernel:
             stage_base = ring + cute.assume((step % self.stages) * 2 * self.tile_elems, divby=128)
             tile_start = kv_start + (step * WARPS + warp_id) * TILE
             # ---- stage 3: one tile ---------------------------------------------------
-            s_k = cute.make_tensor(stage_base, self._smem_layout(TILE))
-            s_v = cute.make_tensor(stage_base + self.tile_elems, self._smem_layout(TILE))
-            r_k = thr_mma.make_fragment_B(thr_mma.partition_B(s_k))
+            s_k = cute.make_tensor(stage_base, self._kv_layout())
+            s_v = cute.make_tensor(stage_base + self.tile_elems, self._kv_layout())
+            r_kin = thr_mma.make_fragment_B(thr_mma.partition_B(s_k))
             k_from = load_b.get_slice(lane).partition_S(s_k)
-            k_to = load_b.get_slice(lane).retile(r_k)
+            k_to = load_b.get_slice(lane).retile(r_kin)
+            r_k = r_kin
+            if const_expr(self.fp8):
+                r_k = cute.make_rmem_tensor(thr_mma.partition_shape_B((TILE, self.head_dim)), self.dtype)
             # S = Q·K^T in two accumulators (even and odd k-blocks): half-length MMA chains
             acc_s = cute.make_rmem_tensor(thr_mma.partition_shape_C((ROWS, TILE)), Float32)
             acc_odd = cute.make_rmem_tensor(thr_mma.partition_shape_C((ROWS, TILE)), Float32)
             acc_s.fill(0.0)
             acc_odd.fill(0.0)
-            for k in cutlass.range_constexpr(k_steps):
-                if const_expr(not self.q_in_registers):
-                    cute.copy(load_a, q_from[None, None, k], q_to[None, None, k])
-                cute.copy(load_b, k_from[None, None, k], k_to[None, None, k])
-                cute.gemm(tiled_mma, acc_s if k % 2 == 0 else acc_odd, r_q[None, None, k], r_k[None, None, k],
-                          acc_s if k % 2 == 0 else acc_odd)
+            scores = (tiled_mma, load_a, load_b, q_from, q_to, r_q, k_from, k_to, r_kin, r_k, acc_s, acc_odd)
+            self._scores(a, scores, tile_start, lane)
             acc_s.store(acc_s.load() + acc_odd.load())
             self._softmax_step(a, acc_s, quad_col, o_rows, row_max, row_sum, tile_start, kv_end)
             r_p = cute.make_fragment_like(acc_s, self.dtype)
             r_p.store(acc_s.load().to(self.dtype))
             # the S accumulators of two 8-token MMAs are the A operand of one 16-token MMA
             p_as_a = cute.make_tensor(r_p.iterator, self._acc_as_a(r_p.layout))
-            s_vt = cute.composition(s_v, cute.make_layout((self.head_dim, TILE), stride=(TILE, 1)))
-            r_v = thr_mma.make_fragment_B(thr_mma.partition_B(s_vt))
-            cute.copy(load_bt, load_bt.get_slice(lane).partition_S(s_vt), load_bt.get_slice(lane).retile(r_v))
+            s_vt = cute.composition(s_v, cute.make_layout((self.kv_cols, TILE), stride=(TILE, 1)))
+            r_vin = thr_mma.make_fragment_B(thr_mma.partition_B(s_vt))
+            cute.copy(load_bt, load_bt.get_slice(lane).partition_S(s_vt), load_bt.get_slice(lane).retile(r_vin))
+            r_v = r_vin
+            if const_expr(self.fp8):
+                r_v = cute.make_rmem_tensor(thr_mma.partition_shape_B((self.head_dim, TILE)), self.dtype)
+                self._widen_v(r_vin, r_v)
             cute.gemm(tiled_mma, acc_o, p_as_a, r_v, acc_o)
         cute.arch.cp_async_wait_group(0)
         cute.arch.barrier()  # every warp is done with its ring: the merge may reuse it
@@ -210,13 +229,165 @@ class BatchDecodeMmaKernel:
     # ------------------------------------------------------------------ #
     # 4. stages
     # ------------------------------------------------------------------ #
-    def _padded(self, row, chunk):
-        """Element offset of 16-byte piece ``chunk`` of ``row`` in a padded tile."""
-        return cute.assume(row * self.row_stride + chunk * VEC, divby=VEC)
+    @cute.jit
+    def _scores(self, a, scores, tile_start, lane):
+        """S = Q·K^T of one tile into two accumulators (halves of the k-blocks: shorter MMA
+        chains). The k-blocks go in pairs (b, b + k_steps / 2): a RoPE pair of dims (i, i +
+        head_dim / 2) sits in one thread at the same place of both; an FP8 ldmatrix step holds 2."""
+        tiled_mma, load_a, load_b, q_from, q_to, r_q, k_from, k_to, r_kin, r_k, acc_lo, acc_hi = scores
+        per_load = 2 if const_expr(self.fp8) else 1
+        half = cute.size(r_q, mode=[2]) // 2
+        for first in cutlass.range_constexpr(0, half, per_load):
+            for block in (first, first + half):
+                if const_expr(not self.fp8):
+                    cute.copy(load_b, k_from[None, None, block], k_to[None, None, block])
+                else:
+                    cute.copy(load_b, k_from[None, None, block // 2], k_to[None, None, block // 2])
+                    self._widen_k(r_kin, r_k, block // 2)
+            if const_expr(self.rope):
+                for b in cutlass.range_constexpr(first, first + per_load):
+                    self._rotate_k(a, r_k, b, b + half, tile_start, lane)
+            for b in cutlass.range_constexpr(first, first + per_load):
+                for k in (b, b + half):
+                    if const_expr(not self.q_in_registers):
+                        cute.copy(load_a, q_from[None, None, k], q_to[None, None, k])
+                    acc = acc_lo if k < half else acc_hi
+                    cute.gemm(tiled_mma, acc, r_q[None, None, k], r_k[None, None, k], acc)
 
-    def _smem_layout(self, rows: int):
-        """(rows, head_dim) with padded rows, as ldmatrix partitions see it."""
-        return cute.make_layout((rows, self.head_dim), stride=(self.row_stride, 1))
+    def _q_dst(self, q_smem, row, chunk):
+        """Where q piece ``chunk`` of ``row`` goes in shared memory (permuted for FP8 K)."""
+        if const_expr(self.fp8):
+            return self._q_permuted(q_smem, row, chunk)
+        return cute.make_tensor(q_smem + cute.assume(row * self.q_stride + chunk * VEC, divby=VEC),
+                                cute.make_layout(VEC))
+
+    def _q_src(self, a, request, head, chunk):
+        offset = Int64(request) * a.q_stride_batch + Int64(head) * a.q_stride_head + chunk * VEC
+        return cute.make_tensor(a.q + cute.assume(offset, divby=VEC), cute.make_layout(VEC))
+
+    @cute.jit
+    def _rope_cos_sin(self, a, position: Float32, dim):
+        """(cos, sin) of Llama RoPE's angle of head dim ``dim`` (< head_dim / 2) at ``position``:
+        the angle reduced by whole turns first (2 pi in two parts: k * TWO_PI_HI is exact for
+        k < 2^15 turns), so the fast sin/cos see |r| <= pi (no local-memory range reduction)."""
+        angle = position * (a.rope_rcp_scale * cute.math.exp2(Float32(dim) * a.rope_log2_step, fastmath=True))
+        turns = (angle * Float32(INV_TWO_PI) + Float32(ROUND_MAGIC)) - Float32(ROUND_MAGIC)  # nearest integer
+        reduced = (angle - turns * Float32(TWO_PI_HI)) - turns * Float32(TWO_PI_LO)
+        return cute.math.cos(reduced, fastmath=True), cute.math.sin(reduced, fastmath=True)
+
+    @cute.jit
+    def _stage_q_rotated(self, a, q_smem, tidx, request, first_head, heads_here, live, position: Float32):
+        """Stage 1 with RoPE: a thread takes q pieces c and c + chunks / 2 of a row (dims i and
+        i + head_dim / 2 pair up), rotates them in fp32 and stores both."""
+        halves = self.q_chunks // 2
+        for task in cutlass.range_constexpr(-(-ROWS * halves // (WARPS * 32))):
+            piece = task * WARPS * 32 + tidx
+            row = piece // halves
+            chunk = piece % halves
+            if piece < ROWS * halves:
+                lo_dst = self._q_dst(q_smem, row, chunk)
+                hi_dst = self._q_dst(q_smem, row, chunk + halves)
+                if row < heads_here and live:
+                    lo = cute.make_rmem_tensor(cute.make_layout(VEC), Float32)
+                    hi = cute.make_rmem_tensor(cute.make_layout(VEC), Float32)
+                    lo.store(self._q_src(a, request, first_head + row, chunk).load().to(Float32))
+                    hi.store(self._q_src(a, request, first_head + row, chunk + halves).load().to(Float32))
+                    for e in cutlass.range_constexpr(VEC):
+                        cos, sin = self._rope_cos_sin(a, position, chunk * VEC + e)
+                        x1, x2 = lo[e], hi[e]
+                        lo[e] = x1 * cos - x2 * sin
+                        hi[e] = x2 * cos + x1 * sin
+                    lo_dst.store(lo.load().to(self.dtype).reshape(lo_dst.shape))
+                    hi_dst.store(hi.load().to(self.dtype).reshape(hi_dst.shape))
+                else:
+                    lo_dst.fill(0)
+                    hi_dst.fill(0)
+
+    @cute.jit
+    def _rotate_k(self, a, r_k: cute.Tensor, lo_block: cutlass.Constexpr[int], hi_block: cutlass.Constexpr[int],
+                  tile_start, lane):
+        """RoPE on K operands: block ``lo_block`` holds dims i < head_dim / 2 and ``hi_block``
+        their partners i + head_dim / 2 at the same places. A lane's values are tokens
+        tile_start + lane / 4 (+ 8 for n-tile 1) at in-block dims 2c + b + 8 h (c = lane % 4;
+        FP8 K: 4c + b + 2 h, the permuted order)."""
+        lo = cute.make_fragment_like(r_k[None, None, lo_block], Float32)
+        hi = cute.make_fragment_like(r_k[None, None, hi_block], Float32)
+        lo.store(r_k[None, None, lo_block].load().to(Float32))
+        hi.store(r_k[None, None, hi_block].load().to(Float32))
+        quad = lane % 4
+        for j in cutlass.range_constexpr(2):
+            position = Float32(tile_start + lane // 4 + 8 * j)
+            for h in cutlass.range_constexpr(2):
+                for b in cutlass.range_constexpr(2):
+                    if const_expr(self.fp8):
+                        dim = lo_block * 16 + 4 * quad + b + 2 * h
+                    else:
+                        dim = lo_block * 16 + 2 * quad + b + 8 * h
+                    cos, sin = self._rope_cos_sin(a, position, dim)
+                    x1, x2 = lo[(b, h), j], hi[(b, h), j]
+                    lo[(b, h), j] = x1 * cos - x2 * sin
+                    hi[(b, h), j] = x2 * cos + x1 * sin
+        r_k[None, None, lo_block].store(lo.load().to(self.dtype))
+        r_k[None, None, hi_block].store(hi.load().to(self.dtype))
+
+    def _padded(self, row, chunk):
+        """Offset (16-bit units) of 16-byte piece ``chunk`` of ``row`` in a padded K/V tile."""
+        return cute.assume(row * self.kv_stride + chunk * VEC, divby=VEC)
+
+    def _kv_layout(self):
+        """(tokens, 16-bit columns) of a padded K/V tile, as ldmatrix partitions see it."""
+        return cute.make_layout((TILE, self.kv_cols), stride=(self.kv_stride, 1))
+
+    def _q_permuted(self, q_smem, row, chunk):
+        """Where q piece ``chunk`` (head dims 8 chunk .. 8 chunk + 7) goes for FP8 K: in each
+        16-dim block, MMA k-slot 2c + b (b < 2) holds dim 4c + b and slot 2c + 8 + b dim 4c + 2 + b,
+        the dims an FP8 ldmatrix lane's 4 codes of K hold (so the products pair up)."""
+        base = row * self.q_stride + (chunk // 2) * 16 + (chunk % 2) * 4
+        return cute.make_tensor(q_smem + cute.assume(base, divby=4),
+                                cute.make_layout((2, 2, 2), stride=(1, 8, 2)))
+
+    @staticmethod
+    def _words(fragment: cute.Tensor) -> cute.Tensor:
+        """A compact 16-bit register fragment as a flat tensor of 32-bit words (pairs)."""
+        words = cute.recast_tensor(fragment, Uint32)
+        return cute.make_tensor(words.iterator, cute.make_layout(cute.size(words)))
+
+    @cute.jit
+    def _widen_k(self, raw: cute.Tensor, r_k: cute.Tensor, step: cutlass.Constexpr[int]):
+        """FP8 ldmatrix step ``step`` (32 head dims) -> B operands of k-blocks 2 step, 2 step + 1.
+        A lane's word (v, n-tile j) holds dims 32 step + 16 v + 4c .. +3 of its token: bytes
+        0-1 are the block's (b0, b1) pair, bytes 2-3 its (b2, b3) pair (q permuted to match)."""
+        raw_words = self._words(raw)
+        out_words = self._words(r_k)
+        for j in cutlass.range_constexpr(cute.size(raw, mode=[1])):
+            for v in cutlass.range_constexpr(2):
+                word = raw_words[raw.layout(((0, v), j, step)) // 2]
+                for pair in cutlass.range_constexpr(2):
+                    out_words[r_k.layout(((0, pair), j, 2 * step + v)) // 2] = widen_pair(
+                        word, 2 * pair, 2 * pair + 1, self.kv_format, self.dtype_name)
+
+    @cute.jit
+    def _widen_v(self, raw: cute.Tensor, r_v: cute.Tensor):
+        """FP8 V by ldmatrix.trans (16-bit columns = pairs of head dims) -> B operands. A lane's
+        word (v, column tile t) holds tokens (a, a + 1) x dims (2n, 2n + 1): bytes 0 and 2 are
+        the (a, a + 1) pair of dim 2n (n-tile 2t), bytes 1 and 3 that of dim 2n + 1 (n-tile
+        2t + 1); the output's columns come out permuted (``_o_layout``)."""
+        raw_words = self._words(raw)
+        out_words = self._words(r_v)
+        for t in cutlass.range_constexpr(cute.size(raw, mode=[1])):
+            for v in cutlass.range_constexpr(2):
+                word = raw_words[raw.layout(((0, v), t, 0)) // 2]
+                for odd in cutlass.range_constexpr(2):
+                    out_words[r_v.layout(((0, v), 2 * t + odd, 0)) // 2] = widen_pair(
+                        word, odd, odd + 2, self.kv_format, self.dtype_name)
+
+    def _o_layout(self):
+        """(rows, O column) -> offset in a row-major (ROWS, head_dim) buffer. FP8 V: O column
+        8 T + i (n-tile T = 2 t + e) holds head dim 16 t + 2 i + e."""
+        d = self.head_dim
+        if self.fp8:
+            return cute.make_layout((ROWS, (8, 2, d // 16)), stride=(d, (2, 1, 16)))
+        return cute.make_layout((ROWS, d), stride=(d, 1))
 
     @cute.jit
     def _issue(self, a, step, my_tiles, ring, first_token, kv_end, page_slot, entry, page, page_base, head_offset,
@@ -243,22 +414,24 @@ class BatchDecodeMmaKernel:
     def _load_rows(self, a, atom, stage_base, valid, head_offset, lane, page, entry):
         """Whole rows per instruction: lane j < 16 has row j's address (-1: zeros), shuffled to
         the ``chunks`` lanes that read that row's consecutive 16-byte pieces."""
-        offset = cutlass.select_(valid, Int64(page) * a.cache_stride_page + Int64(entry) * a.cache_stride_entry
-                                 + head_offset, Int64(-1))
-        rows_per_load = 32 // self.chunks
-        column = (lane % self.chunks) * VEC
-        sub = lane // self.chunks
+        offset = Int64(page) * a.cache_stride_page + Int64(entry) * a.cache_stride_entry + head_offset
+        if const_expr(self.fp8):
+            offset = offset >> 1  # 16-bit units (rows are 16-byte aligned: the API checks)
+        offset = cutlass.select_(valid, offset, Int64(-1))
+        rows_per_load = 32 // self.kv_chunks
+        column = (lane % self.kv_chunks) * VEC
+        sub = lane // self.kv_chunks
         piece = cute.make_layout(VEC)
         for i in cutlass.range_constexpr(TILE // rows_per_load):
             row = i * rows_per_load + sub
             row_offset = cute.arch.shuffle_sync(offset, row)
-            dst = stage_base + self._padded(row, lane % self.chunks)
+            dst = stage_base + self._padded(row, lane % self.kv_chunks)
             k_dst = cute.make_tensor(dst, piece)
             v_dst = cute.make_tensor(dst + self.tile_elems, piece)
             if row_offset >= 0:
                 src = cute.assume(row_offset + column, divby=VEC)
-                cute.copy(atom, cute.make_tensor(a.k_cache + src, piece), k_dst)
-                cute.copy(atom, cute.make_tensor(a.v_cache + src, piece), v_dst)
+                cute.copy(atom, cute.make_tensor(cute.recast_ptr(a.k_cache, dtype=self.dtype) + src, piece), k_dst)
+                cute.copy(atom, cute.make_tensor(cute.recast_ptr(a.v_cache, dtype=self.dtype) + src, piece), v_dst)
             else:
                 k_dst.fill(0)
                 v_dst.fill(0)
@@ -335,7 +508,8 @@ class BatchDecodeMmaKernel:
         f32 = cute.recast_ptr(smem, dtype=Float32)
         o_all = cute.make_tensor(f32, cute.make_layout((WARPS, ROWS, d), stride=(ROWS * d, d, 1)))
         stats = cute.make_tensor(f32 + WARPS * ROWS * d, cute.make_layout((2, WARPS, ROWS), stride=(WARPS * ROWS, ROWS, 1)))
-        cute.autovec_copy(acc_o, thr_mma.partition_C(o_all[warp_id, None, None]))
+        o_mine = cute.make_tensor(o_all[warp_id, None, None].iterator, self._o_layout())
+        cute.autovec_copy(acc_o, thr_mma.partition_C(o_mine))
         for r in cutlass.range_constexpr(2):
             total = row_sum[r]
             total = total + cute.arch.shuffle_sync_bfly(total, offset=1)
@@ -345,10 +519,10 @@ class BatchDecodeMmaKernel:
                 stats[0, warp_id, row] = row_max[r]
                 stats[1, warp_id, row] = total
         cute.arch.barrier()
-        for task in cutlass.range_constexpr(ROWS * self.chunks // (WARPS * 32)):
+        for task in cutlass.range_constexpr(ROWS * self.q_chunks // (WARPS * 32)):
             piece = task * WARPS * 32 + tidx
-            row = piece // self.chunks
-            col = (piece % self.chunks) * VEC
+            row = piece // self.q_chunks
+            col = (piece % self.q_chunks) * VEC
             if row < heads_here:
                 head = first_head + row
                 sink = Float32(NEG_INF)

@@ -14,7 +14,7 @@ from .plan import split_cache
 
 # the plan's sizes the launch needs, in the order the op's ``int[] sizes`` carries them
 SIZES = ("batch", "num_qo_heads", "num_kv_heads", "group", "head_dim", "page_size", "stages", "items",
-         "partial_rows", "graph")
+         "partial_rows", "graph", "rope")
 
 
 class Layout:
@@ -59,11 +59,13 @@ class DecodeLaunch:
     def __init__(self, q: torch.Tensor, layout: Layout, out: torch.Tensor, lse: torch.Tensor | None,
                  has_sinks: bool, workspace: torch.Tensor, work: torch.Tensor, state_indptr: torch.Tensor, kv_indptr: torch.Tensor,
                  kv_indices: torch.Tensor, sizes: list[int], q_mult: float, cap_scale: float, out_scale: float,
-                 pdl: bool) -> None:
+                 rope_rcp_scale: float, rope_log2_step: float, pdl: bool) -> None:
         p = dict(zip(SIZES, sizes))
         self.device = device = q.get_device()
         self.pdl = pdl
-        self.kernel = get_kernel(launch.MMA_DECODE_SPECS[(name_of(q.dtype), p["head_dim"], p["stages"])], device)
+        spec = launch.MMA_DECODE_SPECS[(name_of(q.dtype), name_of(layout.k_cache.dtype), p["head_dim"], p["stages"],
+                                        bool(p["rope"]))]
+        self.kernel = get_kernel(spec, device)
         heads, d = p["num_qo_heads"], p["head_dim"]
         rows = p["items"] if p["graph"] else p["partial_rows"]
         tmp_v = workspace.data_ptr()
@@ -73,7 +75,8 @@ class DecodeLaunch:
                          row_blocks=-(-p["group"] // launch.MMA_DECODE_ROWS), num_qo_heads=heads,
                          page_size=p["page_size"], tile_pages=step // p["page_size"], tile_rem=step % p["page_size"],
                          num_pages=layout.k_cache.shape[0], write_lse=int(lse is not None), has_sinks=int(has_sinks), q_scale=q_mult,
-                         cap_scale=cap_scale, out_scale=out_scale, q_stride_batch=q.stride(0),
+                         cap_scale=cap_scale, out_scale=out_scale, rope_rcp_scale=rope_rcp_scale,
+                         rope_log2_step=rope_log2_step, q_stride_batch=q.stride(0),
                          q_stride_head=q.stride(1), out_stride_batch=out.stride(0), out_stride_head=out.stride(1),
                          lse_stride_batch=lse.stride(0) if lse is not None else 0, tmp_v=tmp_v, tmp_s=self.tmp_s,
                          work=work.data_ptr(), kv_indptr=kv_indptr.data_ptr(), kv_indices=kv_indices.data_ptr(),

@@ -140,6 +140,7 @@ register(APPEND_SPEC)
 
 # ---- decode attention ------------------------------------------------------------------------
 DECODE_HEAD_DIMS = (64, 128, 256)
+DECODE_WORK_ROWS = 6  # rows of a decode plan's work array (``decode_plan.py``)
 DECODE_STRIDES = ("q_stride_batch", "q_stride_head", "cache_stride_page", "cache_stride_entry",
                   "cache_stride_head", "out_stride_batch", "out_stride_head", "lse_stride_batch")
 
@@ -156,11 +157,35 @@ DECODE_STRIDES = ("q_stride_batch", "q_stride_head", "cache_stride_page", "cache
 MMA_DECODE_WARPS = 4
 MMA_DECODE_ROWS = 16  # q heads a CTA holds (the MMA's M)
 MMA_DECODE_TILE = 16  # tokens a warp takes at a time
+# ``rope`` builds (pos_encoding_mode="ROPE_LLAMA"): q (at position length - 1, the work item's row 5)
+# and each K row (at its token index) are rotated in fp32 inside the kernel, dims i and
+# i + head_dim / 2 by the angle position * rope_rcp_scale * 2^(i * rope_log2_step), where
+# rope_log2_step = -2 log2(rope_theta) / head_dim (FlashInfer's Llama RoPE).
+# KV caches the kernel reads: q's own 16-bit type, or FP8 widened in registers after ldmatrix
+# (``cute/fp8_widen.py``; each FP8 ldmatrix lane gets 4 codes that are whole MMA operand pairs once
+# q's head dimensions are permuted to match, see the kernel)
+KV_FP8 = ("fp8e4m3", "fp8e5m2")
 # per warp ring depth (stages - 1 tiles in flight while one is used), deepest first: the plan
-# takes the deepest whose shared memory the device grants a CTA (227 KB on sm_90/sm_100, 163
-# KB on sm_80, 99 KB on sm_86/89/120: head_dim 128 and 256 step down there)
+# takes the option with the most tiles in flight an SM (CTAs resident x (stages - 1)) on the
+# device (227 KB of shared memory on sm_90/sm_100, 163 KB on sm_80, 99 KB on sm_86/89/120).
+# FP8 tiles are half the bytes: deeper rings for the same bytes in flight.
 MMA_DECODE_STAGES = {64: (4,), 128: (3, 2), 256: (2, 1)}
+MMA_DECODE_STAGES_FP8 = {64: (6,), 128: (5, 4), 256: (3, 2)}
 MMA_DECODE_CTAS_PER_SM = {64: 4, 128: 2, 256: 1}  # asked of the register allocator (.minnctapersm)
+
+
+def kv_bytes(kv_dtype: str) -> int:
+    return 1 if kv_dtype in KV_FP8 else 2
+
+
+def mma_decode_stage_options(kv_dtype: str, head_dim: int) -> tuple[int, ...]:
+    return (MMA_DECODE_STAGES_FP8 if kv_dtype in KV_FP8 else MMA_DECODE_STAGES)[head_dim]
+
+
+def kv_widen_factor(dtype: str, kv_dtype: str) -> float:
+    """The factor a widened FP8 value is short of (``cute/fp8_widen.py``): e4m3 into fp16
+    lands 2^-8 low, and the host folds 2^8 into the fp32 scales of the scores and output."""
+    return 256.0 if (kv_dtype, dtype) == ("fp8e4m3", "fp16") else 1.0
 
 
 def mma_decode_step() -> int:
@@ -168,42 +193,48 @@ def mma_decode_step() -> int:
     return MMA_DECODE_WARPS * MMA_DECODE_TILE
 
 
-def mma_decode_smem_bytes(head_dim: int, stages: int) -> int:
-    row_bytes = (head_dim + VEC) * 2  # rows padded by 16 bytes (bank-conflict-free ldmatrix)
-    ring = MMA_DECODE_WARPS * stages * 2 * MMA_DECODE_TILE * row_bytes
-    return ring + MMA_DECODE_ROWS * row_bytes  # + the Q tile
+def mma_decode_smem_bytes(head_dim: int, stages: int, kv_dtype: str = "bf16") -> int:
+    kv_row = head_dim * kv_bytes(kv_dtype) + 16  # rows padded by 16 bytes (bank-conflict-free ldmatrix)
+    ring = MMA_DECODE_WARPS * stages * 2 * MMA_DECODE_TILE * kv_row
+    return ring + MMA_DECODE_ROWS * (head_dim * 2 + 16)  # + the Q tile
 
 
-def mma_decode_contract(dtype: str, head_dim: int, stages: int) -> LaunchContract:
+def mma_decode_entry(dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool) -> str:
+    kv = "" if kv_dtype == dtype else f"_kv{kv_dtype[3:]}"
+    return f"cutefi_batch_decode_mma_{dtype}{kv}_d{head_dim}_s{stages}{'_rope' if rope else ''}"
+
+
+def mma_decode_contract(dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool = False) -> LaunchContract:
     return LaunchContract(
         params=(
             *pointers("q", "out", "tmp_v", dtype=dtype),
-            *pointers("k_cache", "v_cache", dtype=dtype),
+            *pointers("k_cache", "v_cache", dtype=kv_dtype),
             *pointers("lse", "tmp_s", "sinks", dtype="fp32", align=4),
             *pointers("work", "kv_indptr", "kv_indices", dtype="i32", align=4),
             *scalars("i32", "items", "kv_heads", "group", "row_blocks", "num_qo_heads", "page_size", "tile_pages",
                      "tile_rem", "num_pages", "write_lse", "has_sinks"),
-            *scalars("f32", "q_scale", "cap_scale", "out_scale"),
+            *scalars("f32", "q_scale", "cap_scale", "out_scale", "rope_rcp_scale", "rope_log2_step"),
             *scalars("i64", *DECODE_STRIDES),
         ),
         block=(MMA_DECODE_WARPS * 32, 1, 1),
         grid=lambda p: (p["items"] * p["kv_heads"] * p["row_blocks"], 1, 1),
         sample={"items": 64, "kv_heads": 8, "group": 4, "row_blocks": 1, "num_qo_heads": 32, "page_size": 16,
-                "tile_pages": 4, "tile_rem": 0, "num_pages": 1000, "write_lse": 1, "has_sinks": 0, "q_scale": 0.1,
-                "cap_scale": 0.0, "out_scale": 1.0, **{name: 8 for name in DECODE_STRIDES}},
-        smem_bytes=mma_decode_smem_bytes(head_dim, stages),
+                "tile_pages": 4, "tile_rem": 0, "num_pages": 1000, "write_lse": 1, "has_sinks": 0,
+                "q_scale": 0.1, "cap_scale": 0.0, "out_scale": 1.0, "rope_rcp_scale": 1.0, "rope_log2_step": -0.2, **{name: 16 for name in DECODE_STRIDES}},
+        smem_bytes=mma_decode_smem_bytes(head_dim, stages, kv_dtype),
         min_ctas_per_sm=MMA_DECODE_CTAS_PER_SM[head_dim],
-        entry=f"cutefi_batch_decode_mma_{dtype}_d{head_dim}_s{stages}",
+        entry=mma_decode_entry(dtype, kv_dtype, head_dim, stages, rope),
         pdl=True,
     )
 
 
 MMA_DECODE_SPECS = {
-    (dtype, head_dim, stages): KernelSpec.make(
+    (dtype, kv_dtype, head_dim, stages, rope): KernelSpec.make(
         "attention.batch_decode_mma", "cute", "cutefi.attention.decode_mma_kernel:BatchDecodeMmaKernel",
-        "cutefi.attention.launch:mma_decode_contract", Family.MMA_SYNC, dtype=dtype, head_dim=head_dim,
-        stages=stages,
+        "cutefi.attention.launch:mma_decode_contract", Family.MMA_SYNC, dtype=dtype, kv_dtype=kv_dtype,
+        head_dim=head_dim, stages=stages, rope=rope,
     )
-    for dtype in DTYPES for head_dim in DECODE_HEAD_DIMS for stages in MMA_DECODE_STAGES[head_dim]
+    for dtype in DTYPES for kv_dtype in (dtype, *KV_FP8) for head_dim in DECODE_HEAD_DIMS
+    for stages in mma_decode_stage_options(kv_dtype, head_dim) for rope in (False, True)
 }
 register(*MMA_DECODE_SPECS.values())

@@ -6,6 +6,9 @@ with ``hnd=1``; pages shuffled), planned outside the timing; peers: torch's SDPA
 takes the case), and FlashInfer's wrapper when it imports. ``ragged=1`` draws each request's
 length uniformly from [kv_len / 64, kv_len] (seeded); the dense peers then attend over the
 longest length with a mask. Bytes: the K and V rows each request reads, q and out.
+``kv_fp8=1`` (``=2``): cutefi's cache holds float8_e4m3fn (float8_e5m2) codes with k_scale and
+v_scale; the dense peers read the same values in q's type, so their bytes are counted as FP8 too
+(compare their times, not their rates).
 ``single_decode``: single_decode_with_kv_cache, one request, against the same peers.
 """
 
@@ -28,6 +31,9 @@ def _lengths(shape: dict[str, int]) -> list[int]:
     g = torch.Generator().manual_seed(batch * 7919 + kv_len)
     low = max(1, kv_len // 64)
     return torch.randint(low, kv_len + 1, (batch,), generator=g).tolist()
+
+
+_FP8 = (None, torch.float8_e4m3fn, torch.float8_e5m2)  # by the kv_fp8 flag
 
 
 def _sdpa(backend=None):
@@ -54,6 +60,7 @@ class BatchDecode(Routine):
         ShapeFlag("page_size", (16,), (16,), "tokens a page"),
         ShapeFlag("ragged", (0,), (0,), "1: lengths uniform in [kv_len/64, kv_len]", minimum=0),
         ShapeFlag("hnd", (0,), (0,), "1: HND pages [pages, kv_heads, page_size, head_dim] (0: NHD)", minimum=0),
+        ShapeFlag("kv_fp8", (0,), (0,), "1: float8_e4m3fn KV cache, 2: float8_e5m2 (0: q's type)", minimum=0),
     )
     atol = 2e-2
     rtol = 2e-2
@@ -63,16 +70,19 @@ class BatchDecode(Routine):
             raise BenchInputError("qo_heads must be a multiple of kv_heads")
         if shape["head_dim"] not in (64, 128, 256):
             raise BenchInputError("head_dim must be 64, 128 or 256")
+        if shape.get("kv_fp8", 0) not in range(len(_FP8)):
+            raise BenchInputError("kv_fp8 must be 0, 1 (e4m3) or 2 (e5m2)")
 
     def backends(self) -> dict[str, Backend]:
         sdpa = torch.nn.attention.SDPBackend
         found: dict[str, Backend] = {
-            "cutefi": lambda state, q, k, v, mask: state["cutefi"].run(q.squeeze(2), state["cache"]),
+            "cutefi": lambda state, q, k, v, mask: state["cutefi"].run(q.squeeze(2), state["cache"], **state["scales"]),
             "torch": lambda state, q, k, v, mask: _sdpa()(q, k, v, mask),
             "cudnn": lambda state, q, k, v, mask: _sdpa([sdpa.CUDNN_ATTENTION])(q, k, v, mask),
         }
         if flashinfer_module() is not None:
-            found["flashinfer"] = lambda state, q, k, v, mask: state["flashinfer"].run(q.squeeze(2), state["cache"])
+            found["flashinfer"] = lambda state, q, k, v, mask: state["flashinfer"].run(q.squeeze(2), state["cache"],
+                                                                                       **state["scales"])
         return found
 
     def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
@@ -81,6 +91,12 @@ class BatchDecode(Routine):
         longest = max(lengths)
         k = randn(batch, kv_heads, longest, d, dtype=dtype)
         v = randn(batch, kv_heads, longest, d, dtype=dtype)
+        kv_dtype = _FP8[shape.get("kv_fp8", 0)] or dtype
+        scales = {}
+        if kv_dtype != dtype:  # the peers and the reference see the FP8 values (times the scales)
+            scales = {"k_scale": 0.5, "v_scale": 0.25}
+            k = (k * 2).to(kv_dtype).to(dtype) * 0.5
+            v = (v * 4).to(kv_dtype).to(dtype) * 0.25
         q = randn(batch, shape["qo_heads"], 1, d, dtype=dtype)
         pages_each = [-(-n // page) for n in lengths]
         total = sum(pages_each)
@@ -100,6 +116,9 @@ class BatchDecode(Routine):
         if hnd:  # the same pages, each stored head-major
             k_cache = k_cache.transpose(1, 2).contiguous()
             v_cache = v_cache.transpose(1, 2).contiguous()
+        if kv_dtype != dtype:  # exact: the values are FP8 codes times the scales
+            k_cache = (k_cache * 2).to(kv_dtype)
+            v_cache = (v_cache * 4).to(kv_dtype)
         indptr = torch.tensor([0, *torch.tensor(pages_each).cumsum(0).tolist()], dtype=torch.int32)
         indices = order.to(torch.int32).cpu()
         last = torch.tensor([(n - 1) % page + 1 for n in lengths], dtype=torch.int32)
@@ -107,18 +126,19 @@ class BatchDecode(Routine):
         if len(set(lengths)) > 1:
             mask = (torch.arange(longest, device="cuda")[None, :] < torch.tensor(lengths, device="cuda")[:, None])
             mask = mask[:, None, None, :]
-        state: dict[str, Any] = {"cache": (k_cache, v_cache), "lengths": lengths}
+        state: dict[str, Any] = {"cache": (k_cache, v_cache), "lengths": lengths, "scales": scales}
         plan_args = (indptr, indices, last, shape["qo_heads"], kv_heads, d, page)
         layout = "HND" if hnd else "NHD"
         wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"),
                                                             layout)
-        wrapper.plan(*plan_args, q_data_type=dtype)
+        wrapper.plan(*plan_args, q_data_type=dtype, kv_data_type=kv_dtype)
         state["cutefi"] = wrapper
         flashinfer = flashinfer_module()
         if flashinfer is not None:
             fi = flashinfer.BatchDecodeWithPagedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8,
                                                                            device="cuda"), layout)
-            fi.plan(indptr.cuda(), indices.cuda(), last.cuda(), *plan_args[3:], q_data_type=dtype)
+            fi.plan(indptr.cuda(), indices.cuda(), last.cuda(), *plan_args[3:], q_data_type=dtype,
+                    kv_data_type=kv_dtype)
             state["flashinfer"] = fi
         return state, q, k, v, mask
 
@@ -136,7 +156,8 @@ class BatchDecode(Routine):
     def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
         elem = torch.empty((), dtype=dtype).element_size()
         tokens = sum(_lengths(shape))
-        kv_bytes = 2 * tokens * shape["kv_heads"] * shape["head_dim"] * elem
+        kv_elem = 1 if shape.get("kv_fp8") else elem
+        kv_bytes = 2 * tokens * shape["kv_heads"] * shape["head_dim"] * kv_elem
         qo_bytes = 2 * shape["batch"] * shape["qo_heads"] * shape["head_dim"] * elem
         attn_flops = 4 * tokens * shape["qo_heads"] * shape["head_dim"]
         return Cost(bytes=kv_bytes + qo_bytes, flops=attn_flops)
@@ -166,7 +187,7 @@ class SingleDecode(BatchDecode):
         k = randn(1, shape["kv_heads"], shape["kv_len"], shape["head_dim"], dtype=dtype)
         v = randn(1, shape["kv_heads"], shape["kv_len"], shape["head_dim"], dtype=dtype)
         q = randn(1, shape["qo_heads"], 1, shape["head_dim"], dtype=dtype)
-        return {"lengths": [shape["kv_len"]]}, q, k, v, None
+        return {"lengths": [shape["kv_len"]], "scales": {}}, q, k, v, None
 
     def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
         return super().cost({**shape, "batch": 1, "ragged": 0}, dtype)

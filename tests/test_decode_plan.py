@@ -1,0 +1,66 @@
+"""CPU tier: decode's work partition (``cutefi/attention/decode_plan.py``): every request's
+attended range covered exactly once, in chunks of the chosen size, with its partial-state rows
+and its sink counted on one item; checked against a plain per-request loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cutefi.attention import decode_plan
+
+
+def tables(lengths, page_size):
+    pages = [-(-n // page_size) for n in lengths]
+    indptr = np.array([0, *np.cumsum(pages)], dtype=np.int32)
+    last = np.array([(n - 1) % page_size + 1 if n else 1 for n in lengths], dtype=np.int32)
+    return indptr, last
+
+
+@pytest.mark.parametrize("page_size", [1, 5, 16])
+def test_kv_lengths_round_trip(page_size):
+    lengths = [0, 1, 15, 16, 17, 1000, 0, 33]
+    indptr, last = tables(lengths, page_size)
+    assert decode_plan.kv_lengths(indptr, last, page_size).tolist() == lengths
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("window_left", [-1, 300])
+def test_partition_covers_each_range_once(seed, window_left):
+    rng = np.random.default_rng(seed)
+    batch = int(rng.integers(1, 40))
+    lengths = rng.integers(0, 20000, batch).astype(np.int64)
+    lengths[rng.integers(0, batch)] = 0  # an empty request is one empty item
+    starts = np.maximum(lengths - 1 - window_left, 0) if window_left >= 0 else np.zeros_like(lengths)
+    chunk = decode_plan.choose_chunk(np.maximum(lengths - starts, 0), 8, 264, 64, False, None)
+    assert chunk == 0 or (chunk % 64 == 0 and chunk >= decode_plan.MIN_CHUNK)
+    part = decode_plan.partition(lengths, starts, chunk)
+    work = part.work
+    assert work.dtype == np.int32 and work.shape == (decode_plan.WORK_ROWS, part.items)
+    for b in range(batch):
+        mine = work[:, work[0] == b]
+        assert mine.shape[1] >= 1
+        # contiguous chunks from start to length, in order
+        assert mine[1, 0] == starts[b] and mine[2, -1] == max(lengths[b], starts[b])
+        assert (mine[1, 1:] == mine[2, :-1]).all()
+        if chunk:
+            assert (mine[2] - mine[1] <= chunk).all()
+        assert mine[4].sum() == 1 and mine[4, 0] == 1  # the sink on the first item only
+        assert (mine[5] == lengths[b]).all()
+        rows = part.state_indptr[b + 1] - part.state_indptr[b]
+        if mine.shape[1] == 1:
+            assert rows == 0 and mine[3, 0] == -1
+        else:
+            assert rows == mine.shape[1]
+            assert mine[3].tolist() == list(range(part.state_indptr[b], part.state_indptr[b + 1]))
+    assert part.partial_rows == part.state_indptr[-1]
+
+
+def test_choose_chunk_rules():
+    ranges = np.array([100_000, 10], dtype=np.int64)
+    assert decode_plan.choose_chunk(ranges, 8, 264, 64, True, None) == 0  # disable_split_kv
+    assert decode_plan.choose_chunk(np.full(64, 4096), 8, 264, 64, False, None) == 0  # the batch fills the GPU
+    assert decode_plan.choose_chunk(ranges, 8, 264, 64, False, 100) == 128  # fixed: rounded up to the tile
+    chunk = decode_plan.choose_chunk(ranges, 8, 264, 64, False, None)
+    items = sum(-(-int(r) // chunk) for r in ranges)
+    assert 264 // 8 <= items <= 264 // 8 + 2  # about one wave of CTAs
