@@ -384,3 +384,17 @@ def test_single_decode_rope_llama():
     s = torch.einsum("hd,nhd->hn", qr, kr) / math.sqrt(128)
     ref = torch.einsum("hn,nhd->hd", torch.softmax(s, -1), v.float().repeat_interleave(4, dim=1))
     check(out[None], None, ref[None], None, torch.float16)
+
+
+def test_fast_decode_plan_with_host_indptr_override():
+    """FlashInfer's fast_decode_plan(wrapper, ...): device tables, the host copy of indptr given
+    (no device-to-host copy), the same result as plan."""
+    lengths = [900, 1, 4000]
+    kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, 16, 2, 128, torch.float16, seed=12)
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"))
+    cutefi.fast_decode_plan(wrapper, indptr.cuda(), indices.cuda(), last.cuda(), 16, 2, 128, 16,
+                            q_data_type=torch.float16, global_override_indptr_cpu=indptr)
+    q = torch.randn(3, 16, 128, device="cuda", dtype=torch.float16)
+    out = wrapper.run(q, kv)
+    ref_out, _ = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD")
+    check(out, None, ref_out, None, torch.float16)

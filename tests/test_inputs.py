@@ -68,8 +68,9 @@ def _cpu_calls():
     }
 
 
-# torch ops that run wherever their tensors are (as FlashInfer's do): no device check
-DEVICE_AGNOSTIC = {"get_seq_lens", "get_batch_indices_positions"}
+# torch ops that run wherever their tensors are (as FlashInfer's do): no device check; and
+# fast_decode_plan, which plans a wrapper whose constructor checked the device
+DEVICE_AGNOSTIC = {"get_seq_lens", "get_batch_indices_positions", "fast_decode_plan"}
 
 
 @pytest.mark.parametrize("op", list(_cpu_calls()))
@@ -84,6 +85,12 @@ def test_valid_cpu_arguments_get_the_device_error(op):
 def test_every_public_op_has_a_cpu_device_check():
     ops = {name.split("-")[0] for name in _cpu_calls()}
     assert ops == set(cutefi.__all__) - {"__version__"} - DEVICE_AGNOSTIC
+
+
+def test_fast_decode_plan_needs_a_cutefi_wrapper():
+    with pytest.raises(TypeError, match="first argument must be a cutefi decode wrapper"):
+        cutefi.fast_decode_plan(object(), torch.tensor([0, 1], dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
+                                torch.ones(1, dtype=torch.int32), 8, 8, 128, 16)
 
 
 def test_index_helpers_run_on_cpu_tensors():

@@ -4,4 +4,4 @@ helpers."""
 
 API = ("merge_state", "merge_state_in_place", "merge_states", "append_paged_kv_cache", "get_seq_lens",
        "get_batch_indices_positions", "BatchDecodeWithPagedKVCacheWrapper",
-       "CUDAGraphBatchDecodeWithPagedKVCacheWrapper", "single_decode_with_kv_cache")
+       "CUDAGraphBatchDecodeWithPagedKVCacheWrapper", "single_decode_with_kv_cache", "fast_decode_plan")

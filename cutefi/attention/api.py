@@ -24,7 +24,7 @@ from ..jit.logs import api_log
 from ..jit.policy import Family
 from . import launch
 from .decode import (BatchDecodeWithPagedKVCacheWrapper, CUDAGraphBatchDecodeWithPagedKVCacheWrapper,  # noqa: F401
-                     single_decode_with_kv_cache)
+                     fast_decode_plan, single_decode_with_kv_cache)
 from .plan import (MergePlan, append_rows_aligned, check_mask, check_pair, check_s, check_v, plan_append, plan_merge,
                    rows_aligned, split_cache)
 
@@ -295,7 +295,7 @@ for _public in (merge_state, merge_state_in_place, merge_states):
     declare(_public, (Family.SIMT,), launch.DTYPES)
 declare(append_paged_kv_cache, (Family.SIMT,), ("bf16", "fp16", "fp8e4m3", "fp8e5m2"))
 for _public in (BatchDecodeWithPagedKVCacheWrapper, CUDAGraphBatchDecodeWithPagedKVCacheWrapper,
-                single_decode_with_kv_cache):
+                single_decode_with_kv_cache, fast_decode_plan):
     declare(_public, (Family.MMA_SYNC, Family.SIMT,), (*launch.DTYPES, *launch.KV_FP8))  # q 16-bit, KV any
 for _public in (get_seq_lens, get_batch_indices_positions):
     declare(_public, (), ("i32", "i64"))

@@ -160,10 +160,11 @@ class BatchDecodeWithPagedKVCacheWrapper:
     def plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
              pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type="float16",
              kv_data_type=None, data_type=None, sm_scale=None, rope_scale=None, rope_theta=None, non_blocking=True,
-             fixed_split_size=None, disable_split_kv=False) -> None:
+             fixed_split_size=None, disable_split_kv=False, *, _indptr_host=None) -> None:
         """Partition the batch's KV for ``run``: ``indptr`` [batch + 1], ``indices`` and
         ``last_page_len`` [batch] int32 on the host (no synchronisation) or the device (copied
-        to the host once). ``fixed_split_size``: pages per split (None: chosen to fill the GPU)."""
+        to the host once; ``fast_decode_plan``'s ``global_override_indptr_cpu`` spares the
+        indptr copy). ``fixed_split_size``: pages per split (None: chosen to fill the GPU)."""
         _check_options(pos_encoding_mode)
         num_qo_heads, num_kv_heads = require_int("num_qo_heads", num_qo_heads), require_int("num_kv_heads", num_kv_heads)
         head_dim, page_size = require_int("head_dim", head_dim), require_int("page_size", page_size)
@@ -188,7 +189,12 @@ class BatchDecodeWithPagedKVCacheWrapper:
         check_i32("last_page_len", last_page_len, batch)
         # numpy views of host tables (device ones are copied once): torch's CPU ops cost
         # microseconds each, numpy's a fraction, and plan runs once per decode step
-        indptr_h, last_h = indptr.cpu().numpy(), last_page_len.cpu().numpy()
+        if _indptr_host is not None:
+            check_i32("global_override_indptr_cpu", _indptr_host, batch + 1)
+            if _indptr_host.is_cuda:
+                raise ValueError("global_override_indptr_cpu must be a host tensor (the host copy of indptr)")
+        indptr_h = (indptr if _indptr_host is None else _indptr_host).cpu().numpy()
+        last_h = last_page_len.cpu().numpy()
         pages = np.diff(indptr_h)
         if batch and (indptr_h[0] != 0 or pages.min() < 0):
             raise ValueError("indptr must start at 0 and never decrease")
@@ -407,6 +413,26 @@ class CUDAGraphBatchDecodeWithPagedKVCacheWrapper(BatchDecodeWithPagedKVCacheWra
 
 
 _SINGLE: dict[tuple, BatchDecodeWithPagedKVCacheWrapper] = {}
+
+
+@api_log
+def fast_decode_plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
+                     pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type="float16",
+                     kv_data_type=None, data_type=None, sm_scale=None, rope_scale=None, rope_theta=None,
+                     non_blocking=True, fixed_split_size=None, disable_split_kv=False,
+                     global_override_indptr_cpu=None) -> None:
+    """FlashInfer's ``fast_decode_plan``: ``self.plan(...)`` of a (CUDA-graph) decode wrapper,
+    which servers bind as ``wrapper.begin_forward``. cutefi's ``plan`` is already the light one
+    (numpy partition, device page tables used in place); ``global_override_indptr_cpu``, a
+    host copy of a device ``indptr``, spares its device-to-host copy."""
+    if not isinstance(self, BatchDecodeWithPagedKVCacheWrapper):
+        raise TypeError(f"fast_decode_plan's first argument must be a cutefi decode wrapper; got {type(self).__name__}")
+    self.plan(indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
+              pos_encoding_mode=pos_encoding_mode, window_left=window_left, logits_soft_cap=logits_soft_cap,
+              q_data_type=q_data_type, kv_data_type=kv_data_type, data_type=data_type, sm_scale=sm_scale,
+              rope_scale=rope_scale, rope_theta=rope_theta, non_blocking=non_blocking,
+              fixed_split_size=fixed_split_size, disable_split_kv=disable_split_kv,
+              _indptr_host=global_override_indptr_cpu)
 
 
 @api_log
