@@ -94,11 +94,9 @@ def _rope(pos_encoding_mode: str, rope_scale: float | None, rope_theta: float | 
 
 
 def _scales(sm_scale: float | None, head_dim: int, logits_soft_cap: float | None, q_scale: float | None,
-            k_scale: float | None, widen: float = 1.0) -> tuple[float, float]:
-    """(multiplier of q, multiplier of tanh): scores become base-2 logits in the kernel.
-    ``widen``: what the kernel's widened FP8 K values are short of (``launch.kv_widen_factor``)."""
+            k_scale: float | None) -> tuple[float, float]:
+    """(multiplier of q, multiplier of tanh): scores become base-2 logits in the kernel."""
     scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else require_real("sm_scale", sm_scale)
-    scale *= widen
     for name, extra in (("q_scale", q_scale), ("k_scale", k_scale)):
         if extra is not None:
             scale *= require_real(name, extra)
@@ -341,10 +339,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
             lse = self._output("lse", lse, shape[:2], torch.float32, q)
         require_same_device(("q", q), ("k_cache", layout.k_cache), ("v_cache", layout.v_cache), ("out", out),
                             ("float_workspace_buffer", self._workspace), *([("sinks", sinks)] if sinks is not None else []))
-        widen = launch.kv_widen_factor(name_of(q.dtype), name_of(plan["kv_dtype"]))
-        q_mult, cap_scale = _scales(plan["sm_scale"], plan["head_dim"], plan["logits_soft_cap"], q_scale, k_scale,
-                                    widen)
-        out_scale = widen * (1.0 if v_scale is None else require_real("v_scale", v_scale))
+        q_mult, cap_scale = _scales(plan["sm_scale"], plan["head_dim"], plan["logits_soft_cap"], q_scale, k_scale)
+        out_scale = 1.0 if v_scale is None else require_real("v_scale", v_scale)
         pdl = enable_pdl is None or bool(enable_pdl)
         if plan["batch"]:
             sizes = [plan[key] for key in decode_ops.SIZES]

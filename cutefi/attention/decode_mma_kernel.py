@@ -30,7 +30,7 @@ from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.attention_state import NEG_INF
 from cutefi.cute.dtypes import cute_dtype
-from cutefi.cute.fp8_widen import widen_pair
+from cutefi.cute.fp8_widen import widen_factor, widen_pair
 from cutefi.cute.pdl import wait_for_inputs
 
 VEC = launch.VEC  # 16-bit elements of a 16-byte piece
@@ -42,6 +42,7 @@ INV_TWO_PI = 0.15915494309189535
 TWO_PI_HI = 6.28125  # 8 significant bits
 TWO_PI_LO = 6.283185307179586 - 6.28125
 ROUND_MAGIC = 12582912.0  # 1.5 * 2^23: adding and subtracting it rounds to an integer
+F16_MAX = 65504.0
 
 
 class BatchDecodeMmaKernel:
@@ -55,7 +56,9 @@ class BatchDecodeMmaKernel:
         self.contract = launch.mma_decode_contract(dtype, kv_dtype, head_dim, stages, rope)
         self.rope = rope
         self.dtype = cute_dtype(dtype)
-        self.dtype_name = dtype
+        # the MMAs' type: q's, or f16 against FP8 KV (it holds every FP8 value exactly; bf16 q
+        # is converted, saturated at +-65504, and P gains precision)
+        self.mma_dtype = cutlass.Float16 if kv_dtype in launch.KV_FP8 else self.dtype
         self.kv_format = kv_dtype
         self.fp8 = kv_dtype in launch.KV_FP8
         self.head_dim = head_dim
@@ -112,7 +115,7 @@ class BatchDecodeMmaKernel:
         heads_here = cutlass.min(a.group - row_block * ROWS, ROWS)
 
         # ---- shared memory: per-warp K/V rings, then the Q tile ------------------
-        smem = cute.arch.get_dyn_smem(self.dtype, alignment=128)
+        smem = cute.arch.get_dyn_smem(self.mma_dtype, alignment=128)
         ring_elems = self.stages * 2 * self.tile_elems
         ring = smem + cute.assume(warp_id * ring_elems, divby=128)
         q_smem = smem + WARPS * ring_elems
@@ -128,20 +131,20 @@ class BatchDecodeMmaKernel:
                 chunk = piece % self.q_chunks
                 dst = self._q_dst(q_smem, row, chunk)
                 if row < heads_here and live:
-                    dst.store(self._q_src(a, request, first_head + row, chunk).load().reshape(dst.shape))
+                    dst.store(self._to_mma(self._q_src(a, request, first_head + row, chunk).load()).reshape(dst.shape))
                 else:
                     dst.fill(0)
         cute.arch.barrier()
 
         # ---- MMA partitions --------------------------------------------------------
         # N tiled to 16: one ldmatrix.x4 fills a 16 x 16 B block
-        tiled_mma = cute.make_tiled_mma(warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16)),
+        tiled_mma = cute.make_tiled_mma(warp.MmaF16BF16Op(self.mma_dtype, Float32, (16, 8, 16)),
                                         permutation_mnk=(ROWS, 16, 16))
         thr_mma = tiled_mma.get_slice(lane)
         s_q = cute.make_tensor(q_smem, cute.make_layout((ROWS, self.head_dim), stride=(self.q_stride, 1)))
-        load_a = cute.make_tiled_copy_A(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.dtype), tiled_mma)
-        load_b = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.dtype), tiled_mma)
-        load_bt = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), self.dtype), tiled_mma)
+        load_a = cute.make_tiled_copy_A(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.mma_dtype), tiled_mma)
+        load_b = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.mma_dtype), tiled_mma)
+        load_bt = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), self.mma_dtype), tiled_mma)
         r_q = thr_mma.make_fragment_A(thr_mma.partition_A(s_q))
         q_from = load_a.get_slice(lane).partition_S(s_q)
         q_to = load_a.get_slice(lane).retile(r_q)
@@ -196,7 +199,7 @@ class BatchDecodeMmaKernel:
             k_to = load_b.get_slice(lane).retile(r_kin)
             r_k = r_kin
             if const_expr(self.fp8):
-                r_k = cute.make_rmem_tensor(thr_mma.partition_shape_B((TILE, self.head_dim)), self.dtype)
+                r_k = cute.make_rmem_tensor(thr_mma.partition_shape_B((TILE, self.head_dim)), self.mma_dtype)
             # S = Q·K^T in two accumulators (even and odd k-blocks): half-length MMA chains
             acc_s = cute.make_rmem_tensor(thr_mma.partition_shape_C((ROWS, TILE)), Float32)
             acc_odd = cute.make_rmem_tensor(thr_mma.partition_shape_C((ROWS, TILE)), Float32)
@@ -206,8 +209,8 @@ class BatchDecodeMmaKernel:
             self._scores(a, scores, tile_start, lane)
             acc_s.store(acc_s.load() + acc_odd.load())
             self._softmax_step(a, acc_s, quad_col, o_rows, row_max, row_sum, tile_start, kv_end)
-            r_p = cute.make_fragment_like(acc_s, self.dtype)
-            r_p.store(acc_s.load().to(self.dtype))
+            r_p = cute.make_fragment_like(acc_s, self.mma_dtype)
+            r_p.store(acc_s.load().to(self.mma_dtype))
             # the S accumulators of two 8-token MMAs are the A operand of one 16-token MMA
             p_as_a = cute.make_tensor(r_p.iterator, self._acc_as_a(r_p.layout))
             s_vt = cute.composition(s_v, cute.make_layout((self.kv_cols, TILE), stride=(TILE, 1)))
@@ -215,7 +218,7 @@ class BatchDecodeMmaKernel:
             cute.copy(load_bt, load_bt.get_slice(lane).partition_S(s_vt), load_bt.get_slice(lane).retile(r_vin))
             r_v = r_vin
             if const_expr(self.fp8):
-                r_v = cute.make_rmem_tensor(thr_mma.partition_shape_B((self.head_dim, TILE)), self.dtype)
+                r_v = cute.make_rmem_tensor(thr_mma.partition_shape_B((self.head_dim, TILE)), self.mma_dtype)
                 self._widen_v(r_vin, r_v)
             cute.gemm(tiled_mma, acc_o, p_as_a, r_v, acc_o)
         cute.arch.cp_async_wait_group(0)
@@ -261,6 +264,18 @@ class BatchDecodeMmaKernel:
         return cute.make_tensor(q_smem + cute.assume(row * self.q_stride + chunk * VEC, divby=VEC),
                                 cute.make_layout(VEC))
 
+    def _to_mma(self, values: cute.TensorSSA) -> cute.TensorSSA:
+        """q values (its type or fp32) in the MMAs' type: bf16 into f16 saturates at +-65504."""
+        if const_expr(self.mma_dtype == values.dtype):
+            return values
+        if const_expr(self.mma_dtype == self.dtype):
+            return values.to(self.dtype)
+        wide = cute.make_rmem_tensor(values.shape, Float32)
+        wide.store(values.to(Float32))
+        for i in range(cute.size(wide)):  # trace-time unrolled (not a @cute.jit function)
+            wide[i] = cute.arch.fmax(cute.arch.fmin(wide[i], Float32(F16_MAX)), Float32(-F16_MAX))
+        return wide.load().to(self.mma_dtype)
+
     def _q_src(self, a, request, head, chunk):
         offset = Int64(request) * a.q_stride_batch + Int64(head) * a.q_stride_head + chunk * VEC
         return cute.make_tensor(a.q + cute.assume(offset, divby=VEC), cute.make_layout(VEC))
@@ -297,8 +312,8 @@ class BatchDecodeMmaKernel:
                         x1, x2 = lo[e], hi[e]
                         lo[e] = x1 * cos - x2 * sin
                         hi[e] = x2 * cos + x1 * sin
-                    lo_dst.store(lo.load().to(self.dtype).reshape(lo_dst.shape))
-                    hi_dst.store(hi.load().to(self.dtype).reshape(hi_dst.shape))
+                    lo_dst.store(self._to_mma(lo.load()).reshape(lo_dst.shape))
+                    hi_dst.store(self._to_mma(hi.load()).reshape(hi_dst.shape))
                 else:
                     lo_dst.fill(0)
                     hi_dst.fill(0)
@@ -327,8 +342,8 @@ class BatchDecodeMmaKernel:
                     x1, x2 = lo[(b, h), j], hi[(b, h), j]
                     lo[(b, h), j] = x1 * cos - x2 * sin
                     hi[(b, h), j] = x2 * cos + x1 * sin
-        r_k[None, None, lo_block].store(lo.load().to(self.dtype))
-        r_k[None, None, hi_block].store(hi.load().to(self.dtype))
+        r_k[None, None, lo_block].store(lo.load().to(self.mma_dtype))
+        r_k[None, None, hi_block].store(hi.load().to(self.mma_dtype))
 
     def _padded(self, row, chunk):
         """Offset (16-bit units) of 16-byte piece ``chunk`` of ``row`` in a padded K/V tile."""
@@ -345,6 +360,10 @@ class BatchDecodeMmaKernel:
         base = row * self.q_stride + (chunk // 2) * 16 + (chunk % 2) * 4
         return cute.make_tensor(q_smem + cute.assume(base, divby=4),
                                 cute.make_layout((2, 2, 2), stride=(1, 8, 2)))
+
+    def _kv_factor(self) -> float:
+        """What widened K/V values are short of on this target (``fp8_widen.widen_factor``)."""
+        return widen_factor(self.kv_format) if self.fp8 else 1.0
 
     @staticmethod
     def _words(fragment: cute.Tensor) -> cute.Tensor:
@@ -364,7 +383,7 @@ class BatchDecodeMmaKernel:
                 word = raw_words[raw.layout(((0, v), j, step)) // 2]
                 for pair in cutlass.range_constexpr(2):
                     out_words[r_k.layout(((0, pair), j, 2 * step + v)) // 2] = widen_pair(
-                        word, 2 * pair, 2 * pair + 1, self.kv_format, self.dtype_name)
+                        word, 2 * pair, 2 * pair + 1, self.kv_format)
 
     @cute.jit
     def _widen_v(self, raw: cute.Tensor, r_v: cute.Tensor):
@@ -379,7 +398,7 @@ class BatchDecodeMmaKernel:
                 word = raw_words[raw.layout(((0, v), t, 0)) // 2]
                 for odd in cutlass.range_constexpr(2):
                     out_words[r_v.layout(((0, v), 2 * t + odd, 0)) // 2] = widen_pair(
-                        word, odd, odd + 2, self.kv_format, self.dtype_name)
+                        word, odd, odd + 2, self.kv_format)
 
     def _o_layout(self):
         """(rows, O column) -> offset in a row-major (ROWS, head_dim) buffer. FP8 V: O column
@@ -397,7 +416,7 @@ class BatchDecodeMmaKernel:
         if step < my_tiles:
             stage_base = ring + cute.assume((step % self.stages) * 2 * self.tile_elems, divby=128)
             token = first_token + step * launch.mma_decode_step()
-            atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.dtype,
+            atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.mma_dtype,
                                        num_bits_per_copy=128)
             valid = token < kv_end and page[0] >= 0 and page[0] < a.num_pages
             self._load_rows(a, atom, stage_base, valid, head_offset, lane, page[0], entry[0])
@@ -430,8 +449,8 @@ class BatchDecodeMmaKernel:
             v_dst = cute.make_tensor(dst + self.tile_elems, piece)
             if row_offset >= 0:
                 src = cute.assume(row_offset + column, divby=VEC)
-                cute.copy(atom, cute.make_tensor(cute.recast_ptr(a.k_cache, dtype=self.dtype) + src, piece), k_dst)
-                cute.copy(atom, cute.make_tensor(cute.recast_ptr(a.v_cache, dtype=self.dtype) + src, piece), v_dst)
+                cute.copy(atom, cute.make_tensor(cute.recast_ptr(a.k_cache, dtype=self.mma_dtype) + src, piece), k_dst)
+                cute.copy(atom, cute.make_tensor(cute.recast_ptr(a.v_cache, dtype=self.mma_dtype) + src, piece), v_dst)
             else:
                 k_dst.fill(0)
                 v_dst.fill(0)
@@ -445,12 +464,15 @@ class BatchDecodeMmaKernel:
         of the warp has a new maximum."""
         s_rows = self._rows_view(acc_s)
         columns = cute.size(s_rows, mode=[1])
-        mult = a.q_scale
+        q_scale = a.q_scale
+        if const_expr(self._kv_factor() != 1.0):  # software-widened e4m3 K is 2^-8 short
+            q_scale = q_scale * Float32(self._kv_factor())
+        mult = q_scale
         if a.cap_scale != Float32(0.0):
             mult = Float32(1.0)
             for r in cutlass.range_constexpr(2):
                 for c in cutlass.range_constexpr(columns):
-                    s_rows[r, c] = a.cap_scale * cute.math.tanh(s_rows[r, c] * a.q_scale, fastmath=True)
+                    s_rows[r, c] = a.cap_scale * cute.math.tanh(s_rows[r, c] * q_scale, fastmath=True)
         if tile_start + TILE > kv_end:
             for r in cutlass.range_constexpr(2):
                 for c in cutlass.range_constexpr(columns):
@@ -544,7 +566,7 @@ class BatchDecodeMmaKernel:
                 inv = cutlass.select_(nonempty, cute.arch.rcp_approx(total), Float32(0.0))
                 lse = cutlass.select_(nonempty, m + cute.math.log2(total, fastmath=True), Float32(NEG_INF))
                 result = cute.make_rmem_tensor(cute.make_layout(VEC), self.dtype)
-                result.store((acc.load() * (inv * a.out_scale)).to(self.dtype))
+                result.store((acc.load() * (inv * (a.out_scale * Float32(self._kv_factor())))).to(self.dtype))
                 if partial_row < 0:
                     offset = Int64(request) * a.out_stride_batch + Int64(head) * a.out_stride_head + col
                     cute.make_tensor(a.out + cute.assume(offset, divby=VEC), cute.make_layout(VEC)).store(result.load())

@@ -161,9 +161,10 @@ MMA_DECODE_TILE = 16  # tokens a warp takes at a time
 # and each K row (at its token index) are rotated in fp32 inside the kernel, dims i and
 # i + head_dim / 2 by the angle position * rope_rcp_scale * 2^(i * rope_log2_step), where
 # rope_log2_step = -2 log2(rope_theta) / head_dim (FlashInfer's Llama RoPE).
-# KV caches the kernel reads: q's own 16-bit type, or FP8 widened in registers after ldmatrix
-# (``cute/fp8_widen.py``; each FP8 ldmatrix lane gets 4 codes that are whole MMA operand pairs once
-# q's head dimensions are permuted to match, see the kernel)
+
+# KV caches the kernel reads: q's own 16-bit type, or FP8 widened to f16 in registers after
+# ldmatrix (``cute/fp8_widen.py``; each FP8 ldmatrix lane gets 4 codes that are whole MMA operand
+# pairs once q's head dimensions are permuted to match, see the kernel), with f16 MMAs
 KV_FP8 = ("fp8e4m3", "fp8e5m2")
 # per warp ring depth (stages - 1 tiles in flight while one is used), deepest first: the plan
 # takes the option with the most tiles in flight an SM (CTAs resident x (stages - 1)) on the
@@ -180,12 +181,6 @@ def kv_bytes(kv_dtype: str) -> int:
 
 def mma_decode_stage_options(kv_dtype: str, head_dim: int) -> tuple[int, ...]:
     return (MMA_DECODE_STAGES_FP8 if kv_dtype in KV_FP8 else MMA_DECODE_STAGES)[head_dim]
-
-
-def kv_widen_factor(dtype: str, kv_dtype: str) -> float:
-    """The factor a widened FP8 value is short of (``cute/fp8_widen.py``): e4m3 into fp16
-    lands 2^-8 low, and the host folds 2^8 into the fp32 scales of the scores and output."""
-    return 256.0 if (kv_dtype, dtype) == ("fp8e4m3", "fp16") else 1.0
 
 
 def mma_decode_step() -> int:
