@@ -398,3 +398,16 @@ def test_fast_decode_plan_with_host_indptr_override():
     out = wrapper.run(q, kv)
     ref_out, _ = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD")
     check(out, None, ref_out, None, torch.float16)
+
+
+@pytest.mark.parametrize("kv_heads", [8, 1])
+def test_decode_fp8_software_widening(monkeypatch, kv_heads):
+    """sm_80/86's integer e4m3 widening (2^-8 short, folded in the kernel's scales), run here
+    through a test build where the GPU converts in hardware."""
+    from cutefi.attention import decode, launch
+
+    monkeypatch.setattr(decode, "decode_build", lambda device, d, kv: (4, 2))
+    monkeypatch.setitem(launch.MMA_DECODE_SPECS, ("bf16", "fp8e4m3", 128, 4, False),
+                        launch.MMA_DECODE_SOFTWARE_FP8_SPEC)
+    run_decode([3000, 1, 77, 640], 16, kv_heads, 128, 16, torch.bfloat16, seed=kv_heads,
+               kv_dtype=torch.float8_e4m3fn, k_scale=0.8, v_scale=3.0, cap=25.0)

@@ -49,11 +49,12 @@ class BatchDecodeMmaKernel:
     # ------------------------------------------------------------------ #
     # 1. specialisation
     # ------------------------------------------------------------------ #
-    def __init__(self, dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool):
+    def __init__(self, dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool, software_fp8: bool = False):
         if (dtype, kv_dtype, head_dim, stages, rope) not in launch.MMA_DECODE_SPECS:
             raise ValueError(f"unsupported tensor-core decode build {dtype!r}, kv {kv_dtype!r}, head_dim={head_dim}, "
                              f"stages={stages}, rope={rope}")
-        self.contract = launch.mma_decode_contract(dtype, kv_dtype, head_dim, stages, rope)
+        self.contract = launch.mma_decode_contract(dtype, kv_dtype, head_dim, stages, rope, software_fp8)
+        self.software_fp8 = software_fp8  # sm_80/86's FP8 widening on any target (a test build)
         self.rope = rope
         self.dtype = cute_dtype(dtype)
         # the MMAs' type: q's, or f16 against FP8 KV (it holds every FP8 value exactly; bf16 q
@@ -363,7 +364,7 @@ class BatchDecodeMmaKernel:
 
     def _kv_factor(self) -> float:
         """What widened K/V values are short of on this target (``fp8_widen.widen_factor``)."""
-        return widen_factor(self.kv_format) if self.fp8 else 1.0
+        return widen_factor(self.kv_format, self.software_fp8) if self.fp8 else 1.0
 
     @staticmethod
     def _words(fragment: cute.Tensor) -> cute.Tensor:
@@ -383,7 +384,7 @@ class BatchDecodeMmaKernel:
                 word = raw_words[raw.layout(((0, v), j, step)) // 2]
                 for pair in cutlass.range_constexpr(2):
                     out_words[r_k.layout(((0, pair), j, 2 * step + v)) // 2] = widen_pair(
-                        word, 2 * pair, 2 * pair + 1, self.kv_format)
+                        word, 2 * pair, 2 * pair + 1, self.kv_format, self.software_fp8)
 
     @cute.jit
     def _widen_v(self, raw: cute.Tensor, r_v: cute.Tensor):
@@ -398,7 +399,7 @@ class BatchDecodeMmaKernel:
                 word = raw_words[raw.layout(((0, v), t, 0)) // 2]
                 for odd in cutlass.range_constexpr(2):
                     out_words[r_v.layout(((0, v), 2 * t + odd, 0)) // 2] = widen_pair(
-                        word, odd, odd + 2, self.kv_format)
+                        word, odd, odd + 2, self.kv_format, self.software_fp8)
 
     def _o_layout(self):
         """(rows, O column) -> offset in a row-major (ROWS, head_dim) buffer. FP8 V: O column

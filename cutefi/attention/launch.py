@@ -194,12 +194,14 @@ def mma_decode_smem_bytes(head_dim: int, stages: int, kv_dtype: str = "bf16") ->
     return ring + MMA_DECODE_ROWS * (head_dim * 2 + 16)  # + the Q tile
 
 
-def mma_decode_entry(dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool) -> str:
+def mma_decode_entry(dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool, software_fp8: bool) -> str:
     kv = "" if kv_dtype == dtype else f"_kv{kv_dtype[3:]}"
-    return f"cutefi_batch_decode_mma_{dtype}{kv}_d{head_dim}_s{stages}{'_rope' if rope else ''}"
+    return (f"cutefi_batch_decode_mma_{dtype}{kv}_d{head_dim}_s{stages}{'_rope' if rope else ''}"
+            f"{'_sw' if software_fp8 else ''}")
 
 
-def mma_decode_contract(dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool = False) -> LaunchContract:
+def mma_decode_contract(dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool = False,
+                        software_fp8: bool = False) -> LaunchContract:
     return LaunchContract(
         params=(
             *pointers("q", "out", "tmp_v", dtype=dtype),
@@ -218,7 +220,7 @@ def mma_decode_contract(dtype: str, kv_dtype: str, head_dim: int, stages: int, r
                 "q_scale": 0.1, "cap_scale": 0.0, "out_scale": 1.0, "rope_rcp_scale": 1.0, "rope_log2_step": -0.2, **{name: 16 for name in DECODE_STRIDES}},
         smem_bytes=mma_decode_smem_bytes(head_dim, stages, kv_dtype),
         min_ctas_per_sm=MMA_DECODE_CTAS_PER_SM[head_dim],
-        entry=mma_decode_entry(dtype, kv_dtype, head_dim, stages, rope),
+        entry=mma_decode_entry(dtype, kv_dtype, head_dim, stages, rope, software_fp8),
         pdl=True,
     )
 
@@ -232,4 +234,10 @@ MMA_DECODE_SPECS = {
     for dtype in DTYPES for kv_dtype in (dtype, *KV_FP8) for head_dim in DECODE_HEAD_DIMS
     for stages in mma_decode_stage_options(kv_dtype, head_dim) for rope in (False, True)
 }
-register(*MMA_DECODE_SPECS.values())
+# a test build: sm_80/86's integer FP8 widening, run where the hardware converts (the H200's tests)
+MMA_DECODE_SOFTWARE_FP8_SPEC = KernelSpec.make(
+    "attention.batch_decode_mma", "cute", "cutefi.attention.decode_mma_kernel:BatchDecodeMmaKernel",
+    "cutefi.attention.launch:mma_decode_contract", Family.MMA_SYNC, dtype="bf16", kv_dtype="fp8e4m3", head_dim=128,
+    stages=4, rope=False, software_fp8=True,
+)
+register(*MMA_DECODE_SPECS.values(), MMA_DECODE_SOFTWARE_FP8_SPEC)

@@ -26,9 +26,10 @@ from .convert import has_fp8_convert
 _SIGNS = 0x80008000
 
 
-def widen_factor(kv_format: str) -> float:
-    """What a widened value is short of on the target being compiled (2^8: software e4m3)."""
-    return 256.0 if kv_format == "fp8e4m3" and not has_fp8_convert() else 1.0
+def widen_factor(kv_format: str, software: bool = False) -> float:
+    """What a widened value is short of on the target being compiled (2^8: software e4m3).
+    ``software``: the integer path even where the target converts in hardware (tests)."""
+    return 256.0 if kv_format == "fp8e4m3" and (software or not has_fp8_convert()) else 1.0
 
 
 @dsl_user_op
@@ -43,9 +44,9 @@ def _select(codes: Uint32, selector: int) -> Uint32:
     return _asm_u32("prmt.b32 $0, $1, $2, $3;", codes, Uint32(0), Uint32(selector))
 
 
-def widen_pair(codes: Uint32, lo: int, hi: int, kv_format: str) -> Uint32:
+def widen_pair(codes: Uint32, lo: int, hi: int, kv_format: str, software: bool = False) -> Uint32:
     """Bytes ``lo`` and ``hi`` (0..3) of ``codes`` as an f16x2 pair (low half from ``lo``)."""
-    if const_expr(kv_format == "fp8e4m3" and has_fp8_convert()):
+    if const_expr(kv_format == "fp8e4m3" and has_fp8_convert() and not software):
         if const_expr((lo, hi) not in ((0, 1), (2, 3))):  # both codes into the low half
             codes = _select(codes, 0x4400 | lo | (hi << 4))
             lo, hi = 0, 1
