@@ -173,7 +173,8 @@ class BatchDecodeMmaKernel:
         page[0] = Int32(-1)
         if first_token < kv_end:
             page[0] = indices[page_base + page_slot[0]]
-        for step in cutlass.range_constexpr(self.stages - 1):
+        ahead = self.stages - 1  # tiles in flight during a wait
+        for step in cutlass.range_constexpr(ahead):
             self._issue(a, step, my_tiles, ring, first_token, kv_end, page_slot, entry, page, page_base,
                         head_offset, lane, indices)
 
@@ -181,47 +182,22 @@ class BatchDecodeMmaKernel:
         if const_expr(self.q_in_registers):
             for k in cutlass.range_constexpr(cute.size(r_q, mode=[2])):
                 cute.copy(load_a, q_from[None, None, k], q_to[None, None, k])
+        mma = (tiled_mma, thr_mma, load_a, load_b, load_bt, q_from, q_to, r_q)
         for step in cutlass.range(my_tiles, unroll=1):
-            # refill the stage the previous step used before waiting: stages - 1 tiles stay in
+            # refill the stage the previous step used before waiting: `ahead` tiles stay in
             # flight during the wait too (the warp barrier orders every lane's ldmatrix reads of
             # it before the new writes)
             cute.arch.sync_warp()
-            self._issue(a, step + self.stages - 1, my_tiles, ring, first_token, kv_end, page_slot, entry, page,
-                        page_base, head_offset, lane, indices)
-            cute.arch.cp_async_wait_group(self.stages - 1)
+            self._issue(a, step + ahead, my_tiles, ring, first_token, kv_end, page_slot, entry, page, page_base,
+                        head_offset, lane, indices)
+            cute.arch.cp_async_wait_group(ahead)
             cute.arch.sync_warp()  # every lane's pieces of this tile have landed
+            # ---- stage 3: one tile ---------------------------------------------------
             stage_base = ring + cute.assume((step % self.stages) * 2 * self.tile_elems, divby=128)
             tile_start = kv_start + (step * WARPS + warp_id) * TILE
-            # ---- stage 3: one tile ---------------------------------------------------
-            s_k = cute.make_tensor(stage_base, self._kv_layout())
-            s_v = cute.make_tensor(stage_base + self.tile_elems, self._kv_layout())
-            r_kin = thr_mma.make_fragment_B(thr_mma.partition_B(s_k))
-            k_from = load_b.get_slice(lane).partition_S(s_k)
-            k_to = load_b.get_slice(lane).retile(r_kin)
-            r_k = r_kin
-            if const_expr(self.fp8):
-                r_k = cute.make_rmem_tensor(thr_mma.partition_shape_B((TILE, self.head_dim)), self.mma_dtype)
-            # S = Q·K^T in two accumulators (even and odd k-blocks): half-length MMA chains
-            acc_s = cute.make_rmem_tensor(thr_mma.partition_shape_C((ROWS, TILE)), Float32)
-            acc_odd = cute.make_rmem_tensor(thr_mma.partition_shape_C((ROWS, TILE)), Float32)
-            acc_s.fill(0.0)
-            acc_odd.fill(0.0)
-            scores = (tiled_mma, load_a, load_b, q_from, q_to, r_q, k_from, k_to, r_kin, r_k, acc_s, acc_odd)
-            self._scores(a, scores, tile_start, lane)
-            acc_s.store(acc_s.load() + acc_odd.load())
+            acc_s = self._tile_scores(a, mma, stage_base, tile_start, lane)
             self._softmax_step(a, acc_s, quad_col, o_rows, row_max, row_sum, tile_start, kv_end)
-            r_p = cute.make_fragment_like(acc_s, self.mma_dtype)
-            r_p.store(acc_s.load().to(self.mma_dtype))
-            # the S accumulators of two 8-token MMAs are the A operand of one 16-token MMA
-            p_as_a = cute.make_tensor(r_p.iterator, self._acc_as_a(r_p.layout))
-            s_vt = cute.composition(s_v, cute.make_layout((self.kv_cols, TILE), stride=(TILE, 1)))
-            r_vin = thr_mma.make_fragment_B(thr_mma.partition_B(s_vt))
-            cute.copy(load_bt, load_bt.get_slice(lane).partition_S(s_vt), load_bt.get_slice(lane).retile(r_vin))
-            r_v = r_vin
-            if const_expr(self.fp8):
-                r_v = cute.make_rmem_tensor(thr_mma.partition_shape_B((self.head_dim, TILE)), self.mma_dtype)
-                self._widen_v(r_vin, r_v)
-            cute.gemm(tiled_mma, acc_o, p_as_a, r_v, acc_o)
+            self._tile_pv(mma, acc_s, stage_base, acc_o, lane)
         cute.arch.cp_async_wait_group(0)
         cute.arch.barrier()  # every warp is done with its ring: the merge may reuse it
 
@@ -233,6 +209,45 @@ class BatchDecodeMmaKernel:
     # ------------------------------------------------------------------ #
     # 4. stages
     # ------------------------------------------------------------------ #
+    @cute.jit
+    def _tile_scores(self, a, mma, stage_base, tile_start, lane) -> cute.Tensor:
+        """S = Q·K^T of the tile at ``stage_base`` (fp32 accumulators, C layout)."""
+        tiled_mma, thr_mma, load_a, load_b, load_bt, q_from, q_to, r_q = mma
+        s_k = cute.make_tensor(stage_base, self._kv_layout())
+        r_kin = thr_mma.make_fragment_B(thr_mma.partition_B(s_k))
+        k_from = load_b.get_slice(lane).partition_S(s_k)
+        k_to = load_b.get_slice(lane).retile(r_kin)
+        r_k = r_kin
+        if const_expr(self.fp8):
+            r_k = cute.make_rmem_tensor(thr_mma.partition_shape_B((TILE, self.head_dim)), self.mma_dtype)
+        # two accumulators (halves of the k-blocks): half-length MMA chains
+        acc_s = cute.make_rmem_tensor(thr_mma.partition_shape_C((ROWS, TILE)), Float32)
+        acc_hi = cute.make_rmem_tensor(thr_mma.partition_shape_C((ROWS, TILE)), Float32)
+        acc_s.fill(0.0)
+        acc_hi.fill(0.0)
+        self._scores(a, (tiled_mma, load_a, load_b, q_from, q_to, r_q, k_from, k_to, r_kin, r_k, acc_s, acc_hi),
+                     tile_start, lane)
+        acc_s.store(acc_s.load() + acc_hi.load())
+        return acc_s
+
+    @cute.jit
+    def _tile_pv(self, mma, acc_s: cute.Tensor, stage_base, acc_o: cute.Tensor, lane):
+        """O += P·V of the tile at ``stage_base``: P (the softmaxed scores) from registers."""
+        tiled_mma, thr_mma, load_a, load_b, load_bt, q_from, q_to, r_q = mma
+        r_p = cute.make_fragment_like(acc_s, self.mma_dtype)
+        r_p.store(acc_s.load().to(self.mma_dtype))
+        # the S accumulators of two 8-token MMAs are the A operand of one 16-token MMA
+        p_as_a = cute.make_tensor(r_p.iterator, self._acc_as_a(r_p.layout))
+        s_v = cute.make_tensor(stage_base + self.tile_elems, self._kv_layout())
+        s_vt = cute.composition(s_v, cute.make_layout((self.kv_cols, TILE), stride=(TILE, 1)))
+        r_vin = thr_mma.make_fragment_B(thr_mma.partition_B(s_vt))
+        cute.copy(load_bt, load_bt.get_slice(lane).partition_S(s_vt), load_bt.get_slice(lane).retile(r_vin))
+        r_v = r_vin
+        if const_expr(self.fp8):
+            r_v = cute.make_rmem_tensor(thr_mma.partition_shape_B((self.head_dim, TILE)), self.mma_dtype)
+            self._widen_v(r_vin, r_v)
+        cute.gemm(tiled_mma, acc_o, p_as_a, r_v, acc_o)
+
     @cute.jit
     def _scores(self, a, scores, tile_start, lane):
         """S = Q·K^T of one tile into two accumulators (halves of the k-blocks: shorter MMA
