@@ -80,6 +80,8 @@ def require_real(name: str, value: object) -> float:
 
 def require_int(name: str, value: object, accepted: str = "an int") -> int:
     """``value`` as an int: int or a NumPy integer; not bool, float, str, None or a tensor."""
+    if type(value) is int:  # the common case, without the abstract-class checks (plan's hot path)
+        return value
     if isinstance(value, bool) or isinstance(value, torch.Tensor) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be {accepted}; got {_describe(value)}")
     return operator.index(value)

@@ -147,6 +147,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
         self._launches = PlanCache(64)  # prepared launches of this plan, by call layout
         self._host_buffer: torch.Tensor | None = None  # pinned staging of the plan's int arrays
         self._device_ints: torch.Tensor | None = None
+        self._staging = None  # numpy view of the pinned buffer
+        self._views: dict[tuple[int, ...], tuple] = {}  # slices of both buffers, by array sizes
         self._upload_done: torch.cuda.Event | None = None
 
     @property
@@ -191,8 +193,9 @@ class BatchDecodeWithPagedKVCacheWrapper:
             check_i32("global_override_indptr_cpu", _indptr_host, batch + 1)
             if _indptr_host.is_cuda:
                 raise ValueError("global_override_indptr_cpu must be a host tensor (the host copy of indptr)")
-        indptr_h = (indptr if _indptr_host is None else _indptr_host).cpu().numpy()
-        last_h = last_page_len.cpu().numpy()
+        host_indptr = indptr if _indptr_host is None else _indptr_host
+        indptr_h = (host_indptr.cpu() if host_indptr.is_cuda else host_indptr).numpy()
+        last_h = (last_page_len.cpu() if last_page_len.is_cuda else last_page_len).numpy()
         pages = np.diff(indptr_h)
         if batch and (indptr_h[0] != 0 or pages.min() < 0):
             raise ValueError("indptr must start at 0 and never decrease")
@@ -201,7 +204,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         if batch and ((pages > 0) & ((last_h < 1) | (last_h > page_size))).any():
             raise ValueError(f"last_page_len must be in [1, page_size={page_size}] for every request with pages")
         group = num_qo_heads // num_kv_heads
-        lengths = decode_plan.kv_lengths(indptr_h, last_h, page_size)
+        lengths = decode_plan.kv_lengths(indptr_h, last_h, page_size, pages)
         starts = np.maximum(lengths - 1 - window_left, 0) if window_left >= 0 else np.zeros_like(lengths)
         fixed_chunk = None if fixed_split_size is None else require_int("fixed_split_size", fixed_split_size) * page_size
         stages, ctas_per_sm = decode_build(self.device, head_dim, name_of(kv_dtype))
@@ -256,24 +259,33 @@ class BatchDecodeWithPagedKVCacheWrapper:
                 raise ValueError("the CUDA-graph wrapper's plan grew past its first plan's size")
             self._host_buffer = torch.empty(max(total, 4096), dtype=torch.int32, pin_memory=True)
             self._device_ints = torch.empty(max(total, 4096), dtype=torch.int32, device=self._workspace.device)
-        staging = self._host_buffer.numpy()
-        offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+            self._staging = self._host_buffer.numpy()
+            self._views.clear()
+        views = self._views.get(tuple(sizes))
+        if views is None:  # tensor slicing costs microseconds: once per array layout
+            offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+            views = (offsets, self._host_buffer[:total], self._device_ints[:total],
+                     [self._device_ints[o:o + n] for o, n in zip(offsets, sizes)])
+            if len(self._views) > 64:
+                self._views.clear()
+            self._views[tuple(sizes)] = views
+        offsets, host_all, device_all, device_views = views
+        staging = self._staging
         for offset, array in zip(offsets, arrays):
             if array.size > _THREADED_COPY:  # a large page table: torch's copy uses every core
                 self._host_buffer[offset:offset + array.size].copy_(torch.from_numpy(array))
             else:
                 staging[offset:offset + array.size] = array
-        stream = torch.cuda.current_stream(self._workspace.device)
-        self._device_ints[:total].copy_(self._host_buffer[:total], non_blocking=non_blocking)
+        stream = torch.cuda.current_stream(self.device)
+        device_all.copy_(host_all, non_blocking=non_blocking)
         if self._upload_done is None:
             self._upload_done = torch.cuda.Event()
         self._upload_done.record(stream)
-        plan["work"] = self._device_ints[offsets[0]:offsets[0] + sizes[0]]
-        plan["state_indptr"] = self._device_ints[offsets[1]:offsets[1] + sizes[1]]
+        plan["work"], plan["state_indptr"] = device_views[0], device_views[1]
         if not self._use_cuda_graph:
             plan["kv_indptr"], plan["kv_indices"] = indptr, indices
             for i, key in enumerate(staged, start=2):
-                plan[key] = self._device_ints[offsets[i]:offsets[i] + sizes[i]]
+                plan[key] = device_views[i]
         if self._use_cuda_graph:  # the page table into the user's fixed buffers
             for key, src in (("indptr", indptr), ("indices", indices), ("last_page_len", last_page_len)):
                 dst = self._fixed[key]

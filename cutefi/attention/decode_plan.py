@@ -33,9 +33,10 @@ class DecodePartition(NamedTuple):
     chunk: int  # tokens per chunk (0: no request split)
 
 
-def kv_lengths(indptr: np.ndarray, last_page_len: np.ndarray, page_size: int) -> np.ndarray:
-    """KV tokens of each request (int64)."""
-    pages = np.diff(indptr).astype(np.int64)
+def kv_lengths(indptr: np.ndarray, last_page_len: np.ndarray, page_size: int,
+               pages: np.ndarray | None = None) -> np.ndarray:
+    """KV tokens of each request (int64); ``pages``: indptr's differences, where known."""
+    pages = (np.diff(indptr) if pages is None else pages).astype(np.int64)
     return np.where(pages > 0, (pages - 1) * page_size + last_page_len, 0)
 
 
