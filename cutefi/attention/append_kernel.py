@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32, Int64
+from cutlass import Int64
 
 from cutefi.attention import launch
 from cutefi.cute import args as kernel_args

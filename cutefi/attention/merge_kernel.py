@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int64, const_expr
+from cutlass import Float32, Int64
 
 from cutefi.attention import launch
 from cutefi.cute import args as kernel_args
