@@ -9,9 +9,10 @@ costs the same few instructions whatever the GQA group. Stages of a CTA:
   2. per warp, a private ring of K/V tiles filled by cp.async through the page table: lane j
      keeps the page of the tile's row j (loaded a step ahead) and shuffles the row's address
      to the lanes that read it, so each instruction reads whole rows (full DRAM bursts: 1.5x
-     faster than lanes reading 32-byte slices of 16 rows); rows are padded by 16 bytes in
-     shared memory so ldmatrix reads 8 rows from 8 bank groups; tokens past the range (or on
-     a page id outside the cache) are zero-filled;
+     faster than lanes reading 32-byte slices of 16 rows); a row's 16-byte pieces are
+     XOR-swizzled in shared memory so ldmatrix reads 8 rows from 8 bank groups while each
+     128-byte line still lands in one 128-byte segment; tokens past the range (or on a page
+     id outside the cache) are zero-filled;
   3. per tile: S = Q·K^T (ldmatrix, mma), scale, soft cap and range mask, online softmax
      on the accumulator rows, O += P·V (P from the S registers, V by ldmatrix.trans);
   4. the four warps' states merged through shared memory; the output (or the partial state
@@ -69,13 +70,17 @@ class BatchDecodeMmaKernel:
         self.kv_cols = head_dim * launch.kv_bytes(kv_dtype) // 2
         self.q_chunks = head_dim // VEC  # 16-byte pieces of a q (and output) row
         self.kv_chunks = self.kv_cols // VEC  # 16-byte pieces of a K/V row
-        # rows padded by one 16-byte piece: 8 rows at one column fall in 8 distinct bank groups
+        # Q rows padded by one 16-byte piece: 8 rows at one column fall in 8 distinct bank groups
         self.q_stride = head_dim + VEC
-        self.kv_stride = self.kv_cols + VEC
-        self.tile_elems = TILE * self.kv_stride
+        # K/V rows are dense and their 16-byte pieces XOR-swizzled instead (launch.kv_swizzle):
+        # a padded row would start mid-128-byte segment, and the L1 splits such a cp.async
+        # line into requests that fetch the straddling sectors from L2 twice (ncu: 1.5x the
+        # L2->L1 sectors of the bytes read)
+        self.kv_swizzle = launch.kv_swizzle(self.kv_chunks)
+        self.tile_elems = TILE * self.kv_cols
         self.q_in_registers = head_dim <= 128
-        # the warps' merge reuses the rings: their (O, max, sum) must fit there
-        assert WARPS * stages * 2 * self.tile_elems * 2 >= WARPS * ROWS * (head_dim + 2) * 4
+        # the warps' merge reuses the rings and the Q tile after them: their (O, max, sum) must fit
+        assert (WARPS * stages * 2 * self.tile_elems + ROWS * self.q_stride) * 2 >= WARPS * ROWS * (head_dim + 2) * 4
 
     # ------------------------------------------------------------------ #
     # 2. host wrapper
@@ -361,13 +366,17 @@ class BatchDecodeMmaKernel:
         r_k[None, None, lo_block].store(lo.load().to(self.mma_dtype))
         r_k[None, None, hi_block].store(hi.load().to(self.mma_dtype))
 
-    def _padded(self, row, chunk):
-        """Offset (16-bit units) of 16-byte piece ``chunk`` of ``row`` in a padded K/V tile."""
-        return cute.assume(row * self.kv_stride + chunk * VEC, divby=VEC)
+    def _swizzled(self, row, chunk):
+        """Offset (16-bit units) of 16-byte piece ``chunk`` of ``row`` in a swizzled K/V tile."""
+        bits, shift = self.kv_swizzle
+        plain = row * self.kv_cols + chunk * VEC
+        return cute.assume(plain ^ ((plain >> shift) & (((1 << bits) - 1) * VEC)), divby=VEC)
 
     def _kv_layout(self):
-        """(tokens, 16-bit columns) of a padded K/V tile, as ldmatrix partitions see it."""
-        return cute.make_layout((TILE, self.kv_cols), stride=(self.kv_stride, 1))
+        """(tokens, 16-bit columns) of a swizzled K/V tile, as ldmatrix partitions see it."""
+        bits, shift = self.kv_swizzle
+        return cute.make_composed_layout(cute.make_swizzle(bits, 3, shift), 0,
+                                         cute.make_layout((TILE, self.kv_cols), stride=(self.kv_cols, 1)))
 
     def _q_permuted(self, q_smem, row, chunk):
         """Where q piece ``chunk`` (head dims 8 chunk .. 8 chunk + 7) goes for FP8 K: in each
@@ -460,7 +469,7 @@ class BatchDecodeMmaKernel:
         for i in cutlass.range_constexpr(TILE // rows_per_load):
             row = i * rows_per_load + sub
             row_offset = cute.arch.shuffle_sync(offset, row)
-            dst = stage_base + self._padded(row, lane % self.kv_chunks)
+            dst = stage_base + self._swizzled(row, lane % self.kv_chunks)
             k_dst = cute.make_tensor(dst, piece)
             v_dst = cute.make_tensor(dst + self.tile_elems, piece)
             if row_offset >= 0:

@@ -149,7 +149,7 @@ DECODE_STRIDES = ("q_stride_batch", "q_stride_head", "cache_stride_page", "cache
 # (S = Q·K^T with tokens as N, then O = P·V), so every group size costs the same per KV byte.
 # Four warps each stream their own 16-token tiles (tile j of the item goes to warp j % 4)
 # through a private ring of ``stages`` K/V buffers (cp.async, addressed through the page table,
-# rows padded by 16 bytes for ldmatrix), with their own online softmax; the warps' states are merged
+# pieces of a row XOR-swizzled for ldmatrix: ``kv_swizzle``), with their own online softmax; the warps' states are merged
 # through shared memory at the end. ``tile_pages``/``tile_rem``: a step of 4 tiles (64 tokens)
 # in pages and entries. Launch: grid = (items * kv_heads * row_blocks), block = 128, where
 # row_blocks = ceil(group / 16): the CTAs of one item (its kv heads) are adjacent in launch
@@ -188,8 +188,19 @@ def mma_decode_step() -> int:
     return MMA_DECODE_WARPS * MMA_DECODE_TILE
 
 
+def kv_swizzle(chunks: int) -> tuple[int, int]:
+    """(bits, shift) of the XOR swizzle of a K/V tile whose rows hold ``chunks`` 16-byte pieces:
+    piece ``c`` of row ``r`` is stored at piece ``c ^ (r % 8)`` (rows of 8+ pieces) or ``c ^ (r //
+    2 % 4)`` (4 pieces: two rows a 128-byte line), so ldmatrix's 8 rows at one column hit 8
+    distinct bank groups and a global 32-byte sector lands in one aligned 32 bytes of smem."""
+    log_chunks = chunks.bit_length() - 1
+    if chunks < 4 or 1 << log_chunks != chunks:
+        raise ValueError(f"K/V rows of {chunks} 16-byte pieces are not supported (a power of two >= 4)")
+    return min(3, log_chunks), max(3, log_chunks)
+
+
 def mma_decode_smem_bytes(head_dim: int, stages: int, kv_dtype: str = "bf16") -> int:
-    kv_row = head_dim * kv_bytes(kv_dtype) + 16  # rows padded by 16 bytes (bank-conflict-free ldmatrix)
+    kv_row = head_dim * kv_bytes(kv_dtype)  # dense rows, swizzled pieces (kv_swizzle)
     ring = MMA_DECODE_WARPS * stages * 2 * MMA_DECODE_TILE * kv_row
     return ring + MMA_DECODE_ROWS * (head_dim * 2 + 16)  # + the Q tile
 
