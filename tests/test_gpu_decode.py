@@ -2,7 +2,8 @@
 its CUDA-graph form, single_decode_with_kv_cache) against a float32 reference written here:
 each request's K/V gathered page by page from the cache, softmax(q·k * sm_scale) · v with
 GQA, soft cap and sliding window, and the base-2 log-sum-exp. Outputs are poisoned (NaN)
-before each call; caches hold fresh random values and pages are used in shuffled order.
+before each call; caches hold fresh random values and pages are used in shuffled order. FP8
+caches and ROPE_LLAMA also run compiled (``torch.compile``) and captured in CUDA graphs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.gpu
 
 REL = {torch.bfloat16: 1.2e-2, torch.float16: 2e-3}  # relative L2 error of the output
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+FP8_SCALES = dict(k_scale=0.37, v_scale=1.9)  # run()'s (and reference()'s) dequantisation scales
 
 
 def random_cache(shape, g, dtype):
@@ -49,6 +51,15 @@ def make_batch(lengths, page_size, kv_heads, head_dim, dtype, layout="NHD", spar
     indptr = torch.tensor([0, *torch.tensor(pages_per).cumsum(0).tolist()], dtype=torch.int32)
     last = torch.tensor([(n - 1) % page_size + 1 if n else 1 for n in lengths], dtype=torch.int32)
     return kv, k_cache, v_cache, indptr, order, last
+
+
+def page_table(lengths, page_size, indices):
+    """Host int32 (indptr, indices, last_page_len) of requests of ``lengths`` (> 0) tokens over
+    the first pages of ``indices``, in order (a re-plan within a CUDA-graph wrapper's buffers)."""
+    pages = [-(-n // page_size) for n in lengths]
+    indptr = torch.tensor([0, *torch.tensor(pages).cumsum(0).tolist()], dtype=torch.int32)
+    last = torch.tensor([(n - 1) % page_size + 1 for n in lengths], dtype=torch.int32)
+    return indptr, indices[:sum(pages)], last
 
 
 def gather(cache, pages, length, layout):
@@ -90,6 +101,11 @@ def reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale=No
         if rope is not None:  # (rope_scale, rope_theta): q at position n - 1, k at 0 .. n - 1
             k = rope_llama(k, torch.arange(n, device=q.device), *rope)
             qb = rope_llama(qb[None], torch.tensor([n - 1], device=q.device), *rope)[0]
+            if k_cache.dtype == q.dtype:
+                # the kernel's MMAs take the rotated q and K in q's 16-bit type (FP8 caches meet f16
+                # MMAs, 8x finer than bf16): round them so, or bf16's rounding of K at thousands of
+                # positions moves lse by up to ~5e-3
+                k, qb = k.to(q.dtype).float(), qb.to(q.dtype).float()
         s = torch.einsum("hd,nhd->hn", qb, k) * scale
         if cap:
             s = cap * torch.tanh(s / cap)
@@ -218,6 +234,64 @@ def test_decode_cuda_graph_replay_with_new_lengths():
         check(out, None, ref_out, None, torch.bfloat16)
 
 
+GRAPH_CASES = [  # kv cache dtype (None: q's), q dtype, rope (rope_scale, rope_theta), layout, wrapper form
+    pytest.param(torch.float8_e4m3fn, torch.bfloat16, None, "NHD", "CUDAGraph", id="e4m3-NHD"),
+    pytest.param(torch.float8_e5m2, torch.float16, None, "HND", "use_cuda_graph", id="e5m2-fp16-HND"),
+    pytest.param(None, torch.bfloat16, (1.0, 1e4), "NHD", "use_cuda_graph", id="rope-NHD"),
+    pytest.param(torch.float8_e4m3fn, torch.float16, (2.0, 5e5), "HND", "CUDAGraph", id="e4m3-rope-fp16-HND"),
+    pytest.param(torch.float8_e5m2, torch.bfloat16, (1.0, 1e4), "NHD", "CUDAGraph", id="e5m2-rope-NHD"),
+]
+
+
+@pytest.mark.parametrize("kv_dtype, dtype, rope, layout, form", GRAPH_CASES)
+def test_decode_cuda_graph_fp8_rope_replay(kv_dtype, dtype, rope, layout, form):
+    """FP8 caches (k_scale / v_scale baked into the capture) and ROPE_LLAMA in a captured run:
+    planned outside the capture, re-planned with new lengths before each replay (RoPE turns q at
+    the new length - 1), fresh q each replay, out and lse poisoned, against the float32 reference."""
+    qo_heads, kv_heads, head_dim, page_size, batch = 32, 8, 128, 16, 4
+    cache_dtype = kv_dtype or dtype
+    scales = FP8_SCALES if kv_dtype else {}
+    kv, k_cache, v_cache, _, indices, _ = make_batch([4000] * batch, page_size, kv_heads, head_dim, cache_dtype,
+                                                     layout, seed=31)
+    workspace = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+    bufs = (torch.empty(batch + 1, dtype=torch.int32, device="cuda"),
+            torch.empty(indices.numel(), dtype=torch.int32, device="cuda"),
+            torch.empty(batch, dtype=torch.int32, device="cuda"))
+    if form == "CUDAGraph":
+        wrapper = cutefi.CUDAGraphBatchDecodeWithPagedKVCacheWrapper(workspace, *bufs, kv_layout=layout)
+    else:
+        wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(workspace, layout, use_cuda_graph=True,
+                                                            paged_kv_indptr_buffer=bufs[0],
+                                                            paged_kv_indices_buffer=bufs[1],
+                                                            paged_kv_last_page_len_buffer=bufs[2])
+    assert wrapper.is_cuda_graph_enabled
+    planned = dict(q_data_type=dtype, kv_data_type=cache_dtype, **rope_args(rope))
+    g = torch.Generator().manual_seed(32)
+    q = torch.randn(batch, qo_heads, head_dim, generator=g).to(dtype).cuda()
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((batch, qo_heads), float("nan"), device="cuda")
+    # the first plan is the smallest (one page a request): later plans hold more pages
+    wrapper.plan(*page_table([page_size] * batch, page_size, indices), qo_heads, kv_heads, head_dim, page_size,
+                 **planned)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        wrapper.run(q, kv, out=out, lse=lse, **scales)  # warm up (loads the kernels) outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            wrapper.run(q, kv, out=out, lse=lse, **scales)
+    torch.cuda.current_stream().wait_stream(stream)
+    for lengths in ([4000, 1, 999, 64], [17, 3000, 4000, 2], [1, 4000, 2, 3999]):
+        indptr, used, last = page_table(lengths, page_size, indices)
+        wrapper.plan(indptr, used, last, qo_heads, kv_heads, head_dim, page_size, **planned)
+        q.copy_(torch.randn(q.shape, generator=g))
+        out.fill_(float("nan"))
+        lse.fill_(float("nan"))
+        graph.replay()
+        ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, used, lengths, layout, rope=rope, **scales)
+        check(out, lse, ref_out, ref_lse, dtype)
+
+
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
 @pytest.mark.parametrize("kv_len", [1, 100, 20000])
 def test_single_decode(layout, kv_len):
@@ -280,6 +354,59 @@ def test_decode_compiles_without_a_graph_break():
     torch.testing.assert_close(got[1], want[1], rtol=0, atol=0)
     ref_out, ref_lse = reference(q * 2, k_cache, v_cache, indptr, indices, [500, 7000, 1], "NHD", cap=20.0)
     check(got[0] - 1, got[1], ref_out, ref_lse, torch.bfloat16)
+
+
+COMPILE_CASES = [  # kv cache dtype (None: q's), q dtype, rope (rope_scale, rope_theta), layout, fused cache
+    pytest.param(torch.float8_e4m3fn, torch.bfloat16, None, "NHD", True, id="e4m3-NHD-fused"),
+    pytest.param(torch.float8_e5m2, torch.float16, None, "HND", False, id="e5m2-fp16-HND"),
+    pytest.param(None, torch.bfloat16, (2.0, 5e5), "NHD", False, id="rope-NHD"),
+    pytest.param(torch.float8_e4m3fn, torch.bfloat16, (1.0, 1e4), "HND", False, id="e4m3-rope-HND"),
+    pytest.param(torch.float8_e5m2, torch.bfloat16, (2.0, 5e5), "NHD", True, id="e5m2-rope-NHD-fused"),
+]
+
+
+@pytest.mark.parametrize("kv_dtype, dtype, rope, layout, fused", COMPILE_CASES)
+def test_decode_compiled_fp8_rope(kv_dtype, dtype, rope, layout, fused):
+    """torch.compile(fullgraph=True) of run over FP8 caches (k_scale / v_scale) and with
+    ROPE_LLAMA, planned outside the compiled function: one graph holding the cutefi op, which
+    writes the poisoned out / lse buffers given it bit for bit as eager does, on fresh q twice
+    (no recompile), against the float32 reference."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    qo_heads, kv_heads, head_dim, page_size = 32, 8, 128, 16
+    lengths = [500, 7000, 1]
+    cache_dtype = kv_dtype or dtype
+    scales = FP8_SCALES if kv_dtype else {}
+    kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, page_size, kv_heads, head_dim, cache_dtype,
+                                                             layout, fused=fused, seed=41)
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"), layout)
+    wrapper.plan(indptr, indices, last, qo_heads, kv_heads, head_dim, page_size, q_data_type=dtype,
+                 kv_data_type=cache_dtype, **rope_args(rope))
+
+    def attend(q, out, lse):
+        out, lse = wrapper.run(q * 2, kv, out=out, lse=lse, return_lse=True, **scales)
+        return out.float() + 1, lse
+
+    def poisoned(q):
+        return torch.full_like(q, float("nan")), torch.full(q.shape[:2], float("nan"), device=q.device)
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(attend, fullgraph=True, backend=counter)
+    g = torch.Generator().manual_seed(42)
+    for _ in range(2):
+        q = torch.randn(len(lengths), qo_heads, head_dim, generator=g).to(dtype).cuda()
+        got_out, got_lse = poisoned(q)
+        want_out, want_lse = poisoned(q)
+        got, want = compiled(q, got_out, got_lse), attend(q, want_out, want_lse)
+        torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+        torch.testing.assert_close(got[1], want[1], rtol=0, atol=0)
+        torch.testing.assert_close(got_out, want_out, rtol=0, atol=0)  # the buffers given were written
+        torch.testing.assert_close(got_lse, want_lse, rtol=0, atol=0)
+        ref_out, ref_lse = reference(q * 2, k_cache, v_cache, indptr, indices, lengths, layout, rope=rope, **scales)
+        check(got_out, got_lse, ref_out, ref_lse, dtype)
+    assert counter.frame_count == 1, f"{counter.frame_count} graphs: a recompile or a graph break"
+    assert "torch.ops.cutefi.batch_decode_out" in counter.graphs[0].code
 
 
 def test_decode_plan_errors():

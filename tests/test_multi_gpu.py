@@ -323,3 +323,53 @@ def test_decode_on_cuda1_while_cuda0_is_current(side_stream):
     stream.synchronize()
     ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD")
     check(out, lse, ref_out, ref_lse, torch.bfloat16)
+
+
+@pytest.mark.parametrize("kv_dtype, rope", [(None, None), (torch.float8_e4m3fn, (1.0, 1e4))], ids=["bf16", "e4m3-rope"])
+def test_cuda_graph_decode_on_cuda1_while_cuda0_is_current(kv_dtype, rope):
+    """CUDAGraphBatchDecodeWithPagedKVCacheWrapper with every tensor on cuda:1 and cuda:0 current: planned and
+    re-planned from cuda:0 (tables uploaded to cuda:1), captured on a cuda:1 stream, replayed with new lengths on
+    fresh q, out and lse poisoned before each replay, against the float32 reference."""
+    from test_gpu_decode import FP8_SCALES, make_batch, page_table, reference, rope_args
+    from test_gpu_decode import check as decode_check
+
+    qo_heads, kv_heads, head_dim, page_size, batch = 8, 2, 128, 16, 3
+    cache_dtype = kv_dtype or torch.bfloat16
+    scales = FP8_SCALES if kv_dtype else {}
+    dev = torch.device("cuda", 1)
+    with torch.cuda.device(1):
+        kv, k_cache, v_cache, _, indices, _ = make_batch([3000] * batch, page_size, kv_heads, head_dim, cache_dtype,
+                                                         seed=51)
+    i32 = dict(dtype=torch.int32, device=dev)
+    wrapper = cutefi.CUDAGraphBatchDecodeWithPagedKVCacheWrapper(
+        torch.empty(32 << 20, dtype=torch.uint8, device=dev), torch.empty(batch + 1, **i32),
+        torch.empty(indices.numel(), **i32), torch.empty(batch, **i32))
+    planned = dict(q_data_type=torch.bfloat16, kv_data_type=cache_dtype, **rope_args(rope))
+    gen = torch.Generator().manual_seed(52)
+    q = torch.randn(batch, qo_heads, head_dim, generator=gen).to(dev, torch.bfloat16)
+    out, lse = poisoned(q), poisoned(torch.empty(batch, qo_heads, device=dev))
+    assert torch.cuda.current_device() == 0 and k_cache.device == dev
+    with current(0):
+        # the first plan is the smallest (one page a request); the warm-up loads the kernels on cuda:1
+        wrapper.plan(*page_table([page_size] * batch, page_size, indices), qo_heads, kv_heads, head_dim, page_size,
+                     **planned)
+        wrapper.run(q, kv, out=out, lse=lse, **scales)
+    torch.cuda.synchronize(1)
+    graph = torch.cuda.CUDAGraph()
+    # as in test_cuda_graph_on_cuda1_while_cuda0_is_current: a capture stream on cuda:1, cuda:0 current inside
+    with current(0):
+        with torch.cuda.graph(graph, stream=torch.cuda.Stream(device=1)):
+            with current(0):
+                wrapper.run(q, kv, out=out, lse=lse, **scales)
+    for lengths in ([3000, 5, 700], [1, 2999, 64], [3000, 3000, 3000]):
+        indptr, used, last = page_table(lengths, page_size, indices)
+        with current(0):
+            wrapper.plan(indptr, used, last, qo_heads, kv_heads, head_dim, page_size, **planned)
+            q.copy_(torch.randn(q.shape, generator=gen))
+            cutefi.poison_(out)
+            cutefi.poison_(lse)  # the graph is not empty only if replay overwrites both
+            graph.replay()
+        torch.cuda.synchronize(1)
+        assert out.device == dev and lse.device == dev
+        ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, used, lengths, "NHD", rope=rope, **scales)
+        decode_check(out, lse, ref_out, ref_lse, torch.bfloat16)

@@ -52,8 +52,8 @@ def _dtype(name: str, value: object, default: torch.dtype | None = None) -> torc
 @functools.lru_cache(maxsize=None)
 def decode_build(device: int, head_dim: int, kv_dtype: str) -> tuple[int, int]:
     """(ring stages, resident CTAs an SM) of the decode kernel on ``device``: of the rings the
-    device's shared memory holds, the one with the most tiles in flight an SM (resident CTAs
-    x (stages - 1)), the deeper on a tie."""
+    device's shared memory holds, the one with the most CTAs resident (more warps hide more
+    latency), the deepest on a tie (``launch.MMA_DECODE_RINGS``)."""
     per_block = libcuda.device_attribute(libcuda.ATTR_MAX_SMEM_PER_BLOCK_OPTIN, device)
     per_sm = libcuda.device_attribute(libcuda.ATTR_MAX_SMEM_PER_SM, device)
     best = None
@@ -62,8 +62,8 @@ def decode_build(device: int, head_dim: int, kv_dtype: str) -> tuple[int, int]:
         need = launch.mma_decode_smem_bytes(head_dim, stages, kv_dtype)
         if need <= per_block:
             # + the 1 KB the driver reserves a CTA; registers cap residency too
-            ctas = min(max(1, per_sm // (need + 1024)), launch.MMA_DECODE_CTAS_PER_SM[head_dim])
-            if best is None or ctas * (stages - 1) > best[1] * (best[0] - 1):
+            ctas = min(max(1, per_sm // (need + 1024)), launch.mma_decode_min_ctas(kv_dtype, head_dim, stages))
+            if best is None or (ctas, stages) > (best[1], best[0]):
                 best = (stages, ctas)
     if best is None:
         need = launch.mma_decode_smem_bytes(head_dim, options[-1], kv_dtype)

@@ -166,13 +166,17 @@ MMA_DECODE_TILE = 16  # tokens a warp takes at a time
 # ldmatrix (``cute/fp8_widen.py``; each FP8 ldmatrix lane gets 4 codes that are whole MMA operand
 # pairs once q's head dimensions are permuted to match, see the kernel), with f16 MMAs
 KV_FP8 = ("fp8e4m3", "fp8e5m2")
-# per warp ring depth (stages - 1 tiles in flight while one is used), deepest first: the plan
-# takes the option with the most tiles in flight an SM (CTAs resident x (stages - 1)) on the
-# device (227 KB of shared memory on sm_90/sm_100, 163 KB on sm_80, 99 KB on sm_86/89/120).
-# FP8 tiles are half the bytes: deeper rings for the same bytes in flight.
-MMA_DECODE_STAGES = {64: (4,), 128: (3, 2), 256: (2, 1)}
-MMA_DECODE_STAGES_FP8 = {64: (6,), 128: (5, 4), 256: (3, 2)}
-MMA_DECODE_CTAS_PER_SM = {64: 4, 128: 2, 256: 1}  # asked of the register allocator (.minnctapersm)
+# Rings a build may have: (stages, CTAs an SM asked of the register allocator via
+# .minnctapersm). A warp's ring keeps stages - 1 tiles in flight while one is used. The plan
+# takes the option with the most CTAs resident on the device (shared memory: 227 KB on
+# sm_90/sm_100, 163 KB on sm_80, 99 KB on sm_86/89/120), then the deepest ring: on the H200,
+# head_dim 64 ran 2-6% faster at 4 CTAs x 3 stages than at 3 x 4, and FP8 head_dim 128 up to
+# 20% slower at 3 CTAs (165 registers) x 4 stages than at 2 x 5 (benchmarks/results/
+# decode_rings_h200.txt). FP8 tiles are half the bytes: deeper rings for the same bytes in flight.
+MMA_DECODE_RINGS = {
+    (False, 64): ((4, 4), (3, 4)), (False, 128): ((3, 2), (2, 2)), (False, 256): ((2, 1), (1, 1)),
+    (True, 64): ((6, 4),), (True, 128): ((5, 2), (4, 2)), (True, 256): ((3, 1), (2, 1)),
+}
 
 
 def kv_bytes(kv_dtype: str) -> int:
@@ -180,7 +184,12 @@ def kv_bytes(kv_dtype: str) -> int:
 
 
 def mma_decode_stage_options(kv_dtype: str, head_dim: int) -> tuple[int, ...]:
-    return (MMA_DECODE_STAGES_FP8 if kv_dtype in KV_FP8 else MMA_DECODE_STAGES)[head_dim]
+    return tuple(stages for stages, _ in MMA_DECODE_RINGS[kv_dtype in KV_FP8, head_dim])
+
+
+def mma_decode_min_ctas(kv_dtype: str, head_dim: int, stages: int) -> int:
+    """The CTAs an SM a build's registers are capped for (``.minnctapersm``)."""
+    return dict(MMA_DECODE_RINGS[kv_dtype in KV_FP8, head_dim])[stages]
 
 
 def mma_decode_step() -> int:
@@ -230,7 +239,7 @@ def mma_decode_contract(dtype: str, kv_dtype: str, head_dim: int, stages: int, r
                 "tile_pages": 4, "tile_rem": 0, "num_pages": 1000, "write_lse": 1, "has_sinks": 0,
                 "q_scale": 0.1, "cap_scale": 0.0, "out_scale": 1.0, "rope_rcp_scale": 1.0, "rope_log2_step": -0.2, **{name: 16 for name in DECODE_STRIDES}},
         smem_bytes=mma_decode_smem_bytes(head_dim, stages, kv_dtype),
-        min_ctas_per_sm=MMA_DECODE_CTAS_PER_SM[head_dim],
+        min_ctas_per_sm=mma_decode_min_ctas(kv_dtype, head_dim, stages),
         entry=mma_decode_entry(dtype, kv_dtype, head_dim, stages, rope, software_fp8),
         pdl=True,
     )
