@@ -26,7 +26,8 @@ def test_kv_lengths_round_trip(page_size):
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("window_left", [-1, 300])
-def test_partition_covers_each_range_once(seed, window_left):
+@pytest.mark.parametrize("one_wave", [None, 0])
+def test_partition_covers_each_range_once(seed, window_left, one_wave):
     rng = np.random.default_rng(seed)
     batch = int(rng.integers(1, 40))
     lengths = rng.integers(0, 20000, batch).astype(np.int64)
@@ -34,8 +35,10 @@ def test_partition_covers_each_range_once(seed, window_left):
     starts = np.maximum(lengths - 1 - window_left, 0) if window_left >= 0 else np.zeros_like(lengths)
     chunk = decode_plan.choose_chunk(np.maximum(lengths - starts, 0), 8, 264, 64, False, None)
     assert chunk == 0 or (chunk % 64 == 0 and chunk >= decode_plan.MIN_CHUNK)
-    part = decode_plan.partition(lengths, starts, chunk)
+    part = decode_plan.partition(lengths, starts, chunk, one_wave)
     work = part.work
+    if one_wave is not None:  # more items than a wave: longest first
+        assert (np.diff(work[2] - work[1]) <= 0).all()
     assert work.dtype == np.int32 and work.shape == (decode_plan.WORK_ROWS, part.items)
     for b in range(batch):
         mine = work[:, work[0] == b]

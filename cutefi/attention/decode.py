@@ -212,7 +212,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         slots = ctas_per_sm * device_info(self.device).sms  # CTAs the GPU holds at once
         chunk = decode_plan.choose_chunk(np.maximum(lengths - starts, 0), ctas_per_item, slots,
                                          launch.mma_decode_step(), bool(disable_split_kv), fixed_chunk)
-        part = decode_plan.partition(lengths, starts, chunk)
+        part = decode_plan.partition(lengths, starts, chunk, slots // ctas_per_item)
         self._launches.clear()
         rope, rope_rcp_scale, rope_log2_step = _rope(pos_encoding_mode, rope_scale, rope_theta, head_dim)
         self._plan = dict(batch=batch, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,

@@ -14,7 +14,8 @@ costs the same few instructions whatever the GQA group. Stages of a CTA:
      128-byte line still lands in one 128-byte segment; tokens past the range (or on a page
      id outside the cache) are zero-filled;
   3. per tile: S = Q·K^T (ldmatrix, mma), scale, soft cap and range mask, online softmax
-     on the accumulator rows, O += P·V (P from the S registers, V by ldmatrix.trans);
+     on the accumulator rows, O += P·V (P from the S registers, V by ldmatrix.trans); FP8
+     builds with deep rings take two tiles a step (``launch.mma_decode_pair_tiles``);
   4. the four warps' states merged through shared memory; the output (or the partial state
      of a split request) and its base-2 log-sum-exp written.
 """
@@ -55,6 +56,9 @@ class BatchDecodeMmaKernel:
             raise ValueError(f"unsupported tensor-core decode build {dtype!r}, kv {kv_dtype!r}, head_dim={head_dim}, "
                              f"stages={stages}, rope={rope}")
         self.contract = launch.mma_decode_contract(dtype, kv_dtype, head_dim, stages, rope, software_fp8)
+        # two tiles a warp step: their S chains are independent and one softmax round covers 32
+        # tokens (stages - 2 tiles stay in flight during a step's wait instead of stages - 1)
+        self.pair_tiles = launch.mma_decode_pair_tiles(kv_dtype, stages)
         self.software_fp8 = software_fp8  # sm_80/86's FP8 widening on any target (a test build)
         self.rope = rope
         self.dtype = cute_dtype(dtype)
@@ -178,7 +182,7 @@ class BatchDecodeMmaKernel:
         page[0] = Int32(-1)
         if first_token < kv_end:
             page[0] = indices[page_base + page_slot[0]]
-        ahead = self.stages - 1  # tiles in flight during a wait
+        ahead = self.stages - (2 if const_expr(self.pair_tiles) else 1)  # tiles in flight during a wait
         for step in cutlass.range_constexpr(ahead):
             self._issue(a, step, my_tiles, ring, first_token, kv_end, page_slot, entry, page, page_base,
                         head_offset, lane, indices)
@@ -188,21 +192,32 @@ class BatchDecodeMmaKernel:
             for k in cutlass.range_constexpr(cute.size(r_q, mode=[2])):
                 cute.copy(load_a, q_from[None, None, k], q_to[None, None, k])
         mma = (tiled_mma, thr_mma, load_a, load_b, load_bt, q_from, q_to, r_q)
-        for step in cutlass.range(my_tiles, unroll=1):
-            # refill the stage the previous step used before waiting: `ahead` tiles stay in
+        per_step = 2 if const_expr(self.pair_tiles) else 1
+        for pass_ in cutlass.range((my_tiles + per_step - 1) // per_step, unroll=1):
+            step = pass_ * per_step
+            # refill the stages the previous step used before waiting: `ahead` tiles stay in
             # flight during the wait too (the warp barrier orders every lane's ldmatrix reads of
-            # it before the new writes)
+            # them before the new writes)
             cute.arch.sync_warp()
-            self._issue(a, step + ahead, my_tiles, ring, first_token, kv_end, page_slot, entry, page, page_base,
-                        head_offset, lane, indices)
+            for t in cutlass.range_constexpr(per_step):
+                self._issue(a, step + ahead + t, my_tiles, ring, first_token, kv_end, page_slot, entry, page,
+                            page_base, head_offset, lane, indices)
             cute.arch.cp_async_wait_group(ahead)
-            cute.arch.sync_warp()  # every lane's pieces of this tile have landed
-            # ---- stage 3: one tile ---------------------------------------------------
-            stage_base = ring + cute.assume((step % self.stages) * 2 * self.tile_elems, divby=128)
-            tile_start = kv_start + (step * WARPS + warp_id) * TILE
-            acc_s = self._tile_scores(a, mma, stage_base, tile_start, lane)
-            self._softmax_step(a, acc_s, quad_col, o_rows, row_max, row_sum, tile_start, kv_end)
-            self._tile_pv(mma, acc_s, stage_base, acc_o, lane)
+            cute.arch.sync_warp()  # every lane's pieces of this step's tiles have landed
+            # ---- stage 3: one step's tiles -------------------------------------------------
+            # (a pair's second tile past my_tiles lies past kv_end: fully masked, P = 0, no P·V)
+            tiles_here = []
+            for t in cutlass.range_constexpr(per_step):
+                stage_base = ring + cute.assume(((step + t) % self.stages) * 2 * self.tile_elems, divby=128)
+                tile_start = kv_start + ((step + t) * WARPS + warp_id) * TILE
+                tiles_here.append((self._tile_scores(a, mma, stage_base, tile_start, lane), stage_base, tile_start))
+            self._softmax_step(a, tiles_here, quad_col, o_rows, row_max, row_sum, kv_end)
+            for t in cutlass.range_constexpr(per_step):
+                acc_s, stage_base, _ = tiles_here[t]
+                if const_expr(t == 0):
+                    self._tile_pv(mma, acc_s, stage_base, acc_o, lane)
+                elif step + t < my_tiles:
+                    self._tile_pv(mma, acc_s, stage_base, acc_o, lane)
         cute.arch.cp_async_wait_group(0)
         cute.arch.barrier()  # every warp is done with its ring: the merge may reuse it
 
@@ -481,34 +496,39 @@ class BatchDecodeMmaKernel:
                 v_dst.fill(0)
 
     @cute.jit
-    def _softmax_step(self, a, acc_s, quad_col, o_rows, row_max, row_sum, tile_start, kv_end):
-        """The online softmax of one tile on this thread's two rows. Scores become base-2
-        logits ``t * mult``: t the raw score and mult = q_scale, or with a soft cap t =
-        cap_scale * tanh(score * q_scale) and mult = 1 (so the scale rides in the exp2's FFMA).
-        Tokens past the range (last tile only) are masked; O is rescaled only when some row
-        of the warp has a new maximum."""
-        s_rows = self._rows_view(acc_s)
-        columns = cute.size(s_rows, mode=[1])
+    def _softmax_step(self, a, tiles_here: list, quad_col, o_rows, row_max, row_sum, kv_end):
+        """The online softmax of one step's tiles (``(acc_s, stage, tile_start)`` each) on this
+        thread's two rows. Scores become base-2 logits ``t * mult``: t the raw score and mult =
+        q_scale, or with a soft cap t = cap_scale * tanh(score * q_scale) and mult = 1 (so the
+        scale rides in the exp2's FFMA). Tokens past the range are masked; O is rescaled only
+        when some row of the warp has a new maximum."""
+        views = [self._rows_view(acc_s) for acc_s, _, _ in tiles_here]
+        columns = cute.size(views[0], mode=[1])
         q_scale = a.q_scale
         if const_expr(self._kv_factor() != 1.0):  # software-widened e4m3 K is 2^-8 short
             q_scale = q_scale * Float32(self._kv_factor())
         mult = q_scale
         if a.cap_scale != Float32(0.0):
             mult = Float32(1.0)
-            for r in cutlass.range_constexpr(2):
-                for c in cutlass.range_constexpr(columns):
-                    s_rows[r, c] = a.cap_scale * cute.math.tanh(s_rows[r, c] * q_scale, fastmath=True)
-        if tile_start + TILE > kv_end:
-            for r in cutlass.range_constexpr(2):
-                for c in cutlass.range_constexpr(columns):
-                    valid = tile_start + (c // 2) * 8 + (c % 2) + quad_col < kv_end
-                    s_rows[r, c] = cutlass.select_(valid, s_rows[r, c], Float32(NEG_INF))
+            for s_rows in views:
+                for r in cutlass.range_constexpr(2):
+                    for c in cutlass.range_constexpr(columns):
+                        s_rows[r, c] = a.cap_scale * cute.math.tanh(s_rows[r, c] * q_scale, fastmath=True)
+        for t in cutlass.range_constexpr(len(views)):
+            s_rows = views[t]
+            tile_start = tiles_here[t][2]
+            if tile_start + TILE > kv_end:
+                for r in cutlass.range_constexpr(2):
+                    for c in cutlass.range_constexpr(columns):
+                        valid = tile_start + (c // 2) * 8 + (c % 2) + quad_col < kv_end
+                        s_rows[r, c] = cutlass.select_(valid, s_rows[r, c], Float32(NEG_INF))
         rescale = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         changed = False
         for r in cutlass.range_constexpr(2):
-            tile_max = s_rows[r, 0]
-            for c in cutlass.range_constexpr(1, columns):
-                tile_max = cute.arch.fmax(tile_max, s_rows[r, c])
+            tile_max = views[0][r, 0]
+            for s_rows in views:
+                for c in cutlass.range_constexpr(columns):
+                    tile_max = cute.arch.fmax(tile_max, s_rows[r, c])
             tile_max = cute.arch.fmax(tile_max, cute.arch.shuffle_sync_bfly(tile_max, offset=1))
             tile_max = cute.arch.fmax(tile_max, cute.arch.shuffle_sync_bfly(tile_max, offset=2))
             scaled_max = cutlass.select_(tile_max == Float32(NEG_INF), Float32(NEG_INF), tile_max * mult)
@@ -518,10 +538,11 @@ class BatchDecodeMmaKernel:
             ref = cutlass.select_(new_max == Float32(NEG_INF), Float32(0.0), new_max)
             rescale[r] = cute.math.exp2(row_max[r] - ref, fastmath=True)
             total = row_sum[r] * rescale[r]
-            for c in cutlass.range_constexpr(columns):
-                p = cute.math.exp2(s_rows[r, c] * mult - ref, fastmath=True)
-                s_rows[r, c] = p
-                total = total + p
+            for s_rows in views:
+                for c in cutlass.range_constexpr(columns):
+                    p = cute.math.exp2(s_rows[r, c] * mult - ref, fastmath=True)
+                    s_rows[r, c] = p
+                    total = total + p
             row_sum[r] = total
             row_max[r] = new_max
         if cute.arch.vote_any_sync(changed):

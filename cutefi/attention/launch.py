@@ -214,6 +214,14 @@ def mma_decode_smem_bytes(head_dim: int, stages: int, kv_dtype: str = "bf16") ->
     return ring + MMA_DECODE_ROWS * (head_dim * 2 + 16)  # + the Q tile
 
 
+def mma_decode_pair_tiles(kv_dtype: str, stages: int) -> bool:
+    """Whether a build's warps take two tiles a step (independent S chains, one softmax round
+    for 32 tokens; stages - 2 tiles in flight during a wait): FP8 rings of 4+ stages, where
+    a tile is half the bytes of a 16-bit one for the same instructions. On the H200 that was
+    1-4% faster for FP8 head_dim 128 and no faster for bf16 (decode_pair_tiles_h200.txt)."""
+    return kv_dtype in KV_FP8 and stages >= 4
+
+
 def mma_decode_entry(dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool, software_fp8: bool) -> str:
     kv = "" if kv_dtype == dtype else f"_kv{kv_dtype[3:]}"
     return (f"cutefi_batch_decode_mma_{dtype}{kv}_d{head_dim}_s{stages}{'_rope' if rope else ''}"
