@@ -35,7 +35,8 @@ def test_partition_covers_each_range_once(seed, window_left, one_wave):
     starts = np.maximum(lengths - 1 - window_left, 0) if window_left >= 0 else np.zeros_like(lengths)
     chunk = decode_plan.choose_chunk(np.maximum(lengths - starts, 0), 8, 264, 64, False, None)
     assert chunk == 0 or (chunk % 64 == 0 and chunk >= decode_plan.MIN_CHUNK)
-    part = decode_plan.partition(lengths, starts, chunk, one_wave)
+    first_pages = np.concatenate(([0], np.cumsum(rng.integers(0, 1000, batch)))).astype(np.int32)  # an indptr
+    part = decode_plan.partition(lengths, starts, first_pages, chunk, one_wave)
     work = part.work
     if one_wave is not None:  # more items than a wave: longest first
         assert (np.diff(work[2] - work[1]) <= 0).all()
@@ -49,7 +50,7 @@ def test_partition_covers_each_range_once(seed, window_left, one_wave):
         if chunk:
             assert (mine[2] - mine[1] <= chunk).all()
         assert mine[4].sum() == 1 and mine[4, 0] == 1  # the sink on the first item only
-        assert (mine[5] == lengths[b]).all()
+        assert (mine[5] == lengths[b]).all() and (mine[6] == first_pages[b]).all()
         rows = part.state_indptr[b + 1] - part.state_indptr[b]
         if mine.shape[1] == 1:
             assert rows == 0 and mine[3, 0] == -1

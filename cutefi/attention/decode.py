@@ -212,7 +212,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         slots = ctas_per_sm * device_info(self.device).sms  # CTAs the GPU holds at once
         chunk = decode_plan.choose_chunk(np.maximum(lengths - starts, 0), ctas_per_item, slots,
                                          launch.mma_decode_step(), bool(disable_split_kv), fixed_chunk)
-        part = decode_plan.partition(lengths, starts, chunk, slots // ctas_per_item)
+        part = decode_plan.partition(lengths, starts, indptr_h, chunk, slots // ctas_per_item)
         self._launches.clear()
         rope, rope_rcp_scale, rope_log2_step = _rope(pos_encoding_mode, rope_scale, rope_theta, head_dim)
         self._plan = dict(batch=batch, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
@@ -225,9 +225,10 @@ class BatchDecodeWithPagedKVCacheWrapper:
 
     def _upload(self, part: decode_plan.DecodePartition, indptr, indices, last_page_len, non_blocking: bool,
                 ctas_per_item: int, slots: int) -> None:
-        """One host-to-device copy of [work | state_indptr | kv_indptr? | kv_indices?] into a
-        pinned staging buffer: each page-table array only where it came from the host (a
-        device one is used where it is; a server's indices usually live on the GPU)."""
+        """One host-to-device copy of [work | state_indptr | kv_indices?] into a pinned staging
+        buffer: the page ids only where they came from the host (device ones are used where
+        they are; a server's indices usually live on the GPU). The kernel reads each request's
+        first page slot from the work array, not from indptr."""
         plan = self._plan
         for name, table in (("indptr", indptr), ("indices", indices)):
             if table.is_cuda:
@@ -235,10 +236,9 @@ class BatchDecodeWithPagedKVCacheWrapper:
         arrays = [part.work.reshape(-1), part.state_indptr]
         staged = []  # the page-table arrays staged, by plan key
         if not self._use_cuda_graph:  # graphs: the user's fixed buffers
-            for key, table in (("kv_indptr", indptr), ("kv_indices", indices)):
-                if not table.is_cuda:
-                    staged.append(key)
-                    arrays.append(table.numpy())
+            if not indices.is_cuda:
+                staged.append("kv_indices")
+                arrays.append(indices.numpy())
         sizes = [a.size for a in arrays]
         total = sum(sizes)
         if self._use_cuda_graph:  # fixed capacity: the work array is padded with idle items
@@ -283,7 +283,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         self._upload_done.record(stream)
         plan["work"], plan["state_indptr"] = device_views[0], device_views[1]
         if not self._use_cuda_graph:
-            plan["kv_indptr"], plan["kv_indices"] = indptr, indices
+            plan["kv_indices"] = indices
             for i, key in enumerate(staged, start=2):
                 plan[key] = device_views[i]
         if self._use_cuda_graph:  # the page table into the user's fixed buffers
@@ -293,7 +293,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
                     raise ValueError(f"paged_kv_{key}_buffer holds {dst.numel()} entries; the plan needs {src.numel()}")
                 if src.data_ptr() != dst.data_ptr():
                     dst[:src.numel()].copy_(src, non_blocking=non_blocking)
-            plan["kv_indptr"], plan["kv_indices"] = self._fixed["indptr"], self._fixed["indices"]
+            plan["kv_indices"] = self._fixed["indices"]
         needed = plan["partial_rows"] if not self._use_cuda_graph else plan["items"]
         row_bytes = plan["num_qo_heads"] * (plan["head_dim"] * 2 + 4)
         if needed * row_bytes > self._workspace.numel():
@@ -358,11 +358,11 @@ class BatchDecodeWithPagedKVCacheWrapper:
             sizes = [plan[key] for key in decode_ops.SIZES]
             if compiling():  # torch.compile traces this: one cutefi op in the graph
                 _OP(q, layout.k_cache, layout.v_cache, out, lse, sinks, self._workspace, plan["work"],
-                    plan["state_indptr"], plan["kv_indptr"], plan["kv_indices"], self._kv_layout, sizes,
+                    plan["state_indptr"], plan["kv_indices"], self._kv_layout, sizes,
                     [q_mult, cap_scale, out_scale, plan["rope_rcp_scale"], plan["rope_log2_step"]], pdl)
             else:
                 prepared = decode_ops.DecodeLaunch(q, layout, out, lse, sinks is not None, self._workspace, plan["work"],
-                                                   plan["state_indptr"], plan["kv_indptr"], plan["kv_indices"], sizes,
+                                                   plan["state_indptr"], plan["kv_indices"], sizes,
                                                    q_mult, cap_scale, out_scale, plan["rope_rcp_scale"],
                                                    plan["rope_log2_step"], pdl)
                 self._launches.put(key, prepared)

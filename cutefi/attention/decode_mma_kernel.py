@@ -118,7 +118,7 @@ class BatchDecodeMmaKernel:
         partial_row = work[3, item]
         # the request's attention sink (a logit in every head's denominator) rides on one item
         with_sink = a.has_sinks != 0 and work[4, item] != 0
-        page_base = cute.make_tensor(a.kv_indptr, cute.make_layout(request + 1))[request]
+        page_base = work[6, item]  # kv_indptr[request], put there by the plan: one dependent load fewer
         tiles = cutlass.select_(live, cute.ceil_div(cutlass.max(kv_end - kv_start, 0), TILE), 0)
         my_tiles = cutlass.max(tiles - warp_id + WARPS - 1, 0) // WARPS  # tiles warp_id, +4, +8, ...
         first_head = kv_head * a.group + row_block * ROWS
@@ -129,6 +129,25 @@ class BatchDecodeMmaKernel:
         ring_elems = self.stages * 2 * self.tile_elems
         ring = smem + cute.assume(warp_id * ring_elems, divby=128)
         q_smem = smem + WARPS * ring_elems
+
+        # ---- stage 2 starts first: the ring's first tiles are in flight while Q is staged;
+        # lane j keeps the page of row j % 16 of each tile ----------------------------------
+        head_offset = Int64(kv_head) * a.cache_stride_head
+        first_token = kv_start + warp_id * TILE + lane % TILE
+        page_slot = cute.make_rmem_tensor(cute.make_layout(1), Int32)
+        entry = cute.make_rmem_tensor(cute.make_layout(1), Int32)
+        page = cute.make_rmem_tensor(cute.make_layout(1), Int32)
+        page_slot[0] = first_token // a.page_size
+        entry[0] = first_token - page_slot[0] * a.page_size
+        indices = cute.make_tensor(a.kv_indices, cute.make_layout(1 << 30))
+        page[0] = Int32(-1)
+        if first_token < kv_end:
+            page[0] = indices[page_base + page_slot[0]]
+        ahead = self.stages - (2 if const_expr(self.pair_tiles) else 1)  # tiles in flight during a wait
+        for step in cutlass.range_constexpr(ahead):
+            self._issue(a, step, my_tiles, ring, first_token, kv_end, page_slot, entry, page, page_base,
+                        head_offset, lane, indices)
+
 
         # ---- stage 1: Q tile (zero rows past the group) ---------------------------
         if const_expr(self.rope):
@@ -169,23 +188,6 @@ class BatchDecodeMmaKernel:
         # this thread's accumulator places (the m16n8 C layout): rows lane/4 and lane/4 + 8,
         # columns 8n + 2 (lane % 4) + {0, 1} of n-tile n
         quad_col = 2 * (lane % 4)
-
-        # ---- stage 2: the pipeline; lane j keeps the page of row j % 16 of each tile --------
-        head_offset = Int64(kv_head) * a.cache_stride_head
-        first_token = kv_start + warp_id * TILE + lane % TILE
-        page_slot = cute.make_rmem_tensor(cute.make_layout(1), Int32)
-        entry = cute.make_rmem_tensor(cute.make_layout(1), Int32)
-        page = cute.make_rmem_tensor(cute.make_layout(1), Int32)
-        page_slot[0] = first_token // a.page_size
-        entry[0] = first_token - page_slot[0] * a.page_size
-        indices = cute.make_tensor(a.kv_indices, cute.make_layout(1 << 30))
-        page[0] = Int32(-1)
-        if first_token < kv_end:
-            page[0] = indices[page_base + page_slot[0]]
-        ahead = self.stages - (2 if const_expr(self.pair_tiles) else 1)  # tiles in flight during a wait
-        for step in cutlass.range_constexpr(ahead):
-            self._issue(a, step, my_tiles, ring, first_token, kv_end, page_slot, entry, page, page_base,
-                        head_offset, lane, indices)
 
         # Q stays in registers for the whole item (head_dim 256: reloaded per tile, for registers)
         if const_expr(self.q_in_registers):

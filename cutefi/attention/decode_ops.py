@@ -57,7 +57,7 @@ class DecodeLaunch:
     plan's merge, whose splits may change between replays). Calling it launches both."""
 
     def __init__(self, q: torch.Tensor, layout: Layout, out: torch.Tensor, lse: torch.Tensor | None,
-                 has_sinks: bool, workspace: torch.Tensor, work: torch.Tensor, state_indptr: torch.Tensor, kv_indptr: torch.Tensor,
+                 has_sinks: bool, workspace: torch.Tensor, work: torch.Tensor, state_indptr: torch.Tensor,
                  kv_indices: torch.Tensor, sizes: list[int], q_mult: float, cap_scale: float, out_scale: float,
                  rope_rcp_scale: float, rope_log2_step: float, pdl: bool) -> None:
         p = dict(zip(SIZES, sizes))
@@ -79,7 +79,7 @@ class DecodeLaunch:
                          rope_log2_step=rope_log2_step, q_stride_batch=q.stride(0),
                          q_stride_head=q.stride(1), out_stride_batch=out.stride(0), out_stride_head=out.stride(1),
                          lse_stride_batch=lse.stride(0) if lse is not None else 0, tmp_v=tmp_v, tmp_s=self.tmp_s,
-                         work=work.data_ptr(), kv_indptr=kv_indptr.data_ptr(), kv_indices=kv_indices.data_ptr(),
+                         work=work.data_ptr(), kv_indices=kv_indices.data_ptr(),
                          **layout.strides)
         self.grid = self.kernel.contract.grid(self.args)
         self.merge = None
@@ -105,17 +105,17 @@ class DecodeLaunch:
             self.merge.launch(self.merge_grid, self.device, None, self.pdl, v_out=out, s_out=lse, **self.merge_args)
 
 
-def _op_impl(q, k_cache, v_cache, out, lse, sinks, workspace, work, state_indptr, kv_indptr, kv_indices, kv_layout, sizes,
+def _op_impl(q, k_cache, v_cache, out, lse, sinks, workspace, work, state_indptr, kv_indices, kv_layout, sizes,
              scales, pdl) -> None:
     p = dict(zip(SIZES, sizes))
     layout = Layout((k_cache, v_cache), kv_layout, p["num_kv_heads"], p["head_dim"], p["page_size"], k_cache.dtype)
-    DecodeLaunch(q, layout, out, lse, sinks is not None, workspace, work, state_indptr, kv_indptr, kv_indices,
+    DecodeLaunch(q, layout, out, lse, sinks is not None, workspace, work, state_indptr, kv_indices,
                  list(sizes), *scales, pdl)(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
                                             lse.data_ptr() if lse is not None else None,
                                             sinks.data_ptr() if sinks is not None else None)
 
 
 OP = define("batch_decode_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor(a!) out, Tensor(b!)? lse, Tensor? sinks, "
-            "Tensor(c!) workspace, Tensor work, Tensor state_indptr, Tensor kv_indptr, Tensor kv_indices, "
+            "Tensor(c!) workspace, Tensor work, Tensor state_indptr, Tensor kv_indices, "
             "str kv_layout, int[] sizes, float[] scales, bool pdl) -> ()",
             _op_impl, lambda *args: None)

@@ -26,7 +26,8 @@ MIN_CHUNK = 256  # tokens: shorter chunks cost more in merging than they gain in
 
 class DecodePartition(NamedTuple):
     work: np.ndarray  # int32 [WORK_ROWS, items]: request, kv_start, kv_end, partial row (-1: whole
-    # request), 1 on the one item a request's attention sink is counted in, and the request's KV length
+    # request), 1 on the one item a request's attention sink is counted in, the request's KV length,
+    # and its first page slot in kv_indices (indptr[request])
     state_indptr: np.ndarray  # int32 [batch + 1]: partial rows of each request (0 rows: not split)
     items: int
     partial_rows: int
@@ -57,9 +58,11 @@ def choose_chunk(ranges: np.ndarray, ctas_per_item: int, slots: int, tile: int, 
     return chunk if int(ranges.max()) > chunk else 0
 
 
-def partition(lengths: np.ndarray, starts: np.ndarray, chunk: int, one_wave: int | None = None) -> DecodePartition:
+def partition(lengths: np.ndarray, starts: np.ndarray, indptr: np.ndarray, chunk: int,
+              one_wave: int | None = None) -> DecodePartition:
     """Work items covering ``[starts[b], lengths[b])`` of every request in chunks of ``chunk``
-    tokens (0: one item per request). With more items than ``one_wave`` (the items the GPU
+    tokens (0: one item per request); ``indptr``: the page table's (each item carries its
+    request's first page slot, sparing the kernel a dependent load). With more items than ``one_wave`` (the items the GPU
     runs at once), the items go longest first: CTAs start in launch order, so a long one
     launched last would run alone at the end (on the H200, ragged batches whose CTAs span
     several waves lost ~5% to that tail)."""
@@ -67,7 +70,7 @@ def partition(lengths: np.ndarray, starts: np.ndarray, chunk: int, one_wave: int
     if chunk == 0:
         work = np.empty((WORK_ROWS, batch), dtype=np.int32)
         work[0] = np.arange(batch)
-        work[1], work[2], work[3], work[4], work[5] = starts, lengths, -1, 1, lengths
+        work[1], work[2], work[3], work[4], work[5], work[6] = starts, lengths, -1, 1, lengths, indptr[:batch]
         part = DecodePartition(work, np.zeros(batch + 1, dtype=np.int32), batch, 0, 0)
     else:
         ranges = np.maximum(lengths - starts, 0)
@@ -82,7 +85,8 @@ def partition(lengths: np.ndarray, starts: np.ndarray, chunk: int, one_wave: int
         state_indptr = np.zeros(batch + 1, dtype=np.int64)
         np.cumsum(np.where(split, chunks, 0), out=state_indptr[1:])
         partial_row = np.where(split[request], state_indptr[request] + index, -1)
-        work = np.stack((request, kv_start, kv_end, partial_row, index == 0, lengths[request])).astype(np.int32)
+        work = np.stack((request, kv_start, kv_end, partial_row, index == 0, lengths[request],
+                         indptr[request])).astype(np.int32)
         part = DecodePartition(work, state_indptr.astype(np.int32), items, int(state_indptr[-1]), chunk)
     if one_wave is not None and part.items > one_wave:
         spans = part.work[2] - part.work[1]

@@ -140,7 +140,7 @@ register(APPEND_SPEC)
 
 # ---- decode attention ------------------------------------------------------------------------
 DECODE_HEAD_DIMS = (64, 128, 256)
-DECODE_WORK_ROWS = 6  # rows of a decode plan's work array (``decode_plan.py``)
+DECODE_WORK_ROWS = 7  # rows of a decode plan's work array (``decode_plan.py``)
 DECODE_STRIDES = ("q_stride_batch", "q_stride_head", "cache_stride_page", "cache_stride_entry",
                   "cache_stride_head", "out_stride_batch", "out_stride_head", "lse_stride_batch")
 
@@ -235,7 +235,7 @@ def mma_decode_contract(dtype: str, kv_dtype: str, head_dim: int, stages: int, r
             *pointers("q", "out", "tmp_v", dtype=dtype),
             *pointers("k_cache", "v_cache", dtype=kv_dtype),
             *pointers("lse", "tmp_s", "sinks", dtype="fp32", align=4),
-            *pointers("work", "kv_indptr", "kv_indices", dtype="i32", align=4),
+            *pointers("work", "kv_indices", dtype="i32", align=4),
             *scalars("i32", "items", "kv_heads", "group", "row_blocks", "num_qo_heads", "page_size", "tile_pages",
                      "tile_rem", "num_pages", "write_lse", "has_sinks"),
             *scalars("f32", "q_scale", "cap_scale", "out_scale", "rope_rcp_scale", "rope_log2_step"),
