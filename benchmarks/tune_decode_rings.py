@@ -36,6 +36,7 @@ def median_us(fn, calls: int = 50, rounds: int = 7) -> float:
 
 
 def main() -> None:
+    torch.empty(1, device="cuda")  # the driver must be up before decode_build's device queries
     routine = BatchDecode()
     automatic = decode.decode_build
     for extra, options in CASES:
