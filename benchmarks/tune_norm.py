@@ -25,33 +25,40 @@ import torch
 
 from cutefi.norm import launch
 
-# (kind, n_class, fused_add, threads_per_row, block_threads, ctas_per_sm, aligned[, out_dtype]) on bf16
+# (kind, n_class, fused_add, threads_per_row, block_threads, ctas_per_sm, aligned[, out_dtype[, vec]]) on bf16
 # rows: aligned variants run rows of n_class columns, shifted ones (aligned=False) rows of n_class - 1;
 # out_dtype "fp8e4m3" times the quant build (scale 1). Session 6 also timed L1 cache hints (rows
 # L1::evict_first and st.cs, parameters L1::evict_last) on each shipped geometry: 1-5% slower
 # everywhere (tune_norm_h200_round4*.json), so the kernel has none.
-VARIANTS = [  # session 6: wider rows for few rows (decode-sized M), where inductor wins at 2048 and 8192
+SMALL_M_VARIANTS = [  # session 6 (tune_norm_h200_round6.json): wider rows for decode-sized M
     ("rms", 2048, False, 32, 128, 4, True), ("rms", 2048, False, 64, 128, 4, True),
     ("rms", 2048, False, 128, 128, 4, True), ("rms", 2048, False, 256, 256, 2, True),
     ("rms", 4096, False, 256, 256, 2, True), ("rms", 4096, False, 512, 512, 1, True),
     ("rms", 8192, False, 256, 256, 2, True), ("rms", 8192, False, 512, 512, 1, True),
     ("rms", 8192, False, 1024, 1024, 1, True),
 ]
+VARIANTS = [  # session 9: LayerNorm with 4 elements an access (fp32 gamma/beta read in whole sectors)
+    ("layer", 4096, False, 128, 128, 8, True, None, 8), ("layer", 4096, False, 128, 128, 8, True, None, 4),
+    ("layer", 4096, False, 64, 128, 8, True, None, 4),
+    ("layer", 2048, False, 32, 128, 4, True, None, 8), ("layer", 2048, False, 32, 128, 4, True, None, 4),
+    ("layer", 8192, False, 128, 128, 4, True, None, 8), ("layer", 8192, False, 128, 128, 4, True, None, 4),
+    ("layer", 4096, False, 128, 128, 4, True, "fp8e4m3", 8), ("layer", 4096, False, 128, 128, 4, True, "fp8e4m3", 4),
+]
 ROWS = 16384
 
 
 def unpack(variant) -> tuple:
-    """A variant with its default filled in: (..., aligned, out_dtype)."""
-    return (*variant, None)[:8]
+    """A variant with its defaults filled in: (..., aligned, out_dtype, vec)."""
+    return (*variant, None, None)[:9]
 
 
 @contextlib.contextmanager
 def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: int, aligned: bool = True,
-            out_dtype: str | None = None):
-    """launch.geometry gives this variant's split and occupancy for its build."""
+            out_dtype: str | None = None, vec: int | None = None):
+    """launch.geometry gives this variant's split, occupancy and elements per access for its build."""
     from cutefi.jit import spec as spec_module
 
-    table, occupancy = launch._class_table, launch.min_ctas_per_sm
+    table, occupancy, access = launch._class_table, launch.min_ctas_per_sm, launch.access_elems
     quant = out_dtype is not None
 
     def ours(k, f, a, q) -> bool:
@@ -66,18 +73,21 @@ def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: 
     launch._class_table = class_table
     launch.min_ctas_per_sm = lambda n, t, k="rms", a=True, q=False, fused_add=False: (
         ctas if n == n_class and ours(k, fused_add, a, q) else occupancy(n, t, k, a, q, fused_add))
+    if vec is not None:
+        launch.access_elems = lambda k, d, a: vec if (k, a) == (kind, aligned) else access(k, d, a)
     spec_module._contract.cache_clear()
     try:
         yield launch.contract(kind, "bf16", n_class, fused, False, aligned, out_dtype)
     finally:
-        launch._class_table, launch.min_ctas_per_sm = table, occupancy
+        launch._class_table, launch.min_ctas_per_sm, launch.access_elems = table, occupancy, access
         spec_module._contract.cache_clear()
 
 
 def name(variant) -> str:
-    kind, n_class, fused, tpr, threads, ctas, aligned, out_dtype = unpack(variant)
+    kind, n_class, fused, tpr, threads, ctas, aligned, out_dtype, vec = unpack(variant)
     cols = n_class if aligned else n_class - 1
-    return f"{kind}{'_add' if fused else ''}{'_quant' if out_dtype else ''}_{cols}_tpr{tpr}_cta{threads}_x{ctas}"
+    return (f"{kind}{'_add' if fused else ''}{'_quant' if out_dtype else ''}_{cols}_tpr{tpr}_cta{threads}_x{ctas}"
+            + (f"_vec{vec}" if vec else ""))
 
 
 def build_variants() -> None:
@@ -87,7 +97,7 @@ def build_variants() -> None:
 
     os.makedirs(".tune", exist_ok=True)
     for variant in VARIANTS:
-        kind, n_class, fused, *_, aligned, out_dtype = unpack(variant)
+        kind, n_class, fused, *_, aligned, out_dtype, _ = unpack(variant)
         with patched(*unpack(variant)):
             artifact = build(launch.norm_spec(kind, "bf16", n_class, fused, aligned=aligned, out_dtype=out_dtype),
                              Target.parse("sm_90a"))
@@ -128,7 +138,7 @@ def time_variant(saved: dict, ROWS: int = ROWS) -> dict:
     from cutefi.jit.loader import Kernel
 
     variant = unpack(saved["variant"])
-    kind, n_class, fused, *_, aligned, out_dtype = variant
+    kind, n_class, fused, *_, aligned, out_dtype, _ = variant
     n_class = n_class if aligned else n_class - 1  # shifted: odd rows
     x = torch.randn(ROWS, n_class, device="cuda", dtype=torch.bfloat16)
     residual = torch.randn_like(x)

@@ -94,6 +94,12 @@ def vec_elems(dtype_name: str) -> int:
     return VEC_BITS // dtype_bits(dtype_name)
 
 
+def access_elems(norm: str, dtype_name: str, aligned: bool) -> int:
+    """Consecutive row elements a thread owns per access (the build's ``vec``): 8, one 128-bit
+    access of a 16-bit row."""
+    return vec_elems(dtype_name)
+
+
 def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict[int, tuple[int, int]]:
     if kind == "layer":
         table = _LAYER_QUANT_CLASS_TABLE if quant else _LAYER_CLASS_TABLE
@@ -173,7 +179,8 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
     _check(n_class, dtype_name)
     threads_per_row, block_threads = _class_table(norm, fused_add, aligned, out_dtype is not None)[n_class]
     return Geometry(
-        n_class=n_class, vec=vec_elems(dtype_name), shifted=not aligned, threads_per_row=threads_per_row,
+        n_class=n_class, vec=access_elems(norm, dtype_name, aligned), shifted=not aligned,
+        threads_per_row=threads_per_row,
         block_threads=block_threads,
         min_ctas_per_sm=min_ctas_per_sm(n_class, block_threads, norm, aligned, out_dtype is not None, fused_add),
         delay_weight_load=bool(fused_add) or norm == "layer" or not aligned,
