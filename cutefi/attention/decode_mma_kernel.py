@@ -384,10 +384,9 @@ class BatchDecodeMmaKernel:
         r_k[None, None, hi_block].store(hi.load().to(self.mma_dtype))
 
     def _swizzled(self, row, chunk):
-        """Offset (16-bit units) of 16-byte piece ``chunk`` of ``row`` in a swizzled K/V tile."""
-        bits, shift = self.kv_swizzle
-        plain = row * self.kv_cols + chunk * VEC
-        return cute.assume(plain ^ ((plain >> shift) & (((1 << bits) - 1) * VEC)), divby=VEC)
+        """Offset (16-bit units) of 16-byte piece ``chunk`` of ``row`` in a swizzled K/V tile
+        (the cp.async side of ``_kv_layout``, so both sides share one swizzle)."""
+        return cute.assume(self._kv_layout()((row, chunk * VEC)), divby=VEC)
 
     def _kv_layout(self):
         """(tokens, 16-bit columns) of a swizzled K/V tile, as ldmatrix partitions see it."""
