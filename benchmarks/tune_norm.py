@@ -25,7 +25,8 @@ import torch
 
 from cutefi.norm import launch
 
-# (kind, n_class, fused_add, threads_per_row, block_threads, ctas_per_sm, aligned[, out_dtype[, vec]]) on bf16
+# (kind, n_class, fused_add, threads_per_row, block_threads, ctas_per_sm, aligned[, out_dtype[, vec[, prefetch]]])
+# on bf16
 # rows: aligned variants run rows of n_class columns, shifted ones (aligned=False) rows of n_class - 1;
 # out_dtype "fp8e4m3" times the quant build (scale 1). Session 6 also timed L1 cache hints (rows
 # L1::evict_first and st.cs, parameters L1::evict_last) on each shipped geometry: 1-5% slower
@@ -37,28 +38,66 @@ SMALL_M_VARIANTS = [  # session 6 (tune_norm_h200_round6.json): wider rows for d
     ("rms", 8192, False, 256, 256, 2, True), ("rms", 8192, False, 512, 512, 1, True),
     ("rms", 8192, False, 1024, 1024, 1, True),
 ]
-VARIANTS = [  # session 9: LayerNorm with 4 elements an access (fp32 gamma/beta read in whole sectors)
+VECTOR_VARIANTS = [  # session 9: LayerNorm with 4 elements an access (fp32 gamma/beta read in whole sectors)
     ("layer", 4096, False, 128, 128, 8, True, None, 8), ("layer", 4096, False, 128, 128, 8, True, None, 4),
     ("layer", 4096, False, 64, 128, 8, True, None, 4),
     ("layer", 2048, False, 32, 128, 4, True, None, 8), ("layer", 2048, False, 32, 128, 4, True, None, 4),
     ("layer", 8192, False, 128, 128, 4, True, None, 8), ("layer", 8192, False, 128, 128, 4, True, None, 4),
     ("layer", 4096, False, 128, 128, 4, True, "fp8e4m3", 8), ("layer", 4096, False, 128, 128, 4, True, "fp8e4m3", 4),
 ]
+PREFETCH_ROUND1 = [  # session 10, first try: the ring alone, gamma/beta still reloaded every row
+    *[("layer", 4096, False, 128, 128, ctas, True, None, None, depth)
+      for ctas, depth in ((8, 0), (8, 1), (8, 2), (8, 3), (6, 2), (4, 2), (4, 4))],
+    *[("layer", 4096, False, 128, 128, ctas, True, "fp8e4m3", None, depth)
+      for ctas, depth in ((4, 0), (4, 2), (4, 4), (6, 2), (8, 2))],
+]
+PREFETCH_ROUND2 = [  # session 10: persistent LayerNorm, next rows of x in flight, gamma/beta held in registers
+    ("layer", 4096, False, 128, 128, 8, True, None, None, 0),
+    *[("layer", 4096, False, tpr, tpr, ctas, True, None, None, depth)
+      for tpr, ctas, depth in ((256, 4, 1), (256, 4, 2), (256, 3, 2), (128, 4, 2), (128, 4, 3), (512, 2, 2))],
+    ("layer", 4096, False, 128, 128, 4, True, "fp8e4m3", None, 0),
+    *[("layer", 4096, False, tpr, tpr, ctas, True, "fp8e4m3", None, depth)
+      for tpr, ctas, depth in ((128, 4, 2), (256, 2, 2), (256, 3, 2), (256, 4, 2))],
+    ("layer", 8192, False, 128, 128, 4, True, None, None, 0),
+    *[("layer", 8192, False, tpr, tpr, ctas, True, None, None, depth)
+      for tpr, ctas, depth in ((256, 2, 2), (512, 2, 2), (512, 2, 1))],
+    ("layer", 2048, False, 32, 128, 4, True, None, None, 0),
+    *[("layer", 2048, False, tpr, tpr, ctas, True, None, None, depth)
+      for tpr, ctas, depth in ((128, 8, 2), (64, 8, 2), (128, 4, 2))],
+    ("layer", 16384, False, 256, 256, 2, True, None, None, 0),
+    *[("layer", 16384, False, tpr, tpr, ctas, True, None, None, depth)
+      for tpr, ctas, depth in ((512, 1, 1), (1024, 1, 1))],
+]
+VARIANTS = [  # session 10, round 3: the other quant classes, the widest rows, and M sweeps of the winners
+    ("layer", 4096, False, 128, 128, 4, True, "fp8e4m3", None, 2), ("layer", 4096, False, 128, 128, 4, True, None, None, 1),
+    ("layer", 4096, False, 128, 128, 6, True, None, None, 1),
+    ("layer", 2048, False, 128, 128, 4, True, None, None, 2), ("layer", 2048, False, 64, 64, 8, True, None, None, 2),
+    ("layer", 2048, False, 64, 128, 4, True, "fp8e4m3", None, 0), ("layer", 2048, False, 128, 128, 4, True, "fp8e4m3", None, 2),
+    ("layer", 8192, False, 256, 256, 2, True, "fp8e4m3", None, 0), ("layer", 8192, False, 256, 256, 2, True, "fp8e4m3", None, 2),
+    ("layer", 8192, False, 512, 512, 1, True, "fp8e4m3", None, 2), ("layer", 8192, False, 256, 256, 2, True, None, None, 1),
+    ("layer", 16384, False, 512, 512, 1, True, None, None, 1),
+    ("layer", 16384, False, 512, 512, 1, True, "fp8e4m3", None, 0), ("layer", 16384, False, 512, 512, 1, True, "fp8e4m3", None, 1),
+    ("layer", 1024, False, 32, 128, 4, True, None, None, 0), ("layer", 1024, False, 64, 128, 4, True, None, None, 2),
+    ("layer", 1024, False, 128, 128, 8, True, None, None, 2),
+    ("layer", 512, False, 32, 128, 4, True, None, None, 0), ("layer", 512, False, 64, 128, 8, True, None, None, 2),
+]
 ROWS = 16384
 
 
 def unpack(variant) -> tuple:
-    """A variant with its defaults filled in: (..., aligned, out_dtype, vec)."""
-    return (*variant, None, None)[:9]
+    """A variant with its defaults filled in: (..., aligned, out_dtype, vec, prefetch)."""
+    return (*variant, None, None, None)[:10]
 
 
 @contextlib.contextmanager
 def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: int, aligned: bool = True,
-            out_dtype: str | None = None, vec: int | None = None):
-    """launch.geometry gives this variant's split, occupancy and elements per access for its build."""
+            out_dtype: str | None = None, vec: int | None = None, prefetch: int | None = None):
+    """launch.geometry gives this variant's split, occupancy, elements per access and prefetch
+    depth for its build."""
     from cutefi.jit import spec as spec_module
 
     table, occupancy, access = launch._class_table, launch.min_ctas_per_sm, launch.access_elems
+    depth = launch.prefetch_depth
     quant = out_dtype is not None
 
     def ours(k, f, a, q) -> bool:
@@ -75,19 +114,23 @@ def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: 
         ctas if n == n_class and ours(k, fused_add, a, q) else occupancy(n, t, k, a, q, fused_add))
     if vec is not None:
         launch.access_elems = lambda k, d, a: vec if (k, a) == (kind, aligned) else access(k, d, a)
+    if prefetch is not None:
+        launch.prefetch_depth = lambda k, n, a, q, f: (
+            prefetch if (n == n_class and ours(k, f, a, q)) else depth(k, n, a, q, f))
     spec_module._contract.cache_clear()
     try:
         yield launch.contract(kind, "bf16", n_class, fused, False, aligned, out_dtype)
     finally:
         launch._class_table, launch.min_ctas_per_sm, launch.access_elems = table, occupancy, access
+        launch.prefetch_depth = depth
         spec_module._contract.cache_clear()
 
 
 def name(variant) -> str:
-    kind, n_class, fused, tpr, threads, ctas, aligned, out_dtype, vec = unpack(variant)
+    kind, n_class, fused, tpr, threads, ctas, aligned, out_dtype, vec, prefetch = unpack(variant)
     cols = n_class if aligned else n_class - 1
     return (f"{kind}{'_add' if fused else ''}{'_quant' if out_dtype else ''}_{cols}_tpr{tpr}_cta{threads}_x{ctas}"
-            + (f"_vec{vec}" if vec else ""))
+            + (f"_vec{vec}" if vec else "") + (f"_pf{prefetch}" if prefetch is not None else ""))
 
 
 def build_variants() -> None:
@@ -97,7 +140,7 @@ def build_variants() -> None:
 
     os.makedirs(".tune", exist_ok=True)
     for variant in VARIANTS:
-        kind, n_class, fused, *_, aligned, out_dtype, _ = unpack(variant)
+        kind, n_class, fused, *_, aligned, out_dtype, _, _ = unpack(variant)
         with patched(*unpack(variant)):
             artifact = build(launch.norm_spec(kind, "bf16", n_class, fused, aligned=aligned, out_dtype=out_dtype),
                              Target.parse("sm_90a"))
@@ -138,7 +181,7 @@ def time_variant(saved: dict, ROWS: int = ROWS) -> dict:
     from cutefi.jit.loader import Kernel
 
     variant = unpack(saved["variant"])
-    kind, n_class, fused, *_, aligned, out_dtype, _ = variant
+    kind, n_class, fused, *_, aligned, out_dtype, _, _ = variant
     n_class = n_class if aligned else n_class - 1  # shifted: odd rows
     x = torch.randn(ROWS, n_class, device="cuda", dtype=torch.bfloat16)
     residual = torch.randn_like(x)
@@ -167,13 +210,15 @@ def time_variant(saved: dict, ROWS: int = ROWS) -> dict:
         reference = reference.clamp(-448, 448)
     with patched(*variant) as contract:
         kernel = Kernel(Artifact(cubin=saved["cubin"], metadata=saved["metadata"]), contract)
-        grid = contract.grid({"M": ROWS})
+        shape = launch.geometry(kind, "bf16", variant[1], fused, aligned, out_dtype)
+        iters = launch.row_iters(shape, ROWS, torch.cuda.get_device_properties(0).multi_processor_count)
+        grid = contract.grid({"M": ROWS, "row_iters": iters})
     target = residual.clone()
 
     def call():
         kernel.launch(grid, 0, None, False, x=x.data_ptr(), weight=w.data_ptr(), bias=b.data_ptr(),
                       out=out.data_ptr(), residual=target.data_ptr(), scale=w.data_ptr(), M=ROWS, N=n_class,
-                      heads=1, shift=0, x_row_stride=n_class, x_head_stride=0, out_row_stride=n_class, out_head_stride=0,
+                      heads=1, shift=0, row_iters=iters, x_row_stride=n_class, x_head_stride=0, out_row_stride=n_class, out_head_stride=0,
                       residual_row_stride=n_class, residual_head_stride=0, eps=1e-6, scale_value=1.0)
 
     cutefi.poison_(out)

@@ -68,3 +68,22 @@ def test_choose_chunk_rules():
     chunk = decode_plan.choose_chunk(ranges, 8, 264, 64, False, None)
     items = sum(-(-int(r) // chunk) for r in ranges)
     assert 264 // 8 <= items <= 264 // 8 + 2  # about one wave of CTAs
+
+
+@pytest.mark.parametrize("chunk", [0, 256])
+@pytest.mark.parametrize("one_wave", [None, 3])
+def test_partition_without_starts_matches_zero_starts(chunk, one_wave):
+    """``starts=None`` (no sliding window: plan's fast path) is the same partition as zeros."""
+    lengths = np.array([5, 0, 700, 256, 1, 3000, 700], dtype=np.int64)
+    first_pages = np.arange(lengths.shape[0] + 1, dtype=np.int32) * 7
+    fast = decode_plan.partition(lengths, None, first_pages, chunk, one_wave)
+    full = decode_plan.partition(lengths, np.zeros_like(lengths), first_pages, chunk, one_wave)
+    assert (fast.work == full.work).all() and (fast.state_indptr == full.state_indptr).all()
+    assert (fast.items, fast.partial_rows, fast.chunk) == (full.items, full.partial_rows, full.chunk)
+
+
+def test_kv_lengths_of_int32_tables_do_not_overflow():
+    """A request longer than 2^31 tokens' worth of pages * page_size still gets its int64 length."""
+    indptr = np.array([0, 1 << 27], dtype=np.int32)
+    last = np.array([64], dtype=np.int32)
+    assert decode_plan.kv_lengths(indptr, last, 64).tolist() == [(1 << 27) * 64]

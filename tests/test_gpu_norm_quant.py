@@ -95,6 +95,19 @@ def test_layernorm_quant(fp8, dtype, hidden):
     assert_fp8_matches(out, quantise(y, 0.25, fp8))
 
 
+@pytest.mark.parametrize("fp8", FORMATS, ids=FORMAT_IDS)
+@pytest.mark.parametrize("hidden, rows", [(2048, 2999), (4096, 6001), (5000, 1500), (16384, 701)])
+def test_layernorm_quant_many_rows_a_thread(fp8, hidden, rows):
+    """Row counts that give the persistent builds several rows a thread (row_iters > 1) with a
+    partial last round: every row normalised once, none written twice or skipped."""
+    x = (torch.randn(rows, hidden, device="cuda") * 3 + 1).to(BF16)
+    gamma, beta = torch.randn(hidden, device="cuda"), torch.randn(hidden, device="cuda")
+    out = poisoned(x.shape, fp8)
+    cutefi.layernorm_quant(out, x, gamma, beta, 0.25)
+    y = F.layer_norm(x.float(), (hidden,), gamma, beta, 1e-6)
+    assert_fp8_matches(out, quantise(y, 0.25, fp8))
+
+
 def test_scale_tensor_is_read_on_the_device_in_a_cuda_graph():
     x = torch.randn(64, 4096, device="cuda", dtype=BF16)
     weight = torch.randn(4096, device="cuda", dtype=BF16)

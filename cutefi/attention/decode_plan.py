@@ -37,8 +37,14 @@ class DecodePartition(NamedTuple):
 def kv_lengths(indptr: np.ndarray, last_page_len: np.ndarray, page_size: int,
                pages: np.ndarray | None = None) -> np.ndarray:
     """KV tokens of each request (int64); ``pages``: indptr's differences, where known."""
-    pages = (np.diff(indptr) if pages is None else pages).astype(np.int64)
-    return np.where(pages > 0, (pages - 1) * page_size + last_page_len, 0)
+    pages = indptr[1:] - indptr[:-1] if pages is None else pages
+    lengths = pages.astype(np.int64)  # in place from here: plan's hot path, a few ops a call
+    lengths *= page_size
+    lengths += last_page_len
+    lengths -= page_size
+    if not pages.all():
+        lengths[pages == 0] = 0
+    return lengths
 
 
 def choose_chunk(ranges: np.ndarray, ctas_per_item: int, slots: int, tile: int, disable_split: bool,
@@ -58,38 +64,63 @@ def choose_chunk(ranges: np.ndarray, ctas_per_item: int, slots: int, tile: int, 
     return chunk if int(ranges.max()) > chunk else 0
 
 
-def partition(lengths: np.ndarray, starts: np.ndarray, indptr: np.ndarray, chunk: int,
+def partition(lengths: np.ndarray, starts: np.ndarray | None, indptr: np.ndarray, chunk: int,
               one_wave: int | None = None) -> DecodePartition:
-    """Work items covering ``[starts[b], lengths[b])`` of every request in chunks of ``chunk``
-    tokens (0: one item per request); ``indptr``: the page table's (each item carries its
-    request's first page slot, sparing the kernel a dependent load). With more items than ``one_wave`` (the items the GPU
-    runs at once), the items go longest first: CTAs start in launch order, so a long one
-    launched last would run alone at the end (on the H200, ragged batches whose CTAs span
-    several waves lost ~5% to that tail)."""
+    """Work items covering ``[starts[b], lengths[b])`` of every request (``starts`` None: from 0)
+    in chunks of ``chunk`` tokens (0: one item per request); ``indptr``: the page table's (each
+    item carries its request's first page slot, sparing the kernel a dependent load). With more
+    items than ``one_wave`` (the items the GPU runs at once), the items go longest first: CTAs
+    start in launch order, so a long one launched last would run alone at the end (on the H200,
+    ragged batches whose CTAs span several waves lost ~5% to that tail)."""
     batch = lengths.shape[0]
     if chunk == 0:
-        work = np.empty((WORK_ROWS, batch), dtype=np.int32)
-        work[0] = np.arange(batch)
-        work[1], work[2], work[3], work[4], work[5], work[6] = starts, lengths, -1, 1, lengths, indptr[:batch]
-        part = DecodePartition(work, np.zeros(batch + 1, dtype=np.int32), batch, 0, 0)
-    else:
-        ranges = np.maximum(lengths - starts, 0)
-        chunks = np.maximum(-(-ranges // chunk), 1)  # an empty range is one (empty) item
-        items = int(chunks.sum())
-        request = np.repeat(np.arange(batch), chunks)
-        first_item = np.cumsum(chunks) - chunks
-        index = np.arange(items) - first_item[request]
-        kv_start = starts[request] + index * chunk
-        kv_end = np.minimum(kv_start + chunk, lengths[request])
-        split = chunks > 1
-        state_indptr = np.zeros(batch + 1, dtype=np.int64)
-        np.cumsum(np.where(split, chunks, 0), out=state_indptr[1:])
-        partial_row = np.where(split[request], state_indptr[request] + index, -1)
-        work = np.stack((request, kv_start, kv_end, partial_row, index == 0, lengths[request],
-                         indptr[request])).astype(np.int32)
-        part = DecodePartition(work, state_indptr.astype(np.int32), items, int(state_indptr[-1]), chunk)
-    if one_wave is not None and part.items > one_wave:
-        spans = part.work[2] - part.work[1]
+        return _whole_requests(lengths, starts, indptr, one_wave)
+    ranges = lengths if starts is None else lengths - starts  # starts <= lengths
+    chunks = -(-ranges // chunk)
+    np.maximum(chunks, 1, out=chunks)  # an empty range is one (empty) item
+    items = int(chunks.sum())
+    request = np.repeat(np.arange(batch), chunks)
+    first_item = np.cumsum(chunks)
+    first_item -= chunks
+    index = np.arange(items)
+    index -= first_item[request]
+    request_length = lengths[request]
+    kv_start = index * chunk
+    if starts is not None:
+        kv_start += starts[request]
+    split = chunks > 1
+    state_indptr = np.zeros(batch + 1, dtype=np.int64)
+    np.cumsum(chunks * split, out=state_indptr[1:])
+    work = np.empty((WORK_ROWS, items), dtype=np.int32)  # rows written in place: no stack
+    work[0], work[1], work[5], work[6] = request, kv_start, request_length, indptr[request]
+    work[2] = np.minimum(kv_start + chunk, request_length)
+    work[3] = np.where(split[request], state_indptr[request] + index, -1)
+    work[4] = index == 0
+    if one_wave is not None and items > one_wave:
+        spans = work[2] - work[1]
         if spans.min() != spans.max():  # stable: a request's chunks keep their order
-            part = part._replace(work=np.ascontiguousarray(part.work[:, np.argsort(-spans, kind="stable")]))
-    return part
+            work = np.ascontiguousarray(work[:, np.argsort(-spans, kind="stable")])
+    return DecodePartition(work, state_indptr.astype(np.int32), items, int(state_indptr[-1]), chunk)
+
+
+def _whole_requests(lengths: np.ndarray, starts: np.ndarray | None, indptr: np.ndarray,
+                    one_wave: int | None) -> DecodePartition:
+    """One item per request (the batch fills the GPU): plan's common case, so each row is
+    written once, already in launch order."""
+    batch = lengths.shape[0]
+    work = np.empty((WORK_ROWS, batch), dtype=np.int32)
+    order = None
+    if one_wave is not None and batch > one_wave:
+        spans = lengths if starts is None else lengths - starts
+        if np.minimum.reduce(spans) != np.maximum.reduce(spans):
+            order = np.argsort(-spans, kind="stable")
+    if order is None:
+        work[0] = np.arange(batch)
+        work[2], work[6] = lengths, indptr[:batch]
+        work[1] = 0 if starts is None else starts
+    else:
+        work[0] = order
+        work[2], work[6] = lengths[order], indptr[order]
+        work[1] = 0 if starts is None else starts[order]
+    work[3], work[4], work[5] = -1, 1, work[2]
+    return DecodePartition(work, np.zeros(batch + 1, dtype=np.int32), batch, 0, 0)

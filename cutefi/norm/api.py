@@ -77,7 +77,7 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     x_stride, x_head, out_stride, out_head, res_stride, res_head = plan.strides
     plan.kernel.launch(plan.grid, plan.device, None, True if enable_pdl is None else bool(enable_pdl),
                        x=x_ptr, weight=w_ptr, bias=b_ptr, out=o_ptr, residual=r_ptr, scale=s_ptr,
-                       M=plan.rows, N=plan.n, heads=plan.heads, shift=shift,
+                       M=plan.rows, N=plan.n, heads=plan.heads, shift=shift, row_iters=plan.row_iters,
                        x_row_stride=x_stride, x_head_stride=x_head, out_row_stride=out_stride,
                        out_head_stride=out_head, residual_row_stride=res_stride,
                        residual_head_stride=res_head, eps=eps, scale_value=scale_value)

@@ -100,12 +100,40 @@ def access_elems(norm: str, dtype_name: str, aligned: bool) -> int:
     return vec_elems(dtype_name)
 
 
+# Persistent LayerNorm builds (aligned rows): (n_class, quant) -> (threads_per_row,
+# block_threads, prefetch depth). Each thread keeps its gamma and beta in registers for all its
+# rows and has the next ``depth`` rows of x in flight (see prefetch_depth). At 16384 rows bf16 on
+# the H200 (tune_norm_h200_round10*.json), against the one-row builds in the same run: quant
+# 2048/4096/8192/16384 2893/3713/3917/3687 GB/s against 2381/2454/2171/1789; plain 1024/2048/
+# 16384 3432/3698/3921 against 2813/3195/3633. Plain 4096 and 8192 keep their one-row builds
+# (3729 and 3822 at best against 3862 and 3886); 32768's ring would not fit static shared memory.
+_LAYER_PREFETCH = {
+    (1024, False): (64, 128, 2), (2048, False): (128, 128, 2), (16384, False): (512, 512, 1),
+    (2048, True): (128, 128, 2), (4096, True): (128, 128, 2), (8192, True): (256, 256, 2),
+    (16384, True): (512, 512, 1),
+}
+
+
+def prefetch_depth(norm: str, n_class: int, aligned: bool, quant: bool, fused_add: bool) -> int:
+    """Rows a thread's loads run ahead of its work (0: none). With a depth D the CTA walks rows
+    ``grid`` row groups apart (a persistent loop of ``row_iters`` rows) and keeps the next D rows
+    of x in flight through a per-thread cp.async ring in shared memory, with gamma and beta read
+    once. LayerNorm only (its two reductions a row keep the reduction buffers safe to reuse
+    across rows; see ``norm_kernel.py``), aligned rows only (128-bit cp.async)."""
+    if norm != "layer" or not aligned or fused_add:
+        return 0
+    return _LAYER_PREFETCH.get((n_class, quant), (0, 0, 0))[2]
+
+
 def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict[int, tuple[int, int]]:
     if kind == "layer":
         table = _LAYER_QUANT_CLASS_TABLE if quant else _LAYER_CLASS_TABLE
     else:
         table = _CLASS_TABLE
     if aligned:
+        if kind == "layer" and not fused_add:
+            table = {**table, **{n: (tpr, threads) for (n, q), (tpr, threads, _) in _LAYER_PREFETCH.items()
+                                 if q == quant}}
         return table
     # shifted RMSNorm also holds the weight's two aligned chunks and their shifted copy: twice
     # the threads a row, at most 1024. At 16384 x 4095 bf16 on the H200 (tune_norm_h200*.json)
@@ -154,6 +182,13 @@ class Geometry:
     # load w (and b) after the row reduction (register budget): fused builds, layernorm (fp32
     # gamma and beta take four times the registers of a 16-bit weight) and shifted builds
     delay_weight_load: bool
+    prefetch: int = 0  # rows of x in flight ahead of the one being normalised (prefetch_depth)
+    elem_bytes: int = 2
+
+    @property
+    def ring_bytes(self) -> int:
+        """Shared memory of the prefetch ring: ``prefetch`` rows of every thread's chunks."""
+        return self.prefetch * self.block_threads * self.chunks * self.vec * self.elem_bytes
 
     @property
     def rows_per_cta(self) -> int:
@@ -184,7 +219,20 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
         block_threads=block_threads,
         min_ctas_per_sm=min_ctas_per_sm(n_class, block_threads, norm, aligned, out_dtype is not None, fused_add),
         delay_weight_load=bool(fused_add) or norm == "layer" or not aligned,
+        prefetch=prefetch_depth(norm, n_class, aligned, out_dtype is not None, fused_add),
+        elem_bytes=dtype_bits(dtype_name) // 8,
     )
+
+
+def row_iters(shape: Geometry, rows: int, sms: int) -> int:
+    """Rows each thread normalises (the kernel's ``row_iters``): 1 without prefetch; with it,
+    enough that the grid is about one wave of resident CTAs (``grid()`` below)."""
+    if not shape.prefetch:
+        return 1
+    if rows >= 1 << 30:  # rows + (row_iters + depth) row groups must stay below 2^31 in the kernel
+        raise ValueError(f"at most 2^30 rows on a prefetching LayerNorm build; got {rows}")
+    groups = -(-rows // shape.rows_per_cta)
+    return max(1, -(-groups // (sms * shape.min_ctas_per_sm)))
 
 
 def pick_n_class(N: int) -> int:
@@ -232,14 +280,16 @@ def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: b
             *pointers("out", dtype=out_name, align=align(out_name)),
             *pointers("residual", dtype=dtype_name, align=align(dtype_name)),
             Param("scale", "ptr", "fp32", 4),
-            *scalars("i32", "M", "N", "heads", "shift"),
+            *scalars("i32", "M", "N", "heads", "shift", "row_iters"),
             *scalars("i64", "x_row_stride", "x_head_stride", "out_row_stride", "out_head_stride",
                      "residual_row_stride", "residual_head_stride"),
             Param("eps", "f32"), Param("scale_value", "f32"),
         ),
         block=(shape.block_threads, 1, 1),
-        grid=lambda p: (ceil_div(p["M"], shape.rows_per_cta), 1, 1),
-        sample={"M": 1000, "N": n_class, "heads": 1, "shift": 0, "x_row_stride": n_class, "x_head_stride": 0,
+        # rows row_iters apart by the grid: row_iters = 1 (no prefetch) is one row a thread
+        grid=lambda p: (ceil_div(p["M"], shape.rows_per_cta * p["row_iters"]), 1, 1),
+        sample={"M": 1000, "N": n_class, "heads": 1, "shift": 0, "row_iters": 1, "x_row_stride": n_class,
+                "x_head_stride": 0,
                 "out_row_stride": n_class, "out_head_stride": 0, "residual_row_stride": n_class,
                 "residual_head_stride": 0, "eps": 1e-6, "scale_value": 1.0},
         min_ctas_per_sm=shape.min_ctas_per_sm,

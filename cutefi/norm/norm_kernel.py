@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
+from cutlass.cute.nvgpu import cpasync
 from cutlass import Float32, const_expr
 
 from cutefi.cute import args as kernel_args
@@ -70,6 +71,11 @@ class RowNormKernel:
         self.tile_n = shape.tile_n
         self.delay_w_load = shape.delay_weight_load
         self.shifted = shape.shifted
+        self.prefetch = shape.prefetch
+        self.ring_slot_elems = shape.block_threads * shape.chunks * shape.vec
+        # the ring is reused across rows only where the two reductions a row order it (see
+        # prefetch_depth); 128-bit cp.async needs aligned rows
+        assert not self.prefetch or (self.layer and aligned and not fused_add)
         assert self.num_threads % 32 == 0
         assert self.threads_per_row <= 32 or self.threads_per_row % 32 == 0
 
@@ -96,11 +102,81 @@ class RowNormKernel:
     def kernel(self, args: KernelArgs):
         tidx, _, _ = cute.arch.thread_idx()
         bidx, _, _ = cute.arch.block_idx()
+        lane = tidx % self.threads_per_row
+        row = bidx * self.rows_per_cta + tidx // self.threads_per_row
+        if const_expr(not self.prefetch):
+            self._row(args, row, lane, None, 0, row, None, None)
+        else:
+            # persistent: this thread's rows are ``step`` apart; the next ``prefetch`` of them
+            # are in flight in its own slots of the ring (each thread reads back only the
+            # chunks it copied itself, so the ring needs no barrier)
+            grid_x, _, _ = cute.arch.grid_dim()
+            step = grid_x * self.rows_per_cta
+            ring = cute.arch.alloc_smem(self.dtype, self.prefetch * self.ring_slot_elems, alignment=16)
+            wait_for_inputs()
+            for d in cutlass.range_constexpr(self.prefetch):
+                self._prefetch(args, row + d * step, lane, ring, d)
+            # gamma and beta: the same columns every row, so loaded once into registers (the
+            # per-row reloads were most of the L1 and L2 traffic of the one-row build)
+            param_copy = self._tiled_copy(self.param_dtype)
+            thr_param = param_copy.get_slice(lane)
+            tXgW = thr_param.partition_S(cute.make_tensor(args.weight, cute.make_layout((1, self.tile_n))))
+            tXgB = thr_param.partition_S(cute.make_tensor(args.bias, cute.make_layout((1, self.tile_n))))
+            tXcX = self._tiled_copy(self.dtype).get_slice(lane).partition_S(cute.make_identity_tensor((1, self.tile_n)))
+            K = const_expr(cute.size(tXcX, mode=[2]))
+            tXpW = cute.make_rmem_tensor(cute.make_layout((cute.size(tXgW, mode=[0, 1]), 1, K), stride=(0, 0, 1)),
+                                         cutlass.Boolean)
+            for k in cutlass.range_constexpr(K):
+                tXpW[0, 0, k] = tXcX[(0, 0), 0, k][1] < args.N
+            weights = cute.make_rmem_tensor_like(tXgW)
+            biases = cute.make_rmem_tensor_like(tXgB)
+            weights.fill(0.0)
+            biases.fill(0.0)
+            cute.copy(param_copy, tXgW, weights, pred=tXpW)
+            cute.copy(param_copy, tXgB, biases, pred=tXpW)
+            for it in cutlass.range(args.row_iters, unroll=1):
+                cute.arch.cp_async_wait_group(self.prefetch - 1)  # this row's group has landed
+                self._row(args, row + it * step, lane, ring, it % self.prefetch, row + (it + self.prefetch) * step,
+                          weights, biases)
+
+    @cute.jit
+    def _ring_slot(self, ring: cute.Pointer, slot: cutlass.Int32, like: cute.Tensor) -> cute.Tensor:
+        """This thread's chunks of one ring slot, in the layout of its row registers ``like``:
+        chunk k of thread t at (k * threads + t) * vec, so a warp's 128-bit accesses are
+        consecutive (no bank conflicts)."""
+        offset = cute.assume(slot * self.ring_slot_elems + cute.arch.thread_idx()[0] * self.vec, divby=self.vec)
+        layout = cute.make_layout(like.shape, stride=((1, 0), 0, self.num_threads * self.vec))
+        return cute.make_tensor(ring + offset, layout)
+
+    @cute.jit
+    def _prefetch(self, args: KernelArgs, row: cutlass.Int32, lane: cutlass.Int32, ring: cute.Pointer,
+                  slot: cutlass.Int32):
+        """Start the cp.async loads of ``row``'s x chunks into ``slot`` (none past the last row
+        or the row's end) and commit them as one group (empty ones keep the count)."""
+        token = row // args.heads
+        offset = cutlass.Int64(token) * args.x_row_stride + cutlass.Int64(row - token * args.heads) * args.x_head_stride
+        gX = cute.make_tensor(args.x + cute.assume(offset, divby=self.vec), cute.make_layout((1, self.tile_n)))
+        thr = self._tiled_copy(self.dtype).get_slice(lane)
+        tXgX = thr.partition_S(gX)
+        tXcX = thr.partition_S(cute.make_identity_tensor((1, self.tile_n)))
+        K = const_expr(cute.size(tXgX, mode=[2]))
+        pred = cute.make_rmem_tensor(cute.make_layout((1, 1, K), stride=(0, 0, 1)), cutlass.Boolean)
+        for k in cutlass.range_constexpr(K):
+            pred[0, 0, k] = tXcX[(0, 0), 0, k][1] < args.N and row < args.M
+        atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.dtype,
+                                   num_bits_per_copy=128)
+        cute.copy(atom, tXgX, self._ring_slot(ring, slot, tXgX), pred=pred)
+        cute.arch.cp_async_commit_group()
+
+    @cute.jit
+    def _row(self, args: KernelArgs, row: cutlass.Int32, lane: cutlass.Int32, ring, slot: cutlass.Int32,
+             next_row: cutlass.Int32, weights, biases):
+        """Normalise one row (threads_per_row threads). Prefetch builds take x from ``slot`` of
+        the ring, refill it with ``next_row`` once x is in registers, and take gamma and beta
+        from the registers ``weights`` and ``biases``."""
         M, N, eps = args.M, args.N, args.eps
 
         # ---- stage 0: this thread's row and its start in each tensor ------
-        lane = tidx % self.threads_per_row
-        row = bidx * self.rows_per_cta + tidx // self.threads_per_row
         row_ok = row < M
         token = row // args.heads
         head = row - token * args.heads
@@ -178,9 +254,12 @@ class RowNormKernel:
                 tXpO[0, 0, k] = col_ok and row_ok
 
         # ---- stage 3: load (predicated; out-of-row chunks stay 0) ---------
-        # with PDL the previous kernel may still be writing x (or reading out): wait here
-        wait_for_inputs()
-        cute.copy(tiled_copy, tXgX, tXrX, pred=tXpX)
+        if const_expr(self.prefetch):
+            cute.copy(tiled_copy, self._ring_slot(ring, slot, tXrX), tXrX, pred=tXpX)
+        else:
+            # with PDL the previous kernel may still be writing x (or reading out): wait here
+            wait_for_inputs()
+            cute.copy(tiled_copy, tXgX, tXrX, pred=tXpX)
         if const_expr(self.fused_add):
             cute.copy(tiled_copy, tXgR, tXrR, pred=tXpX)
         if const_expr(self.shifted):
@@ -210,6 +289,9 @@ class RowNormKernel:
         mean = Float32(0.0)
         if const_expr(self.layer):
             sum_x = x.reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
+            if const_expr(self.prefetch):
+                # x is in registers (sum_x used it): the slot can take the next row
+                self._prefetch(args, next_row, lane, ring, slot)
             mean = row_reduce_sum(sum_x, self.threads_per_row, self._reduction_buffer())
             mean = mean * inv_n
             # centred values of in-row columns only: out-of-row elements hold 0,
@@ -228,10 +310,13 @@ class RowNormKernel:
         rstd = cute.math.rsqrt(sum_sq * inv_n + eps, fastmath=True)
 
         # ---- stage 5: scale, apply parameters, store (predicated) ---------
-        if const_expr(self.delay_w_load):
-            self._load_param(param_copy, thr_param, args.weight, tXgW, tXrW, tXpW, col, lead, N)
-        if const_expr(self.layer):
-            self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
+        if const_expr(self.prefetch):
+            tXrW, tXrB = weights, biases
+        else:
+            if const_expr(self.delay_w_load):
+                self._load_param(param_copy, thr_param, args.weight, tXgW, tXrW, tXpW, col, lead, N)
+            if const_expr(self.layer):
+                self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
         w = self._as_row_values(tXrW, tXrX).to(Float32)
         if const_expr(self.gemma):
             w = w + Float32(1.0)

@@ -22,6 +22,7 @@ import torch
 
 from .._checks import require_cuda, require_dtype, require_same_device, require_tensor
 from ..dtypes import name_of
+from ..jit.driver import device_info
 from ..jit.loader import Kernel
 from ..jit.lookup import get_kernel
 from ..jit.spec import KernelSpec
@@ -136,6 +137,7 @@ class Plan(NamedTuple):
     n: int
     heads: int
     strides: tuple[int, int, int, int, int, int]  # x, out, residual: row and head strides
+    row_iters: int  # rows a thread normalises (launch.row_iters)
 
 
 def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -186,8 +188,13 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
     require_same_device(*named)
     spec = spec_for(kind, input.dtype, n, residual is not None, gemma, aligned, out.dtype if quant else None)
     kernel = get_kernel(spec, device) if x_layout.rows and not staged else None
-    grid = kernel.contract.grid({"M": x_layout.rows}) if kernel else (0, 0, 0)
+    iters = 1
+    if kernel:
+        shape = launch.geometry(kind, name_of(input.dtype), launch.pick_n_class(n), residual is not None, aligned,
+                                name_of(out.dtype) if quant else None)
+        iters = launch.row_iters(shape, x_layout.rows, device_info(device).sms)
+    grid = kernel.contract.grid({"M": x_layout.rows, "row_iters": iters}) if kernel else (0, 0, 0)
     strides = (x_layout.row_stride, x_layout.head_stride, out_layout.row_stride, out_layout.head_stride,
                res_layout.row_stride, res_layout.head_stride)
     return Plan(kernel, staged and x_layout.rows > 0, not aligned, device, grid, x_layout.rows, n, x_layout.heads,
-                strides)
+                strides, iters)
