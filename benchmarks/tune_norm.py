@@ -68,7 +68,7 @@ PREFETCH_ROUND2 = [  # session 10: persistent LayerNorm, next rows of x in fligh
     *[("layer", 16384, False, tpr, tpr, ctas, True, None, None, depth)
       for tpr, ctas, depth in ((512, 1, 1), (1024, 1, 1))],
 ]
-VARIANTS = [  # session 10, round 3: the other quant classes, the widest rows, and M sweeps of the winners
+PREFETCH_ROUND3 = [  # session 10, round 3: the other quant classes, the widest rows, and M sweeps of the winners
     ("layer", 4096, False, 128, 128, 4, True, "fp8e4m3", None, 2), ("layer", 4096, False, 128, 128, 4, True, None, None, 1),
     ("layer", 4096, False, 128, 128, 6, True, None, None, 1),
     ("layer", 2048, False, 128, 128, 4, True, None, None, 2), ("layer", 2048, False, 64, 64, 8, True, None, None, 2),
@@ -80,6 +80,28 @@ VARIANTS = [  # session 10, round 3: the other quant classes, the widest rows, a
     ("layer", 1024, False, 32, 128, 4, True, None, None, 0), ("layer", 1024, False, 64, 128, 4, True, None, None, 2),
     ("layer", 1024, False, 128, 128, 8, True, None, None, 2),
     ("layer", 512, False, 32, 128, 4, True, None, None, 0), ("layer", 512, False, 64, 128, 8, True, None, None, 2),
+]
+SHIFTED_ROUND4 = [  # session 10, round 4: persistent LayerNorm on shifted rows (gamma/beta staged in shared memory)
+    ("layer", 4096, False, 128, 128, 4, False, None, None, 0),
+    *[("layer", 4096, False, tpr, threads, ctas, False, None, None, depth)
+      for tpr, threads, ctas, depth in ((128, 128, 3, 2), (128, 128, 4, 1), (256, 256, 3, 1), (128, 256, 2, 2),
+                                        (128, 256, 3, 1))],
+    ("layer", 4096, False, 128, 128, 4, False, "fp8e4m3", None, 0),
+    ("layer", 4096, False, 128, 128, 3, False, "fp8e4m3", None, 2),
+    ("layer", 2048, False, 32, 128, 4, False, None, None, 0), ("layer", 2048, False, 128, 128, 4, False, None, None, 2),
+    ("layer", 8192, False, 128, 128, 4, False, None, None, 0), ("layer", 8192, False, 256, 256, 2, False, None, None, 1),
+]
+SHIFTED_ROUND5 = [  # session 10, round 5: the other shifted classes
+    ("layer", 2048, False, 64, 128, 4, False, "fp8e4m3", None, 0), ("layer", 2048, False, 128, 128, 4, False, "fp8e4m3", None, 2),
+    ("layer", 8192, False, 256, 256, 2, False, "fp8e4m3", None, 0), ("layer", 8192, False, 256, 256, 2, False, "fp8e4m3", None, 1),
+    ("layer", 16384, False, 256, 256, 2, False, None, None, 0), ("layer", 16384, False, 512, 512, 1, False, None, None, 1),
+    ("layer", 16384, False, 512, 512, 1, False, "fp8e4m3", None, 0),
+    ("layer", 16384, False, 512, 512, 1, False, "fp8e4m3", None, 1),
+    ("layer", 1024, False, 32, 128, 4, False, None, None, 0), ("layer", 1024, False, 64, 128, 4, False, None, None, 2),
+]
+VARIANTS = [  # session 10, round 6: shifted 4096 at 3 or 4 CTAs an SM once gamma/beta staging shrank to 53 KB
+    *[("layer", 4096, False, 128, 128, ctas, False, out, None, 2) for ctas in (3, 4) for out in (None, "fp8e4m3")],
+    ("layer", 8192, False, 256, 256, 2, False, None, None, 1), ("layer", 8192, False, 256, 256, 2, False, "fp8e4m3", None, 1),
 ]
 ROWS = 16384
 

@@ -1,6 +1,7 @@
 """CPU tier: the norm builds' geometry (``cutefi/norm/launch.py``): the persistent LayerNorm
-builds' ring fits static shared memory, and ``row_iters`` with the contract's grid covers
-every row exactly with at most one wave of resident CTAs."""
+builds' ring (static, aligned rows) and staged gamma/beta (dynamic, shifted rows) fit shared
+memory, and ``row_iters`` with the contract's grid covers every row exactly with at most one
+wave of resident CTAs."""
 
 from __future__ import annotations
 
@@ -17,23 +18,43 @@ def _geometries():
                                                                                    out_dtype)
 
 
-def test_prefetch_only_on_aligned_layernorm_and_the_ring_fits():
-    prefetching = 0
+def test_prefetch_only_on_layernorm_and_its_shared_memory_fits():
+    prefetching = {True: 0, False: 0}
     for (kind, _, n_class, fused, aligned, _), shape in _geometries():
+        reductions = 8 * shape.rows_per_cta * shape.warps_per_row * 4
         if shape.prefetch:
-            prefetching += 1
-            assert kind == "layer" and aligned and not fused, (kind, n_class)
+            prefetching[aligned] += 1
+            assert kind == "layer" and not fused, (kind, n_class)
             assert n_class >= 1024  # the 2^30-row bound of row_iters holds by memory size
-        assert shape.ring_bytes + 8 * shape.rows_per_cta * shape.warps_per_row * 4 <= STATIC_SMEM, (kind, n_class)
-    assert prefetching  # the table is in use
+        if shape.dynamic_smem_bytes:  # shifted: gamma, beta and the ring in dynamic shared memory
+            assert not aligned and shape.prefetch
+            assert shape.dynamic_smem_bytes == 4 * (2 * shape.staged_param_elems + shape.staged_pad_elems) + shape.ring_bytes
+            assert shape.staged_param_elems >= 8 * ((n_class + 8) // 8 + 1)  # every column and its chunk's lead
+            fits = launch.SMEM_PER_SM // (shape.dynamic_smem_bytes + 1024)
+            assert 1 <= shape.min_ctas_per_sm <= fits, (n_class, shape)
+            # every target (sm_86/89/120: 99 KB a CTA) can launch it; the reads past the staged
+            # chunks (threads whose chunks are all out of the row) stay inside shared memory
+            assert shape.dynamic_smem_bytes <= launch.MAX_DYNAMIC_SMEM, (n_class, shape)
+            stride, chunks_read = shape.staged_param_elems // 8, shape.tile_n // shape.vec
+            # the last read (beta's staged row 7 at chunk index chunks_read - 1, plus one) stays
+            # before the ring, which other threads' cp.async write (racecheck would flag it)
+            assert 8 * stride + 7 * stride + chunks_read + 1 <= 2 * shape.staged_param_elems + shape.staged_pad_elems
+            assert (2 * shape.staged_param_elems + shape.staged_pad_elems) % 4 == 0  # the ring: 16-byte aligned
+            assert reductions <= STATIC_SMEM
+        else:  # aligned: the ring is static shared memory
+            assert shape.ring_bytes + reductions <= STATIC_SMEM, (kind, n_class)
+    assert prefetching[True] and prefetching[False]  # both tables are in use
 
 
-@pytest.mark.parametrize("n_class, quant", sorted(launch._LAYER_PREFETCH))
+@pytest.mark.parametrize("n_class, quant, aligned", [(*key, True) for key in sorted(launch._LAYER_PREFETCH)]
+                         + [(*key, False) for key in sorted(launch._LAYER_SHIFTED_PREFETCH)])
 @pytest.mark.parametrize("rows", [1, 7, 127, 128, 1000, 4096, 16384, 65537, 1 << 22])
 @pytest.mark.parametrize("sms", [1, 80, 132])
-def test_row_iters_and_grid_cover_every_row_once(n_class, quant, rows, sms):
-    shape = launch.geometry("layer", "bf16", n_class, False, True, "fp8e4m3" if quant else None)
-    contract = launch.contract("layer", "bf16", n_class, False, False, True, "fp8e4m3" if quant else None)
+def test_row_iters_and_grid_cover_every_row_once(n_class, quant, aligned, rows, sms):
+    shape = launch.geometry("layer", "bf16", n_class, False, aligned, "fp8e4m3" if quant else None)
+    assert shape.prefetch
+    contract = launch.contract("layer", "bf16", n_class, False, False, aligned, "fp8e4m3" if quant else None)
+    assert contract.smem_bytes == shape.dynamic_smem_bytes
     iters = launch.row_iters(shape, rows, sms)
     grid = contract.grid({"M": rows, "row_iters": iters})[0]
     groups = -(-rows // shape.rows_per_cta)

@@ -22,6 +22,7 @@ into the row's frame from two aligned chunks.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .. import dtypes
@@ -114,15 +115,33 @@ _LAYER_PREFETCH = {
 }
 
 
+# The same for rows off 16-byte boundaries (gamma and beta staged in shared memory, see
+# norm_kernel.py; CTAs an SM then capped by that memory, see geometry). 16384 rows of n_class - 1
+# columns bf16 on the H200 (tune_norm_h200_round10d/e.json), against the one-row builds in the
+# same run: 1023/2047/4095/8191/16383 1702/1834/2630/2724/2681 GB/s against 1411/1210/1470/1458/
+# 1218; FP8 2047/4095/8191/16383 1147/1548/1590/1456 against 860/914/921/722.
+# 16383 measured 2681 against 1218 (FP8 1456 against 722) but its gamma/beta need 131 KB of
+# shared memory: more than sm_86/89/120 grant a CTA (99 KB, MAX_DYNAMIC_SMEM), so no build has it.
+_LAYER_SHIFTED_PREFETCH = {
+    (1024, False): (64, 128, 2), (2048, False): (128, 128, 2), (4096, False): (128, 128, 2),
+    (8192, False): (256, 256, 1), (2048, True): (128, 128, 2), (4096, True): (128, 128, 2),
+    (8192, True): (256, 256, 1),
+}
+MAX_DYNAMIC_SMEM = 99 * 1024  # the least shared memory a CTA may opt in to on a supported target
+# Shared memory of an SM on the GPU the tables were tuned on (H100/H200: 228 KB); a CTA costs
+# its dynamic shared memory plus the 1 KB the driver reserves.
+SMEM_PER_SM = 228 * 1024
+
+
 def prefetch_depth(norm: str, n_class: int, aligned: bool, quant: bool, fused_add: bool) -> int:
     """Rows a thread's loads run ahead of its work (0: none). With a depth D the CTA walks rows
     ``grid`` row groups apart (a persistent loop of ``row_iters`` rows) and keeps the next D rows
     of x in flight through a per-thread cp.async ring in shared memory, with gamma and beta read
     once. LayerNorm only (its two reductions a row keep the reduction buffers safe to reuse
-    across rows; see ``norm_kernel.py``), aligned rows only (128-bit cp.async)."""
-    if norm != "layer" or not aligned or fused_add:
+    across rows; see ``norm_kernel.py``)."""
+    if norm != "layer" or fused_add:
         return 0
-    return _LAYER_PREFETCH.get((n_class, quant), (0, 0, 0))[2]
+    return (_LAYER_PREFETCH if aligned else _LAYER_SHIFTED_PREFETCH).get((n_class, quant), (0, 0, 0))[2]
 
 
 def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict[int, tuple[int, int]]:
@@ -140,7 +159,11 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
     # that beat 4x by 14% (fused add, 3970 GB/s, 98% of the aligned 4096) and 1x (spills);
     # LayerNorm (latency-bound) keeps its aligned split: 1480 GB/s against 1033 with 2x.
     factor = 1 if kind == "layer" else 2
-    return {n: (min(1024, tpr * factor), max(threads, min(1024, tpr * factor))) for n, (tpr, threads) in table.items()}
+    shifted = {n: (min(1024, tpr * factor), max(threads, min(1024, tpr * factor)))
+               for n, (tpr, threads) in table.items()}
+    if kind == "layer" and not fused_add:
+        shifted |= {n: (tpr, threads) for (n, q), (tpr, threads, _) in _LAYER_SHIFTED_PREFETCH.items() if q == quant}
+    return shifted
 
 
 # Resident threads per SM the build asks for (``.minnctapersm``): 512, a 128-register cap.
@@ -191,6 +214,31 @@ class Geometry:
         return self.prefetch * self.block_threads * self.chunks * self.vec * self.elem_bytes
 
     @property
+    def staged_param_elems(self) -> int:
+        """fp32 elements of one parameter staged in shared memory by the persistent shifted
+        LayerNorm (``shifted.stage_params``): 8 rows of one per aligned chunk a row can touch
+        (``n_class / 8 + 1``: a row may start 7 elements into its first), plus one."""
+        return 8 * (self.n_class // 8 + 2) if self.prefetch and self.shifted else 0
+
+    @property
+    def staged_pad_elems(self) -> int:
+        """fp32 words after the staged beta that its last row's reads can reach: threads whose
+        chunks lie past the row read (unused) words up to chunk ``tile_n / vec - 1``; the pad
+        keeps those reads off the ring, which other threads' cp.async are writing."""
+        if not self.staged_param_elems:
+            return 0
+        stride = self.staged_param_elems // 8
+        return max(0, -(-(self.tile_n // self.vec + 1 - stride) // 4) * 4)  # 16-byte multiple
+
+    @property
+    def dynamic_smem_bytes(self) -> int:
+        """The persistent shifted LayerNorm's dynamic shared memory: gamma, beta, the pad, the
+        ring."""
+        if not self.staged_param_elems:
+            return 0
+        return 4 * (2 * self.staged_param_elems + self.staged_pad_elems) + self.ring_bytes
+
+    @property
     def rows_per_cta(self) -> int:
         return self.block_threads // self.threads_per_row
 
@@ -213,7 +261,7 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
              out_dtype: str | None = None) -> Geometry:
     _check(n_class, dtype_name)
     threads_per_row, block_threads = _class_table(norm, fused_add, aligned, out_dtype is not None)[n_class]
-    return Geometry(
+    shape = Geometry(
         n_class=n_class, vec=access_elems(norm, dtype_name, aligned), shifted=not aligned,
         threads_per_row=threads_per_row,
         block_threads=block_threads,
@@ -222,6 +270,10 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
         prefetch=prefetch_depth(norm, n_class, aligned, out_dtype is not None, fused_add),
         elem_bytes=dtype_bits(dtype_name) // 8,
     )
+    if shape.dynamic_smem_bytes:  # no more CTAs than the SM's shared memory holds
+        fits = max(1, SMEM_PER_SM // (shape.dynamic_smem_bytes + 1024))
+        shape = dataclasses.replace(shape, min_ctas_per_sm=min(shape.min_ctas_per_sm, fits))
+    return shape
 
 
 def row_iters(shape: Geometry, rows: int, sms: int) -> int:
@@ -293,6 +345,7 @@ def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: b
                 "out_row_stride": n_class, "out_head_stride": 0, "residual_row_stride": n_class,
                 "residual_head_stride": 0, "eps": 1e-6, "scale_value": 1.0},
         min_ctas_per_sm=shape.min_ctas_per_sm,
+        smem_bytes=shape.dynamic_smem_bytes,
         entry=entry_name(dtype_name, n_class, fused_add, gemma, norm, aligned, out_dtype)
         + ("_swcvt" if fp8_in_software else ""),
         pdl=True,

@@ -36,7 +36,7 @@ from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.cute.reduce import row_reduce_sum
 from cutefi.norm import launch
-from cutefi.norm.shifted import mask_outside_row, shift_chunk, store_ends
+from cutefi.norm.shifted import mask_outside_row, params_in_row_frame, shift_chunk, stage_params, store_ends
 
 
 class RowNormKernel:
@@ -73,9 +73,11 @@ class RowNormKernel:
         self.shifted = shape.shifted
         self.prefetch = shape.prefetch
         self.ring_slot_elems = shape.block_threads * shape.chunks * shape.vec
+        self.staged_param_elems = shape.staged_param_elems
+        self.staged_pad_elems = shape.staged_pad_elems
         # the ring is reused across rows only where the two reductions a row order it (see
-        # prefetch_depth); 128-bit cp.async needs aligned rows
-        assert not self.prefetch or (self.layer and aligned and not fused_add)
+        # prefetch_depth)
+        assert not self.prefetch or (self.layer and not fused_add)
         assert self.num_threads % 32 == 0
         assert self.threads_per_row <= 32 or self.threads_per_row % 32 == 0
 
@@ -107,17 +109,39 @@ class RowNormKernel:
         if const_expr(not self.prefetch):
             self._row(args, row, lane, None, 0, row, None, None)
         else:
-            # persistent: this thread's rows are ``step`` apart; the next ``prefetch`` of them
-            # are in flight in its own slots of the ring (each thread reads back only the
-            # chunks it copied itself, so the ring needs no barrier)
-            grid_x, _, _ = cute.arch.grid_dim()
-            step = grid_x * self.rows_per_cta
+            self._persistent_rows(args, row, lane)
+
+    @cute.jit
+    def _persistent_rows(self, args: KernelArgs, row: cutlass.Int32, lane: cutlass.Int32):
+        """Prefetch builds: this thread's rows are ``step`` apart (``row_iters`` of them); the
+        next ``prefetch`` are in flight in its own slots of the ring (each thread reads back
+        only the chunks it copied itself, so the ring needs no barrier). gamma and beta cover
+        the same columns every row, so they are read once: into registers (aligned rows) or,
+        shifted rows needing them at a different lead each row, into shared memory staged by
+        element-in-chunk (``shifted.stage_params``). The per-row reloads were most of the
+        L1 and L2 traffic of the one-row build."""
+        grid_x, _, _ = cute.arch.grid_dim()
+        step = grid_x * self.rows_per_cta
+        if const_expr(self.shifted):
+            params = cute.arch.get_dyn_smem(Float32, alignment=16)
+            ring = cute.recast_ptr(params + 2 * self.staged_param_elems + self.staged_pad_elems, dtype=self.dtype)
+        else:
             ring = cute.arch.alloc_smem(self.dtype, self.prefetch * self.ring_slot_elems, alignment=16)
-            wait_for_inputs()
-            for d in cutlass.range_constexpr(self.prefetch):
-                self._prefetch(args, row + d * step, lane, ring, d)
-            # gamma and beta: the same columns every row, so loaded once into registers (the
-            # per-row reloads were most of the L1 and L2 traffic of the one-row build)
+        wait_for_inputs()
+        for d in cutlass.range_constexpr(self.prefetch):
+            self._prefetch(args, row + d * step, lane, ring, d)
+        if const_expr(self.shifted):
+            chunks = self.staged_param_elems // 8 - 1
+            stage_params(args.weight, params, args.N, chunks, self.num_threads)
+            stage_params(args.bias, params + self.staged_param_elems, args.N, chunks, self.num_threads)
+            pad = cute.make_tensor(params + 2 * self.staged_param_elems, cute.make_layout(self.staged_pad_elems))
+            for r in cutlass.range_constexpr(-(-self.staged_pad_elems // self.num_threads)):
+                q = cute.arch.thread_idx()[0] + r * self.num_threads
+                if q < self.staged_pad_elems:
+                    pad[q] = Float32(0.0)
+            cute.arch.barrier()
+            weights, biases = params, params + self.staged_param_elems
+        else:
             param_copy = self._tiled_copy(self.param_dtype)
             thr_param = param_copy.get_slice(lane)
             tXgW = thr_param.partition_S(cute.make_tensor(args.weight, cute.make_layout((1, self.tile_n))))
@@ -134,10 +158,10 @@ class RowNormKernel:
             biases.fill(0.0)
             cute.copy(param_copy, tXgW, weights, pred=tXpW)
             cute.copy(param_copy, tXgB, biases, pred=tXpW)
-            for it in cutlass.range(args.row_iters, unroll=1):
-                cute.arch.cp_async_wait_group(self.prefetch - 1)  # this row's group has landed
-                self._row(args, row + it * step, lane, ring, it % self.prefetch, row + (it + self.prefetch) * step,
-                          weights, biases)
+        for it in cutlass.range(args.row_iters, unroll=1):
+            cute.arch.cp_async_wait_group(self.prefetch - 1)  # this row's group has landed
+            self._row(args, row + it * step, lane, ring, it % self.prefetch, row + (it + self.prefetch) * step,
+                      weights, biases)
 
     @cute.jit
     def _ring_slot(self, ring: cute.Pointer, slot: cutlass.Int32, like: cute.Tensor) -> cute.Tensor:
@@ -155,6 +179,10 @@ class RowNormKernel:
         or the row's end) and commit them as one group (empty ones keep the count)."""
         token = row // args.heads
         offset = cutlass.Int64(token) * args.x_row_stride + cutlass.Int64(row - token * args.heads) * args.x_head_stride
+        lead = cutlass.Int32(0)
+        if const_expr(self.shifted):  # the row's first aligned chunk, as in _row
+            lead = cutlass.Int32((offset + args.shift) % self.vec)
+            offset = offset + args.shift - lead
         gX = cute.make_tensor(args.x + cute.assume(offset, divby=self.vec), cute.make_layout((1, self.tile_n)))
         thr = self._tiled_copy(self.dtype).get_slice(lane)
         tXgX = thr.partition_S(gX)
@@ -162,7 +190,7 @@ class RowNormKernel:
         K = const_expr(cute.size(tXgX, mode=[2]))
         pred = cute.make_rmem_tensor(cute.make_layout((1, 1, K), stride=(0, 0, 1)), cutlass.Boolean)
         for k in cutlass.range_constexpr(K):
-            pred[0, 0, k] = tXcX[(0, 0), 0, k][1] < args.N and row < args.M
+            pred[0, 0, k] = tXcX[(0, 0), 0, k][1] - lead < args.N and row < args.M
         atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.dtype,
                                    num_bits_per_copy=128)
         cute.copy(atom, tXgX, self._ring_slot(ring, slot, tXgX), pred=pred)
@@ -310,14 +338,23 @@ class RowNormKernel:
         rstd = cute.math.rsqrt(sum_sq * inv_n + eps, fastmath=True)
 
         # ---- stage 5: scale, apply parameters, store (predicated) ---------
-        if const_expr(self.prefetch):
-            tXrW, tXrB = weights, biases
+        if const_expr(self.prefetch and self.shifted):
+            # a thread's chunks past the staged ones are out of the row: they read (unused) words
+            # of the next staged row or of the pad (Geometry.staged_pad_elems), never the ring
+            staged = self.staged_param_elems // 8 - 1
+            w = params_in_row_frame(weights, lane, lead, tXrX, staged, self.threads_per_row)
+            bias_row = params_in_row_frame(biases, lane, lead, tXrX, staged, self.threads_per_row)
         else:
-            if const_expr(self.delay_w_load):
-                self._load_param(param_copy, thr_param, args.weight, tXgW, tXrW, tXpW, col, lead, N)
+            if const_expr(self.prefetch):
+                tXrW, tXrB = weights, biases
+            else:
+                if const_expr(self.delay_w_load):
+                    self._load_param(param_copy, thr_param, args.weight, tXgW, tXrW, tXpW, col, lead, N)
+                if const_expr(self.layer):
+                    self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
+            w = self._as_row_values(tXrW, tXrX).to(Float32)
             if const_expr(self.layer):
-                self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
-        w = self._as_row_values(tXrW, tXrX).to(Float32)
+                bias_row = self._as_row_values(tXrB, tXrX)
         if const_expr(self.gemma):
             w = w + Float32(1.0)
         # Re-expand x (and for fused add s = x + residual, in fp32: the same sum as before)
@@ -335,7 +372,7 @@ class RowNormKernel:
                 scale = cute.make_tensor(args.scale, cute.make_layout(1))[0]
             inv_scale = Float32(1.0) / scale
         if const_expr(self.layer):
-            y = (x - mean) * rstd * w + self._as_row_values(tXrB, tXrX)
+            y = (x - mean) * rstd * w + bias_row
             if const_expr(self.quant):
                 y = y * inv_scale
         else:
