@@ -99,9 +99,14 @@ SHIFTED_ROUND5 = [  # session 10, round 5: the other shifted classes
     ("layer", 16384, False, 512, 512, 1, False, "fp8e4m3", None, 1),
     ("layer", 1024, False, 32, 128, 4, False, None, None, 0), ("layer", 1024, False, 64, 128, 4, False, None, None, 2),
 ]
-VARIANTS = [  # session 10, round 6: shifted 4096 at 3 or 4 CTAs an SM once gamma/beta staging shrank to 53 KB
+SHIFTED_ROUND6 = [  # session 10, round 6: shifted 4096 at 3 or 4 CTAs an SM once gamma/beta staging shrank to 53 KB
     *[("layer", 4096, False, 128, 128, ctas, False, out, None, 2) for ctas in (3, 4) for out in (None, "fp8e4m3")],
     ("layer", 8192, False, 256, 256, 2, False, None, None, 1), ("layer", 8192, False, 256, 256, 2, False, "fp8e4m3", None, 1),
+]
+VARIANTS = [  # session 10, round 8: the FP8 LayerNorm's 1024 class on the persistent path
+    ("layer", 1024, False, 32, 128, 4, True, "fp8e4m3", None, 0),
+    *[("layer", 1024, False, tpr, threads, ctas, True, "fp8e4m3", None, depth)
+      for tpr, threads, ctas, depth in ((64, 128, 4, 2), (128, 128, 8, 2), (64, 128, 8, 2), (128, 128, 4, 2))],
 ]
 ROWS = 16384
 

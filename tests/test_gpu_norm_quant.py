@@ -85,7 +85,7 @@ def test_fused_add_rmsnorm_quant(fp8, hidden):
 
 @pytest.mark.parametrize("fp8", FORMATS, ids=FORMAT_IDS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-@pytest.mark.parametrize("hidden", [1, 111, 2048, 4095, 4096, 16384])
+@pytest.mark.parametrize("hidden", [1, 111, 1000, 2047, 2048, 4095, 4096, 8191, 16384])
 def test_layernorm_quant(fp8, dtype, hidden):
     x = (torch.randn(200, hidden, device="cuda") * 3 + 1).to(dtype)
     gamma, beta = torch.randn(hidden, device="cuda"), torch.randn(hidden, device="cuda")
@@ -96,7 +96,8 @@ def test_layernorm_quant(fp8, dtype, hidden):
 
 
 @pytest.mark.parametrize("fp8", FORMATS, ids=FORMAT_IDS)
-@pytest.mark.parametrize("hidden, rows", [(2048, 2999), (4096, 6001), (4095, 3001), (5000, 1500), (16384, 701)])
+@pytest.mark.parametrize("hidden, rows", [(1000, 4001), (2048, 2999), (4096, 6001), (4095, 3001), (5000, 1500),
+                                          (8191, 1200), (16384, 701)])
 def test_layernorm_quant_many_rows_a_thread(fp8, hidden, rows):
     """Row counts that give the persistent builds several rows a thread (row_iters > 1) with a
     partial last round: every row normalised once, none written twice or skipped."""

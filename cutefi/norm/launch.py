@@ -105,13 +105,13 @@ def access_elems(norm: str, dtype_name: str, aligned: bool) -> int:
 # block_threads, prefetch depth). Each thread keeps its gamma and beta in registers for all its
 # rows and has the next ``depth`` rows of x in flight (see prefetch_depth). At 16384 rows bf16 on
 # the H200 (tune_norm_h200_round10*.json), against the one-row builds in the same run: quant
-# 2048/4096/8192/16384 2893/3713/3917/3687 GB/s against 2381/2454/2171/1789; plain 1024/2048/
-# 16384 3432/3698/3921 against 2813/3195/3633. Plain 4096 and 8192 keep their one-row builds
+# 1024/2048/4096/8192/16384 2716/2893/3713/3917/3687 GB/s against 2273/2381/2454/2171/1789;
+# plain 1024/2048/16384 3432/3698/3921 against 2813/3195/3633. Plain 4096 and 8192 keep their one-row builds
 # (3729 and 3822 at best against 3862 and 3886); 32768's ring would not fit static shared memory.
 _LAYER_PREFETCH = {
     (1024, False): (64, 128, 2), (2048, False): (128, 128, 2), (16384, False): (512, 512, 1),
-    (2048, True): (128, 128, 2), (4096, True): (128, 128, 2), (8192, True): (256, 256, 2),
-    (16384, True): (512, 512, 1),
+    (1024, True): (64, 128, 2), (2048, True): (128, 128, 2), (4096, True): (128, 128, 2),
+    (8192, True): (256, 256, 2), (16384, True): (512, 512, 1),
 }
 
 
