@@ -103,10 +103,17 @@ SHIFTED_ROUND6 = [  # session 10, round 6: shifted 4096 at 3 or 4 CTAs an SM onc
     *[("layer", 4096, False, 128, 128, ctas, False, out, None, 2) for ctas in (3, 4) for out in (None, "fp8e4m3")],
     ("layer", 8192, False, 256, 256, 2, False, None, None, 1), ("layer", 8192, False, 256, 256, 2, False, "fp8e4m3", None, 1),
 ]
-VARIANTS = [  # session 10, round 8: the FP8 LayerNorm's 1024 class on the persistent path
+LAYER_QUANT_ROUND8 = [  # session 10, round 8: the FP8 LayerNorm's 1024 class on the persistent path
     ("layer", 1024, False, 32, 128, 4, True, "fp8e4m3", None, 0),
     *[("layer", 1024, False, tpr, threads, ctas, True, "fp8e4m3", None, depth)
       for tpr, threads, ctas, depth in ((64, 128, 4, 2), (128, 128, 8, 2), (64, 128, 8, 2), (128, 128, 4, 2))],
+]
+VARIANTS = [  # session 10, round 9: CTAs an SM of the RMSNorm builds still short of their goals
+    *[("rms", 4096, False, tpr, threads, ctas, False, "fp8e4m3") for tpr, threads, ctas in
+      ((128, 128, 4), (128, 128, 5), (128, 128, 6), (256, 256, 3))],
+    *[("rms", 4096, True, tpr, threads, ctas, True) for tpr, threads, ctas in
+      ((64, 128, 4), (64, 128, 6), (64, 128, 8), (128, 128, 4), (128, 128, 6))],
+    *[("rms", 4096, True, 128, 128, ctas, False, "fp8e4m3") for ctas in (4, 6)],
 ]
 ROWS = 16384
 

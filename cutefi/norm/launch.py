@@ -9,7 +9,9 @@ and eps are kernel arguments. Parameters (the contract below is the only list): 
 output is divided by ``scale_value``, or by ``scale[0]`` where ``scale_value`` is 0), ``M`` rows, ``N`` hidden size (``N <= n_class``), ``heads``, and per tensor a
 row (token) stride and a head stride in elements, and ``eps``: row ``r`` starts at ``(r //
 heads) * row_stride + (r % heads) * head_stride``, so a 2-D tensor is ``heads = 1`` and a 3-D
-``[tokens, heads, head_dim]`` view may have any strides. Grid: ``ceil(M / rows_per_cta)`` CTAs.
+``[tokens, heads, head_dim]`` view may have any strides. Grid: ``ceil(M / (rows_per_cta *
+row_iters))`` CTAs; ``row_iters`` is 1 except on the persistent LayerNorm builds
+(``prefetch_depth``), whose threads each normalise ``row_iters`` rows ``grid`` row groups apart.
 
 Every access moves 8 elements (128 bits of a 16-bit dtype). ``aligned`` builds need ``N``,
 every stride and every pointer 8-element aligned. The others ("shifted") take any hidden size

@@ -19,7 +19,10 @@ so 2-D rows and 3-D ``[tokens, heads, head_dim]`` views with any strides take on
 Compile-time specialisation: kind (rms/layer), dtype (bf16/fp16), hidden-size class
 ``n_class`` (any N <= n_class runs on the build), ``fused_add``, ``gemma``, ``aligned`` (else
 shifted: rows start anywhere in their first 16-byte chunk, see ``shifted.py``) and the quant
-``out_dtype``.
+``out_dtype``; the geometry (``launch.geometry``) adds the row split and, for LayerNorm, the
+persistent form: a loop over ``row_iters`` rows a thread with the next rows of x in flight
+through a per-thread cp.async ring and gamma/beta read once (registers for aligned rows, shared
+memory staged by element-in-chunk for shifted ones), see ``_persistent_rows``.
 """
 
 from __future__ import annotations
