@@ -31,6 +31,10 @@ from cutefi.norm import launch
 # out_dtype "fp8e4m3" times the quant build (scale 1). Session 6 also timed L1 cache hints (rows
 # L1::evict_first and st.cs, parameters L1::evict_last) on each shipped geometry: 1-5% slower
 # everywhere (tune_norm_h200_round4*.json), so the kernel has none.
+# The earlier rounds' lists stay as the record behind their results files (named in each
+# comment); set VARIANTS to one to rerun it. They build today's kernel: PREFETCH_ROUND1 (the ring
+# with gamma/beta reloaded every row) and SHIFTED_ROUND4 (the larger first staging) now build the
+# kept forms, so their numbers will differ from the files.
 SMALL_M_VARIANTS = [  # session 6 (tune_norm_h200_round6.json): wider rows for decode-sized M
     ("rms", 2048, False, 32, 128, 4, True), ("rms", 2048, False, 64, 128, 4, True),
     ("rms", 2048, False, 128, 128, 4, True), ("rms", 2048, False, 256, 256, 2, True),

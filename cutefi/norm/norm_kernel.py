@@ -204,7 +204,8 @@ class RowNormKernel:
              next_row: cutlass.Int32, weights, biases):
         """Normalise one row (threads_per_row threads). Prefetch builds take x from ``slot`` of
         the ring, refill it with ``next_row`` once x is in registers, and take gamma and beta
-        from the registers ``weights`` and ``biases``."""
+        from ``weights`` and ``biases``: registers (aligned rows) or the staged copies in shared
+        memory (shifted rows). One-row builds pass None for all three and load their own."""
         M, N, eps = args.M, args.N, args.eps
 
         # ---- stage 0: this thread's row and its start in each tensor ------
