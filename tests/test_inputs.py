@@ -65,6 +65,12 @@ def _cpu_calls():
         "CUDAGraphBatchDecodeWithPagedKVCacheWrapper": (lambda: cutefi.CUDAGraphBatchDecodeWithPagedKVCacheWrapper(
             torch.empty(1024, dtype=torch.uint8), indptr, pos, pos[:2]), "workspace_buffer"),
         "single_decode_with_kv_cache": (lambda: cutefi.single_decode_with_kv_cache(q[0], k, k), "q"),
+        "mm_bf16": (lambda: cutefi.mm_bf16(x, torch.randn(128, 64).to(bf16).t(), bias=torch.randn(128).to(bf16),
+                                           out=torch.empty(4, 128, dtype=bf16)), "a"),
+        "mm_fp16": (lambda: cutefi.mm_fp16(x.half(), torch.randn(64, 128).half()), "a"),
+        "bmm_bf16": (lambda: cutefi.bmm_bf16(q, torch.randn(8, 64, 16).to(bf16)), "A"),
+        "bmm_fp16": (lambda: cutefi.bmm_fp16(q.half(), torch.randn(8, 16, 64).half().transpose(1, 2),
+                                             out_dtype=torch.bfloat16), "A"),
     }
 
 

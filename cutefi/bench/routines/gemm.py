@@ -1,0 +1,62 @@
+"""mm_bf16 / mm_fp16 routine (compute bound for large M, weight-bandwidth bound for small M):
+``a [m, k] @ w.t()`` with ``w`` an ``[n, k]`` nn.Linear weight. FLOPs 2mnk; bytes: read a and
+the weight, write the output (GB/s is the decode-sized figure of merit)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+import cutefi
+
+from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, compiled, flashinfer_module, randn
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.matmul(a, b)
+
+
+def _cutefi_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if a.dtype == torch.bfloat16:
+        return cutefi.mm_bf16(a, b)
+    return cutefi.mm_fp16(a, b, out_dtype=torch.float16)
+
+
+class MmBf16(Routine):
+    name = "mm_bf16"
+    help = "mm_bf16 / mm_fp16 (by --dtype): a [m, k] @ w.t(), w an [n, k] nn.Linear weight"
+    optional_backends = ("flashinfer",)
+    flags = (ShapeFlag("m", (1, 16, 64, 256, 1024, 4096, 16384), (16, 4096), "rows of a (tokens)"),
+             ShapeFlag("n", (4096, 14336), (4096,), "output features"),
+             ShapeFlag("k", (4096,), (4096,), "input features"))
+    bound = "compute"
+
+    def backends(self) -> dict[str, Backend]:
+        found: dict[str, Backend] = {"cutefi": _cutefi_mm, "cublas": _matmul, "torch.compile": compiled(_matmul)}
+        flashinfer = flashinfer_module()
+        if flashinfer is not None and hasattr(flashinfer, "mm_bf16"):
+            found["flashinfer"] = lambda a, b: flashinfer.mm_bf16(a, b)
+        return found
+
+    def check_shape(self, shape: dict[str, int]) -> None:
+        if shape["n"] % 8 or shape["k"] % 8:
+            raise BenchInputError(f"--n {shape['n']} --k {shape['k']}: mm_bf16 takes N and K in multiples of 8")
+
+    def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
+        weight = randn(shape["n"], shape["k"], dtype=dtype)
+        return randn(shape["m"], shape["k"], dtype=dtype), weight.t()
+
+    def reference(self, inputs: tuple[Any, ...], shape: dict[str, int]) -> tuple[torch.Tensor, ...]:
+        a, b = inputs
+        return (a.float() @ b.float(),)
+
+    def tolerance(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[float, float]:
+        # entries grow like sqrt(k); the output's rounding grows with them
+        return 1e-2 * math.sqrt(shape["k"]), 1e-2
+
+    def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        elem = torch.empty((), dtype=dtype).element_size()
+        return Cost(bytes=(m * k + k * n + m * n) * elem, flops=2 * m * n * k)

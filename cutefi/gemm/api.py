@@ -1,0 +1,229 @@
+"""Dense GEMM: FlashInfer's ``mm_bf16`` / ``bmm_bf16`` (and their fp16 twins) on the CuTe DSL
+Hopper kernel (``sm90_kernel.py``; contract and builds: ``launch.py``; heuristic: ``plan.py``).
+
+Layouts taken without a copy (rows of 16 bytes' multiple, base addresses 16-byte aligned):
+  - ``a`` ``[M, K]`` (``A`` ``[b, M, K]``): rows contiguous (``stride(-1) == 1``);
+  - ``b`` ``[K, N]`` (``B`` ``[b, K, N]``): column-major, i.e. the transposed view ``w.t()`` of an
+    ``[N, K]`` nn.Linear weight (``stride(-2) == 1``), or row-major (``stride(-1) == 1``);
+  - ``out`` ``[M, N]`` (``[b, M, N]``): rows contiguous.
+Batch strides are free. M, N, K, b are runtime arguments: no new build per shape.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._capability import declare
+from .._checks import require_cuda, require_same_device, require_tensor
+from .._library import compiling, define
+from .._plans import PlanCache
+from ..jit.logs import api_log
+from ..jit.lookup import get_kernel
+from ..jit.policy import Family
+from . import launch
+from .plan import GENERATION, launch_plan
+
+_PLANS = PlanCache()
+_TORCH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+BACKENDS = ("auto", "cutefi")
+_FLASHINFER_BACKENDS = ("cudnn", "cutlass", "tgv")
+_SMS: dict[int, int] = {}
+
+
+def _sms(device: int) -> int:
+    count = _SMS.get(device)
+    if count is None:
+        count = _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return count
+
+
+def _check_backend(backend: object) -> None:
+    if backend in BACKENDS:
+        return
+    if backend in _FLASHINFER_BACKENDS:
+        raise ValueError(f"backend={backend!r} is one of FlashInfer's; cutefi runs its own kernels only: "
+                         f"pass backend='auto' or 'cutefi'")
+    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+
+
+def _operand_layout(name: str, tensor: torch.Tensor, rows_dim: int, cols_dim: int) -> str:
+    """'row' when rows are contiguous, 'col' when columns are; raises otherwise."""
+    shape, stride = tensor.shape, tensor.stride()
+    for layout, inner, outer in (("row", cols_dim, rows_dim), ("col", rows_dim, cols_dim)):
+        if stride[inner] == 1 or shape[inner] == 1:
+            lead = stride[outer]
+            if shape[outer] > 1 and (lead < shape[inner] or lead % launch.ALIGN_ELEMS):
+                continue
+            return layout
+    raise ValueError(f"{name} {tuple(shape)} with strides {tuple(stride)} is not taken without a copy: one of "
+                     f"its last two dimensions must have stride 1 and the other a stride >= its extent and a "
+                     f"multiple of {launch.ALIGN_ELEMS} elements (16 bytes)")
+
+
+def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, bias: torch.Tensor | None,
+          out_dtype: torch.dtype, batched: bool, dtype_name: str) -> tuple:
+    """Check every argument of one call layout; return what the launch needs."""
+    a_name, b_name = ("A", "B") if batched else ("a", "b")
+    require_tensor(a_name, a)
+    require_tensor(b_name, b)
+    rank = 3 if batched else 2
+    for name, tensor in ((a_name, a), (b_name, b)):
+        if tensor.dim() != rank:
+            raise ValueError(f"{name} must be {rank}-D, got shape {tuple(tensor.shape)}")
+        if _TORCH_DTYPES.get(tensor.dtype) != dtype_name:
+            raise TypeError(f"{name} must be {_dtype_text(dtype_name)}, got {tensor.dtype}")
+    if batched and a.shape[0] != b.shape[0]:
+        raise ValueError(f"A {tuple(a.shape)} and B {tuple(b.shape)} must have the same batch size")
+    m, k = a.shape[-2:]
+    if b.shape[-2] != k:
+        raise ValueError(f"{a_name} {tuple(a.shape)} and {b_name} {tuple(b.shape)}: K must match "
+                         f"({k} vs {b.shape[-2]})")
+    n = b.shape[-1]
+    batch = a.shape[0] if batched else 1
+    if n % launch.ALIGN_ELEMS or k % launch.ALIGN_ELEMS:
+        raise ValueError(f"N and K must be multiples of {launch.ALIGN_ELEMS} (rows of 16 bytes, for TMA); "
+                         f"got N={n}, K={k}")
+    if out_dtype not in _TORCH_DTYPES:
+        raise TypeError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
+    expected = (batch, m, n) if batched else (m, n)
+    if out is not None:
+        require_tensor("out", out)
+        if tuple(out.shape) != expected or out.dtype != out_dtype:
+            raise ValueError(f"out must be {expected} {out_dtype} (out_dtype), got {tuple(out.shape)} {out.dtype}")
+    if bias is not None:
+        if batched:
+            raise ValueError("bmm takes no bias")
+        require_tensor("bias", bias)
+        if bias.dtype != a.dtype or tuple(bias.shape) != (n,) or (n > 1 and bias.stride(0) != 1):
+            raise ValueError(f"bias must be a contiguous ({n},) {a.dtype} tensor, got {tuple(bias.shape)} "
+                             f"{bias.dtype} with strides {tuple(bias.stride())}")
+    if min(m, n, k, batch) > 0:
+        if _operand_layout(a_name, a, rank - 2, rank - 1) != "row":
+            raise ValueError(f"{a_name} must have contiguous rows (stride(-1) == 1), got strides {tuple(a.stride())}")
+        b_major = "k" if _operand_layout(b_name, b, rank - 2, rank - 1) == "col" else "n"
+        if out is not None and _operand_layout("out", out, rank - 2, rank - 1) != "row":
+            raise ValueError(f"out must have contiguous rows (stride(-1) == 1), got strides {tuple(out.stride())}")
+    else:
+        b_major = "k"
+    device = require_cuda(a_name, a)
+    require_cuda(b_name, b)
+    named = [(a_name, a), (b_name, b)] + [(n_, t) for n_, t in (("out", out), ("bias", bias)) if t is not None]
+    require_same_device(*named)
+    if min(m, n, k, batch) == 0:
+        return None, device, expected, b_major, None
+    plan = launch_plan(m, n, batch, _sms(device), b_major == "k")
+    spec = launch.SM90_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], b_major, plan.config)]
+    return get_kernel(spec, device), device, expected, b_major, plan
+
+
+def _dtype_text(name: str) -> str:
+    return "torch.bfloat16" if name == "bf16" else "torch.float16"
+
+
+def _as_3d(tensor: torch.Tensor, batched: bool) -> torch.Tensor:
+    return tensor if batched else tensor.unsqueeze(0)
+
+
+def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool, out: torch.Tensor | None,
+          out_dtype: torch.dtype, backend: str, batched: bool, dtype_name: str) -> torch.Tensor:
+    if backend != "auto" and backend != "cutefi":
+        _check_backend(backend)
+    if pdl is not True and pdl is not False:
+        raise TypeError(f"pdl must be a bool, got {pdl!r}")
+    try:
+        key = (a.dtype, a.shape, a.stride(), a.get_device(), b.dtype, b.shape, b.stride(), b.get_device(),
+               None if out is None else (out.dtype, out.shape, out.stride(), out.get_device()),
+               None if bias is None else (bias.dtype, bias.shape, bias.stride(), bias.get_device()),
+               out_dtype, batched, dtype_name, GENERATION[0])
+    except AttributeError:
+        key = None
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS.put(key, _plan(a, b, out, bias, out_dtype, batched, dtype_name))
+    kernel, device, shape, b_major, grid = plan
+    if out is None:
+        out = torch.empty(shape, dtype=out_dtype, device=a.device)
+    if kernel is None:  # an empty dimension: nothing to multiply
+        if out.numel():
+            out.copy_(bias.expand_as(out)) if bias is not None else out.zero_()
+        return out
+    b_ptr = b.data_ptr()
+    bias_ptr = bias.data_ptr() if bias is not None else b_ptr
+    if (a.data_ptr() | b_ptr | out.data_ptr()) & 15 or bias_ptr & 1:
+        raise ValueError("a, b and out must start on 16-byte boundaries (bias on 2-byte ones); "
+                         "slice views that start mid-row are not taken")
+    b_view = b.transpose(-2, -1) if b_major == "k" else b  # the loader reads a row-major tensor
+    m, n = shape[-2], shape[-1]
+    kernel.launch((grid.ctas, 1, 1), device, None, pdl,
+                  a=_as_3d(a, batched), b=_as_3d(b_view, batched), c=_as_3d(out, batched), bias=bias_ptr,
+                  m=m, n=n, k=a.shape[-1], batch=shape[0] if batched else 1, group_m=grid.group_m,
+                  has_bias=0 if bias is None else 1, ctas=grid.ctas)
+    return out
+
+
+@api_log
+def mm_bf16(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, pdl: bool = False,
+            out: torch.Tensor | None = None, out_dtype: torch.dtype = torch.bfloat16,
+            backend: str = "auto") -> torch.Tensor:
+    """``out = a @ b (+ bias)``: ``a`` [M, K] bf16, ``b`` [K, N] bf16 (``w.t()`` of an [N, K]
+    weight, or row-major), ``bias`` [N] bf16, output bf16 or fp16 ``out_dtype`` (or ``out``)."""
+    if compiling():
+        return _OPS["mm"](a, b, bias, pdl, out, out_dtype, "bf16")
+    return _gemm(a, b, bias, pdl, out, out_dtype, backend, False, "bf16")
+
+
+@api_log
+def mm_fp16(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, pdl: bool = False,
+            out: torch.Tensor | None = None, out_dtype: torch.dtype = torch.float16,
+            backend: str = "auto") -> torch.Tensor:
+    """``mm_bf16`` for fp16 inputs (output fp16 by default)."""
+    if compiling():
+        return _OPS["mm"](a, b, bias, pdl, out, out_dtype, "fp16")
+    return _gemm(a, b, bias, pdl, out, out_dtype, backend, False, "fp16")
+
+
+@api_log
+def bmm_bf16(A: torch.Tensor, B: torch.Tensor, out: torch.Tensor | None = None,
+             out_dtype: torch.dtype = torch.bfloat16, backend: str = "auto") -> torch.Tensor:
+    """``out[i] = A[i] @ B[i]``: ``A`` [b, M, K], ``B`` [b, K, N] (column- or row-major), bf16."""
+    if compiling():
+        return _OPS["mm"](A, B, None, False, out, out_dtype, "bf16")
+    return _gemm(A, B, None, False, out, out_dtype, backend, True, "bf16")
+
+
+@api_log
+def bmm_fp16(A: torch.Tensor, B: torch.Tensor, out: torch.Tensor | None = None,
+             out_dtype: torch.dtype = torch.float16, backend: str = "auto") -> torch.Tensor:
+    """``bmm_bf16`` for fp16 inputs."""
+    if compiling():
+        return _OPS["mm"](A, B, None, False, out, out_dtype, "fp16")
+    return _gemm(A, B, None, False, out, out_dtype, backend, True, "fp16")
+
+
+# ---- torch.compile: the ops Dynamo records ------------------------------------------------
+def _mm_into(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool, out: torch.Tensor,
+             dtype: str) -> None:
+    _gemm(a, b, bias, pdl, out, out.dtype, "auto", a.dim() == 3, dtype)
+
+
+def _no_output(*args: object) -> None:
+    return None
+
+
+def _traced_mm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool, out: torch.Tensor | None,
+               out_dtype: torch.dtype, dtype: str) -> torch.Tensor:
+    if out is None:
+        out = a.new_empty((*a.shape[:-1], b.shape[-1]), dtype=out_dtype)
+    _OPS["mm_into"](a, b, bias, pdl, out, dtype)
+    return out
+
+
+_OPS = {
+    "mm_into": define("gemm_mm_into(Tensor a, Tensor b, Tensor? bias, bool pdl, Tensor(a!) out, str dtype) -> ()",
+                      _mm_into, _no_output),
+    "mm": _traced_mm,
+}
+for _function in (mm_bf16, bmm_bf16):
+    declare(_function, (Family.WGMMA,), ("bf16",))
+for _function in (mm_fp16, bmm_fp16):
+    declare(_function, (Family.WGMMA,), ("fp16",))

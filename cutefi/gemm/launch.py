@@ -1,0 +1,134 @@
+"""Contracts, configurations and specs of the dense GEMM family (pure Python; kernels:
+``sm90_kernel.py``).
+
+``C[l] = A[l] @ B[l] (+ bias)`` with A ``[L, M, K]`` row-major, B either K-major (the
+transposed view of an ``[N, K]`` nn.Linear weight, passed to the loader as that ``[L, N, K]``
+row-major tensor) or N-major (a row-major ``[L, K, N]``), C ``[L, M, N]`` row-major.
+
+``gemm.sm90`` (Hopper, wgmma): one producer warpgroup (a single warp issues TMA loads into a
+``stages``-deep ring) and two consumer warpgroups that split a ``tile_m`` x ``tile_n`` tile
+by rows; persistent CTAs walk the output tiles in a grouped raster (``group_m`` M tiles per
+group); the epilogue converts the fp32 accumulators to the output dtype, adds the bias and
+stores through shared memory with TMA. All sizes are runtime arguments: the loader encodes
+the descriptors from the real tensors and the kernel reads M, N, K, L from scalars, so one
+build serves every shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes
+from ..jit.contract import LaunchContract, Param, TmaRecipe, ceil_div, scalars
+from ..jit.policy import Family
+from ..jit.registry import register
+from ..jit.spec import KernelSpec
+
+DTYPES = ("bf16", "fp16")
+OUT_DTYPES = ("bf16", "fp16")
+B_MAJORS = ("k", "n")  # k: the transposed view of an [N, K] weight; n: a row-major [K, N]
+TILE_K = 64           # 128 bytes of a 16-bit row: one 128-byte swizzle atom
+EPI_TILE_N = 32       # columns the epilogue stores per TMA store
+EPI_STAGES = 4
+WARPGROUP = 128
+SM90_THREADS = 3 * WARPGROUP  # producer + two consumers
+SMEM_LIMIT = 227 * 1024       # Hopper's opt-in limit per CTA
+BARRIER_BYTES = 1024          # mbarriers, padded so the first tile starts on 1 KiB
+# the static shape each TMA tensor is compiled against ([L, rows, cols]): at least two tiles
+# per mode so no tile index folds away; the kernel only reads the descriptors and scalars
+PLACEHOLDER = (2, 4096, 4096)
+ALIGN_ELEMS = 8  # TMA: every row stride (and base) a multiple of 16 bytes
+
+
+@dataclass(frozen=True)
+class Sm90Config:
+    """A Hopper build: CTA tile, cluster along M (B multicast to ``cluster_m`` CTAs)."""
+
+    tile_m: int = 128
+    tile_n: int = 256
+    cluster_m: int = 1
+
+    def __post_init__(self) -> None:
+        if self.tile_m != 128:
+            raise ValueError(f"tile_m must be 128 (two consumer warpgroups of 64 rows), got {self.tile_m}")
+        if self.tile_n not in (64, 128, 256):
+            raise ValueError(f"tile_n must be 64, 128 or 256, got {self.tile_n}")
+        if self.cluster_m not in (1, 2):
+            raise ValueError(f"cluster_m must be 1 or 2, got {self.cluster_m}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.tile_m}x{self.tile_n}c{self.cluster_m}"
+
+    def stage_bytes(self, dtype: str) -> int:
+        return (self.tile_m + self.tile_n) * TILE_K * dtypes.bits(dtype) // 8
+
+    def epi_bytes(self, out_dtype: str) -> int:
+        return self.tile_m * EPI_TILE_N * dtypes.bits(out_dtype) // 8 * EPI_STAGES
+
+    def stages(self, dtype: str, out_dtype: str) -> int:
+        return (SMEM_LIMIT - BARRIER_BYTES - self.epi_bytes(out_dtype)) // self.stage_bytes(dtype)
+
+    def smem_bytes(self, dtype: str, out_dtype: str) -> int:
+        return (BARRIER_BYTES + self.stages(dtype, out_dtype) * self.stage_bytes(dtype)
+                + self.epi_bytes(out_dtype))
+
+
+CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 128, 1), Sm90Config(128, 64, 1))
+
+
+def tiles(m: int, n: int, config: Sm90Config) -> tuple[int, int]:
+    """Output tiles along M (rounded up to whole clusters) and N."""
+    tiles_m = ceil_div(ceil_div(m, config.tile_m), config.cluster_m) * config.cluster_m
+    return tiles_m, ceil_div(n, config.tile_n)
+
+
+def _swizzle(row_bytes: int) -> str:
+    if row_bytes not in (32, 64, 128):
+        raise ValueError(f"a shared-memory row must be 32, 64 or 128 bytes, got {row_bytes}")
+    return f"{row_bytes}B"
+
+
+def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int,
+                  cluster_m: int) -> LaunchContract:
+    config = Sm90Config(tile_m, tile_n, cluster_m)
+    elem = dtypes.bits(dtype) // 8
+    # B's box: a multicast CTA loads 1/cluster_m of the tile; an N-major tile is loaded in
+    # 64-column pieces (one 128-byte swizzle atom wide)
+    b_rows = tile_n // cluster_m
+    b_box = (TILE_K, b_rows, 1) if b_major == "k" else (128 // elem, TILE_K, 1)
+    tma = (
+        TmaRecipe("a", dtype, box=(TILE_K, tile_m, 1), placeholder=PLACEHOLDER,
+                  swizzle=_swizzle(TILE_K * elem), l2_promotion="256B"),
+        TmaRecipe("b", dtype, box=b_box, placeholder=PLACEHOLDER,
+                  swizzle="128B", l2_promotion="256B"),
+        TmaRecipe("c", out_dtype, box=(EPI_TILE_N, tile_m, 1), placeholder=PLACEHOLDER,
+                  swizzle=_swizzle(EPI_TILE_N * dtypes.bits(out_dtype) // 8)),
+    )
+    return LaunchContract(
+        params=(Param("a", "tma"), Param("b", "tma"), Param("c", "tma"), Param("bias", "ptr", dtype, 2),
+                *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias", "ctas")),
+        block=(SM90_THREADS, 1, 1),
+        grid=lambda p: (p["ctas"], 1, 1),
+        sample={"m": 4096, "n": 4096, "k": 4096, "batch": 1, "group_m": 8, "has_bias": 0, "ctas": 132},
+        cluster=(cluster_m, 1, 1),
+        smem_bytes=config.smem_bytes(dtype, out_dtype),
+        tma=tma,
+        entry=f"cutefi_gemm_sm90_{dtype}_{out_dtype}_{b_major}_{config.name}",
+        pdl=True,
+    )
+
+
+def _sm90_spec(dtype: str, out_dtype: str, b_major: str, config: Sm90Config) -> KernelSpec:
+    return KernelSpec.make("gemm.sm90", "cute", "cutefi.gemm.sm90_kernel:GemmSm90",
+                           "cutefi.gemm.launch:sm90_contract", Family.WGMMA,
+                           dtype=dtype, out_dtype=out_dtype, b_major=b_major, tile_m=config.tile_m,
+                           tile_n=config.tile_n, cluster_m=config.cluster_m)
+
+
+SM90_SPECS = {
+    (dtype, out_dtype, b_major, config): _sm90_spec(dtype, out_dtype, b_major, config)
+    for dtype in DTYPES for out_dtype in OUT_DTYPES for b_major in B_MAJORS for config in CONFIGS
+    if b_major == "k" or config.cluster_m == 1  # multicast splits B's box: K-major only
+}
+register(*SM90_SPECS.values())

@@ -1,0 +1,98 @@
+"""Choosing a dense GEMM build and its launch for a problem: the written-down heuristic.
+
+``choose_config(m, n, batch, sms)``:
+  - 128 x 256 tiles in clusters of two along M (B multicast: each B tile read once per pair)
+    when that gives at least one full wave of tiles (one cluster of one tile when B is
+    N-major or there is a single M tile);
+  - else 128 x 128 tiles when they give at least half a wave;
+  - else 128 x 64 tiles (small problems, decode-sized M: the most CTAs streaming B).
+``launch_plan`` then sizes the persistent grid: one CTA per SM (the ring takes all of shared
+memory) or fewer when there are fewer tiles, rounded to whole clusters, and the raster group.
+
+``override(config=..., group_m=...)`` replaces the heuristic for experiments (``cutefi-bench``
+sweeps it); ``CUTEFI_GEMM_CONFIG=128x256c2`` does the same from the environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+from .launch import CONFIGS, Sm90Config, tiles
+
+GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
+_OVERRIDE: dict[str, object] = {}
+GENERATION = [0]  # bumped on every override change: part of the API's plan-cache key
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    config: Sm90Config
+    ctas: int
+    group_m: int
+
+
+def parse_config(text: str) -> Sm90Config:
+    """``"128x256c2"`` -> Sm90Config(128, 256, 2)."""
+    try:
+        tile, cluster = text.lower().split("c")
+        tile_m, tile_n = (int(v) for v in tile.split("x"))
+        config = Sm90Config(tile_m, tile_n, int(cluster))
+    except ValueError as exc:
+        raise ValueError(f"a GEMM config reads like 128x256c2 (tile_m x tile_n, cluster along M); "
+                         f"got {text!r}: {exc}") from None
+    if config not in CONFIGS:
+        raise ValueError(f"GEMM config {text!r} is not built; built: {', '.join(c.name for c in CONFIGS)}")
+    return config
+
+
+@contextlib.contextmanager
+def override(config: Sm90Config | str | None = None, group_m: int | None = None) -> Iterator[None]:
+    """Use ``config`` / ``group_m`` instead of the heuristic inside the block."""
+    saved = dict(_OVERRIDE)
+    GENERATION[0] += 1
+    if config is not None:
+        _OVERRIDE["config"] = parse_config(config) if isinstance(config, str) else config
+    if group_m is not None:
+        if group_m < 1:
+            raise ValueError(f"group_m must be >= 1, got {group_m}")
+        _OVERRIDE["group_m"] = group_m
+    try:
+        yield
+    finally:
+        _OVERRIDE.clear()
+        _OVERRIDE.update(saved)
+        GENERATION[0] += 1
+
+
+def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> Sm90Config:
+    forced = _OVERRIDE.get("config") or _env_config()
+    if forced is not None:
+        if forced.cluster_m > 1 and not b_k_major:
+            raise ValueError(f"GEMM config {forced.name} multicasts B, which needs a K-major B")
+        return forced  # type: ignore[return-value]
+    single_m = -(-m // 128) < 2
+    big = Sm90Config(128, 256, 2 if b_k_major and not single_m else 1)
+    tiles_m, tiles_n = tiles(m, n, big)
+    if tiles_m * tiles_n * batch >= sms:
+        return big
+    tiles_m, tiles_n = tiles(m, n, Sm90Config(128, 128, 1))
+    if 2 * tiles_m * tiles_n * batch >= sms:
+        return Sm90Config(128, 128, 1)
+    return Sm90Config(128, 64, 1)
+
+
+def launch_plan(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> LaunchPlan:
+    config = choose_config(m, n, batch, sms, b_k_major)
+    tiles_m, tiles_n = tiles(m, n, config)
+    total = tiles_m * tiles_n * batch
+    ctas = min(total, sms // config.cluster_m * config.cluster_m)
+    group_m = int(_OVERRIDE.get("group_m", GROUP_M))  # type: ignore[arg-type]
+    return LaunchPlan(config, ctas, max(1, group_m // config.cluster_m))
+
+
+def _env_config() -> Sm90Config | None:
+    text = os.environ.get("CUTEFI_GEMM_CONFIG")
+    return parse_config(text) if text else None

@@ -1,0 +1,312 @@
+"""Hopper (sm_90a) dense GEMM: TMA loads, wgmma, warp-specialised and persistent, in CuTe DSL.
+
+ABI, configurations and launch: ``launch.py`` (``sm90_contract``). A CTA has three warpgroups:
+
+  0. producer: after giving registers back, one warp walks this CTA's tiles and, per K step,
+     waits for a free ring slot and TMA-loads the A and B tiles into it (B multicast to the
+     cluster's CTAs when ``cluster_m`` is 2: they share the N tile, so each loads half);
+  1-2. consumers: each owns 64 rows of the 128-row tile and, per K
+     step, waits for the slot to fill, issues the wgmmas on it and frees the slot of the step
+     before once those wgmmas are done (one step of MMAs stays in flight);
+  then the epilogue: bias added to the fp32 accumulators, converted to the output dtype,
+  written to shared memory with stmatrix in ``EPI_TILE_N``-column pieces and stored by TMA
+  from a ring of ``EPI_STAGES`` buffers (one consumer warp issues the stores).
+
+Tiles are taken in :class:`~cutefi.cute.tile_scheduler.GroupedRaster` order, clusters
+``gridDim.x / cluster_m`` apart; out-of-range rows and columns (M, N, K not multiples of the
+tile) are zero-filled by TMA on load and dropped on store.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass import Float32, Int32, const_expr
+from cutlass.cute.nvgpu import cpasync, warp, warpgroup
+
+from cutefi.cute import args as kernel_args
+from cutefi.cute.args import KernelArgs
+from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.pdl import wait_for_inputs
+from cutefi.cute.tile_scheduler import GroupedRaster
+from cutefi.gemm import launch
+
+PRODUCER_REGS = 40
+CONSUMER_REGS = 232
+EPILOGUE_BARRIER = 1  # named barrier of the two consumer warpgroups (0 is __syncthreads)
+CONSUMER_THREADS = 2 * launch.WARPGROUP
+
+
+class GemmSm90:
+    # ------------------------------------------------------------------ #
+    # 1. specialisation
+    # ------------------------------------------------------------------ #
+    def __init__(self, dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, cluster_m: int) -> None:
+        if dtype not in launch.DTYPES or out_dtype not in launch.OUT_DTYPES or b_major not in launch.B_MAJORS:
+            raise ValueError(f"unsupported sm90 GEMM build: {dtype} -> {out_dtype}, B {b_major}-major")
+        self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m)
+        config = launch.Sm90Config(tile_m, tile_n, cluster_m)
+        self.dtype = cute_dtype(dtype)
+        self.out_dtype = cute_dtype(out_dtype)
+        self.b_k_major = b_major == "k"
+        self.tile_mnk = (tile_m, tile_n, launch.TILE_K)
+        self.cluster_m = cluster_m
+        self.stages = config.stages(dtype, out_dtype)
+        self.epi_tile = (tile_m, launch.EPI_TILE_N)
+
+    def _tiled_mma(self):
+        b_mode = cute.nvgpu.OperandMajorMode.K if self.b_k_major else cute.nvgpu.OperandMajorMode.MN
+        return sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, cute.nvgpu.OperandMajorMode.K, b_mode, Float32, (2, 1, 1),
+            tiler_mn=(64, self.tile_mnk[1]))  # two consumer warpgroups of 64 rows each
+
+    def _staged(self, kind, dtype, shape, stages: int, order):
+        atom = warpgroup.make_smem_layout_atom(kind, dtype)
+        return cute.tile_to_shape(atom, (*shape, stages), order=order)
+
+    def _smem_layouts(self):
+        """(A, B, C) staged swizzled layouts: A (tile_m, 64, stages) K-major; B (tile_n, 64,
+        stages) K- or N-major; C (epi rows, 32, EPI_STAGES) N-major."""
+        tile_m, tile_n, tile_k = self.tile_mnk
+        a = self._staged(warpgroup.SmemLayoutAtomKind.K_SW128, self.dtype, (tile_m, tile_k), self.stages, (0, 1, 2))
+        if const_expr(self.b_k_major):
+            b = self._staged(warpgroup.SmemLayoutAtomKind.K_SW128, self.dtype, (tile_n, tile_k), self.stages,
+                             (0, 1, 2))
+        else:
+            b = self._staged(warpgroup.SmemLayoutAtomKind.MN_SW128, self.dtype, (tile_n, tile_k), self.stages,
+                             (1, 0, 2))
+        c_kind = sm90_utils.get_smem_layout_atom(_ROW_MAJOR(), self.out_dtype, self.epi_tile[1])
+        c = self._staged(c_kind, self.out_dtype, self.epi_tile, launch.EPI_STAGES, (0, 1, 2))
+        return a, b, c
+
+    # ------------------------------------------------------------------ #
+    # 2. host side: TMA atoms over the (M, K, L) / (N, K, L) / (M, N, L) views
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def __call__(self, args: KernelArgs):
+        a_smem, b_smem, c_smem = self._smem_layouts()
+        tile_m, tile_n, tile_k = self.tile_mnk
+        a = _mode_order(args.a, (1, 2, 0))                      # [L, M, K] -> (M, K, L)
+        b = _mode_order(args.b, (1, 2, 0) if const_expr(self.b_k_major) else (2, 1, 0))  # -> (N, K, L)
+        c = _mode_order(args.c, (1, 2, 0))                      # [L, M, N] -> (M, N, L)
+        atom_a, tma_a = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k))
+        b_op = cpasync.CopyBulkTensorTileG2SMulticastOp() if const_expr(self.cluster_m > 1) \
+            else cpasync.CopyBulkTensorTileG2SOp()
+        atom_b, tma_b = cpasync.make_tiled_tma_atom(
+            b_op, b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k), num_multicast=self.cluster_m)
+        atom_c, tma_c = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(c_smem, (None, None, 0)), self.epi_tile)
+        kernel_args.launch(self.kernel, self.contract, args,
+                           args.replace(a=(atom_a, tma_a), b=(atom_b, tma_b), c=(atom_c, tma_c)))
+
+    # ------------------------------------------------------------------ #
+    # 3. the kernel: setup, then the producer or a consumer
+    # ------------------------------------------------------------------ #
+    @cute.kernel
+    def kernel(self, args: KernelArgs):
+        atom_a, tma_a = args.a
+        atom_b, tma_b = args.b
+        atom_c, tma_c = args.c
+        a_smem, b_smem, c_smem = self._smem_layouts()
+        tile_m, tile_n, tile_k = self.tile_mnk
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        if warp_idx == 0:
+            cpasync.prefetch_descriptor(atom_a)
+            cpasync.prefetch_descriptor(atom_b)
+            cpasync.prefetch_descriptor(atom_c)
+
+        @cute.struct
+        class SharedStorage:
+            ring_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            s_a: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(a_smem)], 1024]
+            s_b: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(b_smem)], 1024]
+            s_c: cute.struct.Align[cute.struct.MemRange[self.out_dtype, cute.cosize(c_smem)], 1024]
+
+        storage = cutlass.utils.SmemAllocator().allocate(SharedStorage)
+        s_a = storage.s_a.get_tensor(a_smem.outer, swizzle=a_smem.inner)
+        s_b = storage.s_b.get_tensor(b_smem.outer, swizzle=b_smem.inner)
+        s_c = storage.s_c.get_tensor(c_smem.outer, swizzle=c_smem.inner)
+
+        # ---- the ring: full barriers (TMA bytes landed), empty barriers (consumers done) ----
+        cluster_layout = cute.make_layout((self.cluster_m, 1, 1))
+        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        cluster_coord = cluster_layout.get_flat_coord(rank)
+        stage_bytes = cute.size_in_bytes(self.dtype, cute.slice_(a_smem, (None, None, 0))) \
+            + cute.size_in_bytes(self.dtype, cute.slice_(b_smem, (None, None, 0)))
+        # every consumer warp of each CTA that reads a slot releases it in every CTA that
+        # wrote into it (the multicast peers)
+        ring = pipeline.PipelineTmaAsync.create(
+            barrier_storage=storage.ring_barriers.data_ptr(), num_stages=self.stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
+                                                     self.cluster_m * CONSUMER_THREADS // 32),
+            tx_count=stage_bytes, cta_layout_vmnk=cute.make_layout((1, self.cluster_m, 1, 1)), defer_sync=True)
+        pipeline.pipeline_init_arrive(cluster_shape_mn=(self.cluster_m, 1), is_relaxed=True)
+
+        # ---- this CTA's view of the tiles ----------------------------------------------------
+        g_a = cute.local_tile(tma_a, (tile_m, tile_k), (None, None, None))   # (bM, bK, tiles M, K, L)
+        g_b = cute.local_tile(tma_b, (tile_n, tile_k), (None, None, None))   # (bN, bK, tiles N, K, L)
+        g_c = cute.local_tile(tma_c, (tile_m, tile_n), (None, None, None))   # (bM, bN, tiles M, N, L)
+        t_sa, t_ga = cpasync.tma_partition(atom_a, 0, cute.make_layout(1), cute.group_modes(s_a, 0, 2),
+                                           cute.group_modes(g_a, 0, 2))
+        t_sb, t_gb = cpasync.tma_partition(atom_b, cluster_coord[0], cute.make_layout(self.cluster_m),
+                                           cute.group_modes(s_b, 0, 2), cute.group_modes(g_b, 0, 2))
+
+        raster = GroupedRaster(launch_tiles(args.m, tile_m, self.cluster_m), launch_tiles(args.n, tile_n, 1),
+                               args.batch, args.group_m)
+        k_tiles = (args.k + tile_k - 1) // tile_k
+        first = cute.arch.block_idx()[0] // self.cluster_m
+        stride = cute.arch.grid_dim()[0] // self.cluster_m
+
+        pipeline.pipeline_init_wait(cluster_shape_mn=(self.cluster_m, 1))
+        wait_for_inputs()
+        warpgroup_idx = cute.arch.make_warp_uniform(tidx // launch.WARPGROUP)
+        if warpgroup_idx == 0:
+            cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+            if warp_idx == 0:
+                self._produce(ring, raster, first, stride, k_tiles, cluster_coord, atom_a, t_sa, t_ga, atom_b,
+                              t_sb, t_gb)
+        else:
+            cute.arch.setmaxregister_increase(CONSUMER_REGS)
+            self._consume(args, ring, raster, first, stride, k_tiles, cluster_coord, tidx - launch.WARPGROUP,
+                          warp_idx, s_a, s_b, s_c, g_c, atom_c)
+
+    # ------------------------------------------------------------------ #
+    # 4. producer: TMA loads into the ring
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def _produce(self, ring, raster, first, stride, k_tiles, cluster_coord, atom_a, t_sa, t_ga, atom_b, t_sb, t_gb):
+        b_mask = 0
+        if const_expr(self.cluster_m > 1):
+            b_mask = cute.make_layout_image_mask(cute.make_layout((self.cluster_m, 1, 1)), cluster_coord, mode=0)
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        linear = first
+        while linear < raster.total:
+            m_tile, n_tile, batch = raster.coords(linear)
+            m_tile = m_tile * self.cluster_m + cluster_coord[0]
+            src_a = t_ga[(None, m_tile, None, batch)]
+            src_b = t_gb[(None, n_tile, None, batch)]
+            for k_tile in cutlass.range(k_tiles, unroll=1):
+                ring.producer_acquire(state)
+                full = ring.producer_get_barrier(state)
+                cute.copy(atom_a, src_a[(None, k_tile)], t_sa[(None, state.index)], tma_bar_ptr=full)
+                cute.copy(atom_b, src_b[(None, k_tile)], t_sb[(None, state.index)], tma_bar_ptr=full,
+                          mcast_mask=b_mask)
+                ring.producer_commit(state)
+                state.advance()
+            linear += stride
+        ring.producer_tail(state)
+
+    # ------------------------------------------------------------------ #
+    # 5. consumers: wgmma over the ring, then the epilogue
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def _consume(self, args, ring, raster, first, stride, k_tiles, cluster_coord, thread, warp_idx, s_a, s_b, s_c,
+                 g_c, atom_c):
+        tile_m, tile_n, _ = self.tile_mnk
+        tiled_mma = self._tiled_mma()
+        thr_mma = tiled_mma.get_slice(thread // launch.WARPGROUP * launch.WARPGROUP)
+        frag_a = tiled_mma.make_fragment_A(thr_mma.partition_A(s_a))
+        frag_b = tiled_mma.make_fragment_B(thr_mma.partition_B(s_b))
+        acc = cute.make_rmem_tensor(thr_mma.partition_C(g_c).shape[:3], Float32)
+        k_blocks = cute.size(frag_a, mode=[2])
+        # (the wgmma operands are partitioned per warpgroup; the accumulators per thread)
+        coord_c = tiled_mma.get_slice(thread).partition_C(cute.make_identity_tensor((tile_m, tile_n)))
+        bias = cute.make_tensor(args.bias, cute.make_layout(cutlass.max(args.n, 1)))
+
+        # epilogue: fp32 registers -> out dtype -> shared memory (stmatrix) -> TMA store
+        store_r2s = cute.make_tiled_copy_S(
+            sm90_utils.sm90_get_smem_store_op(_ROW_MAJOR(), elem_ty_d=self.out_dtype, elem_ty_acc=Float32),
+            cute.make_tiled_copy_C_atom(cute.make_copy_atom(warp.StMatrix8x8x16bOp(False, 4), self.out_dtype),
+                                        tiled_mma))
+        thr_r2s = store_r2s.get_slice(thread)
+        t_sc = thr_r2s.partition_D(s_c)
+        acc_pieces = store_r2s.retile(acc)
+        piece_shape = cute.shape(thr_r2s.partition_S(s_c))[:3]
+        piece = cute.make_rmem_tensor(piece_shape, Float32)
+        piece_out = cute.make_rmem_tensor(piece_shape, self.out_dtype)
+        stores = pipeline.PipelineTmaStore.create(
+            num_stages=launch.EPI_STAGES,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_THREADS))
+        epi_barrier = pipeline.NamedBarrier(barrier_id=EPILOGUE_BARRIER, num_threads=CONSUMER_THREADS)
+        store_warp = launch.WARPGROUP // 32  # the first consumer warp
+
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        pieces_done = Int32(0)
+        linear = first
+        while linear < raster.total:
+            m_tile, n_tile, batch = raster.coords(linear)
+            m_tile = m_tile * self.cluster_m + cluster_coord[0]
+
+            # ---- main loop: one K step of wgmmas in flight ----------------------------
+            acc.fill(0.0)
+            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+            warpgroup.fence()
+            for k_tile in cutlass.range(k_tiles, unroll=1):
+                ring.consumer_wait(read)
+                for k_block in cutlass.range_constexpr(k_blocks):
+                    slot = (None, None, k_block, read.index)
+                    cute.gemm(tiled_mma, acc, frag_a[slot], frag_b[slot], acc)
+                warpgroup.commit_group()
+                warpgroup.wait_group(1)
+                if k_tile > 0:
+                    ring.consumer_release(release)
+                    release.advance()
+                read.advance()
+            warpgroup.wait_group(0)
+            if k_tiles > 0:
+                ring.consumer_release(release)
+                release.advance()
+
+            # ---- epilogue ---------------------------------------------------------------
+            if args.has_bias != 0:
+                first_col = n_tile * tile_n
+                last_col = args.n - 1
+                for i in cutlass.range(cute.size(acc), unroll_full=True):
+                    col = cutlass.min(first_col + coord_c[i][1], last_col)
+                    acc[i] = acc[i] + Float32(bias[col])
+            g_tile = g_c[(None, None, m_tile, n_tile, batch)]
+            g_pieces = cute.zipped_divide(g_tile, self.epi_tile)
+            t_sc_tma, t_gc_tma = cpasync.tma_partition(atom_c, 0, cute.make_layout(1), cute.group_modes(s_c, 0, 2),
+                                                       g_pieces)
+            grid_shape = g_pieces.shape[1]
+            grid_layout = cute.make_layout(grid_shape, stride=(grid_shape[1], 1))
+            piece_count = cute.size(g_pieces, mode=[1])
+            for p in cutlass.range_constexpr(piece_count):
+                for v in cutlass.range_constexpr(cute.size(piece)):
+                    piece[v] = acc_pieces[p * cute.size(piece) + v]
+                piece_out.store(piece.load().to(self.out_dtype))
+                buffer = (pieces_done + p) % launch.EPI_STAGES
+                cute.copy(store_r2s, piece_out, t_sc[(None, None, None, buffer)])
+                # the generic-proxy writes must be visible to TMA before the store reads them
+                cute.arch.fence_proxy("async.shared", space="cta")
+                epi_barrier.arrive_and_wait()
+                if warp_idx == store_warp:
+                    cute.copy(atom_c, t_sc_tma[(None, buffer)], t_gc_tma[(None, grid_layout.get_hier_coord(p))])
+                    stores.producer_commit()
+                    stores.producer_acquire()
+                epi_barrier.arrive_and_wait()
+            pieces_done += piece_count
+            linear += stride
+        stores.producer_tail()
+
+
+def launch_tiles(size, tile: int, cluster: int):
+    """Tiles of ``tile`` covering ``size`` (traced), in units of ``cluster`` tiles."""
+    return (size + tile * cluster - 1) // (tile * cluster)
+
+
+def _mode_order(tensor: cute.Tensor, order: tuple[int, int, int]) -> cute.Tensor:
+    """The same memory with its modes permuted (``order[i]`` is the old mode of new mode i)."""
+    return cute.make_tensor(tensor.iterator, cute.select(tensor.layout, mode=list(order)))
+
+
+def _ROW_MAJOR():
+    from cutlass.tensor_utils import LayoutEnum
+
+    return LayoutEnum.ROW_MAJOR

@@ -1,0 +1,136 @@
+"""CPU tier: the dense GEMM family without a GPU: the tile raster, the written heuristic and
+its override, the launch contract, argument checks, and the Hopper build's SASS (HGMMA fed by
+TMA, stores by TMA, no local memory)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+import torch
+
+import cutefi
+from cutefi.cute.tile_scheduler import GroupedRaster
+from cutefi.gemm import launch
+from cutefi.gemm.plan import choose_config, launch_plan, override, parse_config
+from cutefi.gemm.launch import Sm90Config
+
+from conftest import requires_dsl
+
+H200_SMS = 132
+
+
+@pytest.mark.parametrize("tiles_m,tiles_n,batch,group_m", [(1, 1, 1, 8), (5, 3, 2, 2), (13, 7, 1, 8),
+                                                           (8, 32, 3, 8), (3, 9, 1, 1), (33, 2, 1, 4)])
+def test_raster_visits_every_tile_once_in_groups(tiles_m, tiles_n, batch, group_m):
+    raster = GroupedRaster(tiles_m, tiles_n, batch, group_m)
+    coords = [raster.coords(i) for i in range(raster.total)]
+    assert sorted(coords) == sorted((m, n, b) for m in range(tiles_m) for n in range(tiles_n)
+                                    for b in range(batch))
+    for start in range(0, raster.total, tiles_m * tiles_n):  # each batch entry, in groups
+        for i in range(start, start + tiles_m * tiles_n, group_m * tiles_n):
+            rows = {m for m, _, _ in coords[i:min(i + group_m * tiles_n, start + tiles_m * tiles_n)]}
+            assert len(rows) <= group_m
+
+
+def test_heuristic():
+    assert choose_config(8192, 8192, 1, H200_SMS, True) == Sm90Config(128, 256, 2)
+    assert choose_config(8192, 8192, 1, H200_SMS, False) == Sm90Config(128, 256, 1)
+    assert choose_config(1024, 4096, 1, H200_SMS, True) == Sm90Config(128, 128, 1)
+    assert choose_config(16, 4096, 1, H200_SMS, True) == Sm90Config(128, 64, 1)
+    assert choose_config(100, 65536, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # one M tile: no cluster
+    plan = launch_plan(16, 4096, 1, H200_SMS, True)
+    assert plan.ctas == 64 and plan.config == Sm90Config(128, 64, 1)
+    plan = launch_plan(8192, 8192, 1, H200_SMS, True)
+    assert plan.ctas == 132 and plan.ctas % plan.config.cluster_m == 0 and plan.group_m == 4
+
+
+def test_override_and_its_errors(monkeypatch):
+    with override(config="128x128c1", group_m=3):
+        plan = launch_plan(8192, 8192, 1, H200_SMS, True)
+        assert plan.config == Sm90Config(128, 128, 1) and plan.group_m == 3
+    assert launch_plan(8192, 8192, 1, H200_SMS, True).config == Sm90Config(128, 256, 2)
+    with pytest.raises(ValueError, match="tile_n must be"):
+        parse_config("128x192c1")
+    with pytest.raises(ValueError, match="reads like"):
+        parse_config("big")
+    with override(config="128x256c2"), pytest.raises(ValueError, match="K-major"):
+        choose_config(4096, 4096, 1, H200_SMS, False)
+    monkeypatch.setenv("CUTEFI_GEMM_CONFIG", "128x64c1")
+    assert choose_config(8192, 8192, 1, H200_SMS, True) == Sm90Config(128, 64, 1)
+
+
+@pytest.mark.parametrize("config", launch.CONFIGS, ids=lambda c: c.name)
+def test_contract_fits_hopper(config):
+    for dtype in launch.DTYPES:
+        contract = launch.sm90_contract(dtype, dtype, "k", config.tile_m, config.tile_n, config.cluster_m)
+        assert contract.smem_bytes <= launch.SMEM_LIMIT
+        assert config.stages(dtype, dtype) >= 4
+        for recipe in contract.tma:
+            assert all(1 <= extent <= 256 for extent in recipe.box)
+        assert contract.recipe("b").box[1] * config.cluster_m == config.tile_n
+
+
+def test_specs_cover_the_api():
+    for dtype in launch.DTYPES:
+        for out_dtype in launch.OUT_DTYPES:
+            for config in launch.CONFIGS:
+                assert (dtype, out_dtype, "k", config) in launch.SM90_SPECS
+                assert ((dtype, out_dtype, "n", config) in launch.SM90_SPECS) == (config.cluster_m == 1)
+
+
+BF16 = torch.bfloat16
+
+
+def _w(n, k, dtype=BF16):
+    return torch.randn(n, k).to(dtype).t()
+
+
+@pytest.mark.parametrize("call,exc,pattern", [
+    (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), _w(128, 32)), ValueError, "K must match"),
+    (lambda: cutefi.mm_bf16(torch.randn(4, 60).to(BF16), _w(128, 60)), ValueError, "multiples of 8"),
+    (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), _w(100, 64)), ValueError, "multiples of 8"),
+    (lambda: cutefi.mm_bf16(torch.randn(64, 16).to(BF16).t(), _w(128, 64)), ValueError, "contiguous rows"),
+    (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), torch.randn(128, 128).to(BF16)[::2, ::2]),
+     ValueError, "not taken without a copy"),
+    (lambda: cutefi.mm_bf16(torch.randn(4, 64), _w(128, 64)), TypeError, "a must be torch.bfloat16"),
+    (lambda: cutefi.mm_fp16(torch.randn(4, 64).half(), _w(128, 64)), TypeError, "b must be torch.float16"),
+    (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), _w(128, 64), out_dtype=torch.float32),
+     TypeError, "out_dtype"),
+    (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), _w(128, 64), out=torch.empty(4, 128)),
+     ValueError, "out must be"),
+    (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), _w(128, 64), bias=torch.randn(128)),
+     ValueError, "bias must be"),
+    (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), _w(128, 64), backend="cutlass"),
+     ValueError, "FlashInfer's"),
+    (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), _w(128, 64), pdl=1), TypeError, "pdl"),
+    (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), torch.randn(1, 64, 8).to(BF16)), ValueError, "2-D"),
+    (lambda: cutefi.bmm_bf16(torch.randn(2, 4, 64).to(BF16), torch.randn(3, 64, 8).to(BF16)),
+     ValueError, "batch size"),
+    (lambda: cutefi.mm_bf16("a", _w(128, 64)), TypeError, "a must be a torch.Tensor"),
+])
+def test_bad_arguments_are_refused(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
+
+
+@requires_dsl
+def test_hopper_build_is_hgmma_fed_by_tma():
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
+    from cutefi.jit.targets import Target
+
+    spec = launch.SM90_SPECS[("bf16", "bf16", "k", Sm90Config(128, 256, 2))]
+    artifact = build(spec, Target.parse("9.0a"))
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in artifact.ptx
+    assert "multicast::cluster" in artifact.ptx
+    try:
+        sass = disassemble(artifact.cubin)
+    except DisassemblerNotFoundError as error:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(error))
+    assert len(re.findall(r"\bHGMMA\.64x256x16\.F32\.BF16\b", sass)) == 4  # one 64-wide K step of 16
+    assert re.search(r"\bUTMALDG\b", sass) and re.search(r"\bUTMASTG\b", sass)
+    assert not re.search(r"\b(LDL|STL)\b", sass), "the Hopper GEMM spills"

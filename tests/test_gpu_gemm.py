@@ -1,0 +1,202 @@
+"""GPU tier: dense GEMM (mm_bf16, mm_fp16, bmm_bf16, bmm_fp16) against a float32 reference
+written here, on fresh random inputs, outputs poisoned (NaN) first.
+
+Error measure: relative L2 error of the whole output against ``a.float() @ b.float()`` (+ bias),
+bounded by the output dtype's rounding (bf16 ~ 2^-9, fp16 ~ 2^-12, plus fp32 accumulation in
+another order), and an elementwise bound scaled by sqrt(K).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cutefi
+from cutefi.gemm import launch
+from cutefi.gemm.plan import override
+
+pytestmark = pytest.mark.gpu
+
+REL = {torch.bfloat16: 6e-3, torch.float16: 1.5e-3}
+MM = {torch.bfloat16: cutefi.mm_bf16, torch.float16: cutefi.mm_fp16}
+BMM = {torch.bfloat16: cutefi.bmm_bf16, torch.float16: cutefi.bmm_fp16}
+
+
+def reference(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    out = a.float() @ b.float()
+    return out + bias.float() if bias is not None else out
+
+
+def weight_t(k: int, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """b [K, N] as nn.Linear holds it: the transposed view of a contiguous [N, K] weight."""
+    return torch.randn(n, k, device="cuda", dtype=dtype).t()
+
+
+def assert_gemm(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, out_dtype: torch.dtype) -> None:
+    assert out.dtype == out_dtype
+    assert not torch.isnan(out).any(), "NaN: an element was never written"
+    rel = ((out.float() - ref).norm() / ref.norm()).item()
+    assert rel < max(REL[dtype], REL[out_dtype]), f"relative error {rel:.2e}"
+    k_scale = ref.abs().max().item()
+    torch.testing.assert_close(out.float(), ref, rtol=3e-2, atol=3e-2 * k_scale)
+
+
+def poisoned(shape, dtype) -> torch.Tensor:
+    return torch.full(shape, float("nan"), device="cuda", dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (7, 1000, 1000), (64, 256, 512), (1000, 1000, 1000),
+                                   (129, 264, 72), (4096, 4096, 4096), (8, 8, 8), (300, 4104, 8)])
+def test_mm_weight_layout(dtype, m, n, k):
+    torch.manual_seed(m * 31 + n)
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = weight_t(k, n, dtype)
+    out = poisoned((m, n), dtype)
+    result = MM[dtype](a, b, out=out, out_dtype=dtype)
+    assert result is out
+    assert_gemm(out, reference(a, b), dtype, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,n,k", [(1, 512, 256), (77, 1000, 520), (1000, 1000, 1000), (2048, 2048, 1024)])
+def test_mm_row_major_b(dtype, m, n, k):
+    torch.manual_seed(m + n)
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(k, n, device="cuda", dtype=dtype)
+    assert_gemm(MM[dtype](a, b, out_dtype=dtype), reference(a, b), dtype, dtype)
+
+
+@pytest.mark.parametrize("config", [c.name for c in launch.CONFIGS])
+@pytest.mark.parametrize("b_layout", ["col", "row"])
+def test_every_config(config, b_layout):
+    if b_layout == "row" and config.endswith("c2"):
+        pytest.skip("multicast builds take a K-major B only")
+    torch.manual_seed(7)
+    m, n, k = 777, 1160, 1032  # partial tiles in M, N and K; an odd number of M tiles
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = weight_t(k, n, torch.bfloat16) if b_layout == "col" else torch.randn(k, n, device="cuda",
+                                                                             dtype=torch.bfloat16)
+    for group_m in (1, 3, 8):
+        out = poisoned((m, n), torch.bfloat16)
+        with override(config=config, group_m=group_m):
+            cutefi.mm_bf16(a, b, out=out)
+        assert_gemm(out, reference(a, b), torch.bfloat16, torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_bias_and_out_dtype(dtype):
+    torch.manual_seed(3)
+    m, n, k = 300, 776, 1024
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = weight_t(k, n, dtype)
+    bias = torch.randn(n, device="cuda", dtype=dtype) * 4
+    other = torch.float16 if dtype == torch.bfloat16 else torch.bfloat16
+    for out_dtype in (dtype, other):
+        out = MM[dtype](a, b, bias=bias, out_dtype=out_dtype)
+        assert_gemm(out, reference(a, b, bias), dtype, out_dtype)
+
+
+def test_strided_views_and_partial_writes():
+    """Row strides above the extent (slices of wider buffers); nothing outside out is written."""
+    torch.manual_seed(5)
+    m, n, k = 200, 520, 264
+    a_buf = torch.randn(m, k + 40, device="cuda", dtype=torch.bfloat16)
+    w_buf = torch.randn(n, k + 24, device="cuda", dtype=torch.bfloat16)
+    a, b = a_buf[:, 8:8 + k], w_buf[:, :k].t()
+    out_buf = poisoned((m + 2, n + 16), torch.bfloat16)
+    out = out_buf[1:m + 1, 8:8 + n]
+    cutefi.mm_bf16(a, b, out=out)
+    assert_gemm(out, reference(a, b), torch.bfloat16, torch.bfloat16)
+    outside = torch.ones_like(out_buf, dtype=torch.bool)
+    outside[1:m + 1, 8:8 + n] = False
+    assert torch.isnan(out_buf[outside]).all(), "a write landed outside out"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("batch,m,n,k", [(1, 64, 128, 64), (3, 257, 520, 136), (16, 48, 80, 64)])
+def test_bmm(dtype, batch, m, n, k):
+    torch.manual_seed(batch * m)
+    a = torch.randn(batch, m, k, device="cuda", dtype=dtype)
+    b_col = torch.randn(batch, n, k, device="cuda", dtype=dtype).transpose(-2, -1)
+    b_row = torch.randn(batch, k, n, device="cuda", dtype=dtype)
+    for b in (b_col, b_row):
+        out = poisoned((batch, m, n), dtype)
+        BMM[dtype](a, b, out=out, out_dtype=dtype)
+        assert_gemm(out, reference(a, b), dtype, dtype)
+
+
+def test_empty_and_k_zero():
+    a = torch.randn(0, 64, device="cuda", dtype=torch.bfloat16)
+    assert cutefi.mm_bf16(a, weight_t(64, 128, torch.bfloat16)).shape == (0, 128)
+    a = torch.randn(5, 0, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(0, 16, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(16, device="cuda", dtype=torch.bfloat16)
+    torch.testing.assert_close(cutefi.mm_bf16(a, b, bias=bias), bias.expand(5, 16))
+
+
+def test_any_current_device_and_side_stream():
+    torch.manual_seed(9)
+    a = torch.randn(333, 512, device="cuda", dtype=torch.bfloat16)
+    b = weight_t(512, 768, torch.bfloat16)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        out = cutefi.mm_bf16(a, b)
+    stream.synchronize()
+    assert_gemm(out, reference(a, b), torch.bfloat16, torch.bfloat16)
+
+
+def test_cuda_graph_replay():
+    torch.manual_seed(11)
+    a = torch.randn(256, 1024, device="cuda", dtype=torch.bfloat16)
+    b = weight_t(1024, 2048, torch.bfloat16)
+    out = torch.empty(256, 2048, device="cuda", dtype=torch.bfloat16)
+    cutefi.mm_bf16(a, b, out=out)  # load the kernel outside capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        cutefi.mm_bf16(a, b, out=out)
+    a.copy_(torch.randn_like(a))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_gemm(out, reference(a, b), torch.bfloat16, torch.bfloat16)
+
+
+def test_pdl_matches():
+    torch.manual_seed(13)
+    a = torch.randn(512, 1024, device="cuda", dtype=torch.bfloat16)
+    b = weight_t(1024, 1024, torch.bfloat16)
+    torch.testing.assert_close(cutefi.mm_bf16(a, b, pdl=True), cutefi.mm_bf16(a, b), rtol=0, atol=0)
+
+
+def test_torch_compile_fullgraph():
+    a = torch.randn(96, 512, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(1024, 512, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(1024, device="cuda", dtype=torch.bfloat16)
+
+    def block(x):
+        return torch.relu(cutefi.mm_bf16(x, w.t(), bias=bias)) * 2
+
+    compiled = torch.compile(block, fullgraph=True)
+    torch.testing.assert_close(compiled(a), block(a), rtol=0, atol=0)
+
+
+def test_bad_inputs_are_refused():
+    a = torch.randn(16, 64, device="cuda", dtype=torch.bfloat16)
+    b = weight_t(64, 128, torch.bfloat16)
+    with pytest.raises(ValueError, match="K must match"):
+        cutefi.mm_bf16(a, weight_t(32, 128, torch.bfloat16))
+    with pytest.raises(ValueError, match="multiples of 8"):
+        cutefi.mm_bf16(torch.randn(16, 60, device="cuda", dtype=torch.bfloat16), weight_t(60, 128, torch.bfloat16))
+    with pytest.raises(ValueError, match="contiguous rows"):
+        cutefi.mm_bf16(torch.randn(64, 16, device="cuda", dtype=torch.bfloat16).t(), b)
+    with pytest.raises(TypeError, match="torch.bfloat16"):
+        cutefi.mm_bf16(a.half(), b)
+    with pytest.raises(ValueError, match="bias"):
+        cutefi.mm_bf16(a, b, bias=torch.randn(64, device="cuda", dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="out must be"):
+        cutefi.mm_bf16(a, b, out=torch.empty(16, 128, device="cuda", dtype=torch.float16))
+    with pytest.raises(ValueError, match="backend"):
+        cutefi.mm_bf16(a, b, backend="cublas")
+    with pytest.raises(ValueError, match="cpu"):
+        cutefi.mm_bf16(a, b.cpu())
