@@ -40,17 +40,29 @@ def test_heuristic():
     assert choose_config(1024, 4096, 1, H200_SMS, True) == Sm90Config(128, 128, 1)
     assert choose_config(16, 4096, 1, H200_SMS, True) == Sm90Config(128, 64, 1)
     assert choose_config(100, 65536, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # one M tile: no cluster
-    plan = launch_plan(16, 4096, 1, H200_SMS, True)
-    assert plan.ctas == 64 and plan.config == Sm90Config(128, 64, 1)
-    plan = launch_plan(8192, 8192, 1, H200_SMS, True)
+    plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)  # 64 tiles of 64 K tiles: two splits
+    assert (plan.config, plan.splits, plan.units, plan.ctas) == (Sm90Config(128, 64, 1), 2, 128, 128)
+    plan = launch_plan(1, 1024, 8192, 1, H200_SMS, True)  # 16 tiles, 128 K tiles: 8 splits of 16
+    assert (plan.splits, plan.ctas, plan.counter_elems) == (8, 128, 16)
+    assert plan.workspace_elems == 128 * 128 * 64
+    assert launch_plan(16, 4096, 64, 1, H200_SMS, True).splits == 1  # one K tile: nothing to cut
+    assert launch_plan(4096, 4096, 4096, 1, H200_SMS, True).splits == 1
+    plan = launch_plan(8192, 8192, 8192, 1, H200_SMS, True)
     assert plan.ctas == 132 and plan.ctas % plan.config.cluster_m == 0 and plan.group_m == 4
 
 
 def test_override_and_its_errors(monkeypatch):
+    with override(splits=3):
+        plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)
+        assert plan.splits == 3 and plan.units == 3 * 64
+    with override(splits=5):  # 64 K tiles in splits of 13: the fifth keeps 12
+        assert launch_plan(16, 4096, 4096, 1, H200_SMS, True).splits == 5
+    with override(splits=7):  # 10 K tiles: splits of 2, so 5 of them
+        assert launch_plan(16, 4096, 640, 1, H200_SMS, True).splits == 5
     with override(config="128x128c1", group_m=3):
-        plan = launch_plan(8192, 8192, 1, H200_SMS, True)
+        plan = launch_plan(8192, 8192, 8192, 1, H200_SMS, True)
         assert plan.config == Sm90Config(128, 128, 1) and plan.group_m == 3
-    assert launch_plan(8192, 8192, 1, H200_SMS, True).config == Sm90Config(128, 256, 2)
+    assert launch_plan(8192, 8192, 8192, 1, H200_SMS, True).config == Sm90Config(128, 256, 2)
     with pytest.raises(ValueError, match="tile_n must be"):
         parse_config("128x192c1")
     with pytest.raises(ValueError, match="reads like"):

@@ -84,6 +84,24 @@ def test_every_config(config, b_layout):
         assert_gemm(out, reference(a, b), torch.bfloat16, torch.bfloat16)
 
 
+@pytest.mark.parametrize("m,n,k,splits", [(1, 4096, 4096, None), (16, 1024, 8192, None), (7, 520, 1000, 3),
+                                          (100, 264, 4104, 5), (16, 4096, 14336, None), (129, 136, 2048, 16)])
+def test_split_k(m, n, k, splits):
+    """Decode-sized problems cut K into splits; the last split of each tile sums them. Run twice
+    (the tile counters must be back at zero) and with a bias."""
+    torch.manual_seed(m + k)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = weight_t(k, n, torch.bfloat16)
+    bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    with override(splits=splits) if splits else override():
+        for _ in range(2):
+            out = poisoned((m, n), torch.bfloat16)
+            cutefi.mm_bf16(a, b, bias=bias, out=out)
+            assert_gemm(out, reference(a, b, bias), torch.bfloat16, torch.bfloat16)
+    plan = cutefi.gemm.plan.launch_plan(m, n, k, 1, torch.cuda.get_device_properties(0).multi_processor_count, True)
+    assert splits is not None or plan.splits > 1, "the heuristic was meant to split these"
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_bias_and_out_dtype(dtype):
     torch.manual_seed(3)

@@ -28,6 +28,11 @@ _TORCH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 BACKENDS = ("auto", "cutefi")
 _FLASHINFER_BACKENDS = ("cudnn", "cutlass", "tgv")
 _SMS: dict[int, int] = {}
+# split-K scratch per device: fp32 partial tiles and per-tile arrival counters (zeroed when
+# made, at planning, i.e. normally outside CUDA-graph capture; the last split of each tile
+# resets its counter). Shared by the device's streams: split-K GEMMs (fewer tiles than half
+# the SMs) must not run concurrently on two streams of one device. Grown, never shrunk.
+_SCRATCH: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def _sms(device: int) -> int:
@@ -110,10 +115,22 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, bias: torc
     named = [(a_name, a), (b_name, b)] + [(n_, t) for n_, t in (("out", out), ("bias", bias)) if t is not None]
     require_same_device(*named)
     if min(m, n, k, batch) == 0:
-        return None, device, expected, b_major, None
-    plan = launch_plan(m, n, batch, _sms(device), b_major == "k")
+        return None, device, expected, b_major, (None, None)
+    plan = launch_plan(m, n, k, batch, _sms(device), b_major == "k")
     spec = launch.SM90_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], b_major, plan.config)]
-    return get_kernel(spec, device), device, expected, b_major, plan
+    scratch = _scratch(device, plan.workspace_elems, plan.counter_elems) if plan.splits > 1 else None
+    return get_kernel(spec, device), device, expected, b_major, (plan, scratch)
+
+
+def _scratch(device: int, workspace_elems: int, counter_elems: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(workspace, counters) of ``device``, big enough for one split-K launch of a plan."""
+    found = _SCRATCH.get(device)
+    if found is None or found[0].numel() < workspace_elems or found[1].numel() < counter_elems:
+        # the old counters are all zero between launches, so replacing them loses nothing
+        found = _SCRATCH[device] = (
+            torch.empty(max(workspace_elems, 1 << 20), dtype=torch.float32, device=f"cuda:{device}"),
+            torch.zeros(max(counter_elems, 1024), dtype=torch.int32, device=f"cuda:{device}"))
+    return found
 
 
 def _dtype_text(name: str) -> str:
@@ -140,7 +157,7 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS.put(key, _plan(a, b, out, bias, out_dtype, batched, dtype_name))
-    kernel, device, shape, b_major, grid = plan
+    kernel, device, shape, b_major, (grid, scratch) = plan
     if out is None:
         out = torch.empty(shape, dtype=out_dtype, device=a.device)
     if kernel is None:  # an empty dimension: nothing to multiply
@@ -154,10 +171,16 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
                          "slice views that start mid-row are not taken")
     b_view = b.transpose(-2, -1) if b_major == "k" else b  # the loader reads a row-major tensor
     m, n = shape[-2], shape[-1]
+    workspace = counters = b_ptr  # (not read without split-K)
+    if scratch is not None:
+        if scratch is not _SCRATCH[device]:  # grown by another plan since: use the new one
+            scratch = _scratch(device, grid.workspace_elems, grid.counter_elems)
+        workspace, counters = scratch[0].data_ptr(), scratch[1].data_ptr()
     kernel.launch((grid.ctas, 1, 1), device, None, pdl,
                   a=_as_3d(a, batched), b=_as_3d(b_view, batched), c=_as_3d(out, batched), bias=bias_ptr,
-                  m=m, n=n, k=a.shape[-1], batch=shape[0] if batched else 1, group_m=grid.group_m,
-                  has_bias=0 if bias is None else 1, ctas=grid.ctas)
+                  workspace=workspace, counters=counters, m=m, n=n, k=a.shape[-1],
+                  batch=shape[0] if batched else 1, group_m=grid.group_m, has_bias=0 if bias is None else 1,
+                  splits=grid.splits, ctas=grid.ctas)
     return out
 
 

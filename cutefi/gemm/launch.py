@@ -9,7 +9,11 @@ row-major tensor) or N-major (a row-major ``[L, K, N]``), C ``[L, M, N]`` row-ma
 ``stages``-deep ring) and two consumer warpgroups that split a ``tile_m`` x ``tile_n`` tile
 by rows; persistent CTAs walk the output tiles in a grouped raster (``group_m`` M tiles per
 group); the epilogue converts the fp32 accumulators to the output dtype, adds the bias and
-stores through shared memory with TMA. All sizes are runtime arguments: the loader encodes
+stores through shared memory with TMA. Split-K (``splits`` > 1, for problems of less than a
+wave of tiles, e.g. decode-sized M): each tile's K range is cut into ``splits`` work units;
+each unit writes its fp32 partial tile to ``workspace`` and counts itself in the tile's
+``counters`` entry, and the last to arrive sums the partials, stores the tile and resets the
+counter to zero. All sizes are runtime arguments: the loader encodes
 the descriptors from the real tensors and the kernel reads M, N, K, L from scalars, so one
 build serves every shape.
 """
@@ -107,10 +111,12 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
     )
     return LaunchContract(
         params=(Param("a", "tma"), Param("b", "tma"), Param("c", "tma"), Param("bias", "ptr", dtype, 2),
-                *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias", "ctas")),
+                Param("workspace", "ptr", "fp32", 16), Param("counters", "ptr", "i32", 4),
+                *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias", "splits", "ctas")),
         block=(SM90_THREADS, 1, 1),
         grid=lambda p: (p["ctas"], 1, 1),
-        sample={"m": 4096, "n": 4096, "k": 4096, "batch": 1, "group_m": 8, "has_bias": 0, "ctas": 132},
+        sample={"m": 4096, "n": 4096, "k": 4096, "batch": 1, "group_m": 8, "has_bias": 0, "splits": 1,
+                "ctas": 132},
         cluster=(cluster_m, 1, 1),
         smem_bytes=config.smem_bytes(dtype, out_dtype),
         tma=tma,

@@ -6,8 +6,11 @@
     N-major or there is a single M tile);
   - else 128 x 128 tiles when they give at least half a wave;
   - else 128 x 64 tiles (small problems, decode-sized M: the most CTAs streaming B).
-``launch_plan`` then sizes the persistent grid: one CTA per SM (the ring takes all of shared
-memory) or fewer when there are fewer tiles, rounded to whole clusters, and the raster group.
+``launch_plan`` then cuts K (split-K) when the tiles fill less than half the SMs, into up to
+``sms // tiles`` splits of at least ``MIN_SPLIT_K_TILES`` K tiles each (the partial sums cost
+a few KB per unit, the idle SMs cost the whole machine), and sizes the persistent grid: one
+CTA per SM (the ring takes all of shared memory) or fewer when there are fewer work units,
+rounded to whole clusters, and the raster group.
 
 ``override(config=..., group_m=...)`` replaces the heuristic for experiments (``cutefi-bench``
 sweeps it); ``CUTEFI_GEMM_CONFIG=128x256c2`` does the same from the environment.
@@ -23,6 +26,8 @@ from typing import Iterator
 from .launch import CONFIGS, Sm90Config, tiles
 
 GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
+MIN_SPLIT_K_TILES = 8  # K tiles (of 64) a split keeps, so its pipeline fills
+MAX_SPLITS = 16
 _OVERRIDE: dict[str, object] = {}
 GENERATION = [0]  # bumped on every override change: part of the API's plan-cache key
 
@@ -32,6 +37,17 @@ class LaunchPlan:
     config: Sm90Config
     ctas: int
     group_m: int
+    splits: int = 1
+    units: int = 0  # work units: tiles x splits
+
+    @property
+    def workspace_elems(self) -> int:
+        """fp32 partial tiles the split-K units need (0 without split-K)."""
+        return 0 if self.splits == 1 else self.units * self.config.tile_m * self.config.tile_n
+
+    @property
+    def counter_elems(self) -> int:
+        return 0 if self.splits == 1 else self.units // self.splits
 
 
 def parse_config(text: str) -> Sm90Config:
@@ -49,8 +65,9 @@ def parse_config(text: str) -> Sm90Config:
 
 
 @contextlib.contextmanager
-def override(config: Sm90Config | str | None = None, group_m: int | None = None) -> Iterator[None]:
-    """Use ``config`` / ``group_m`` instead of the heuristic inside the block."""
+def override(config: Sm90Config | str | None = None, group_m: int | None = None,
+             splits: int | None = None) -> Iterator[None]:
+    """Use ``config`` / ``group_m`` / ``splits`` instead of the heuristic inside the block."""
     saved = dict(_OVERRIDE)
     GENERATION[0] += 1
     if config is not None:
@@ -59,6 +76,10 @@ def override(config: Sm90Config | str | None = None, group_m: int | None = None)
         if group_m < 1:
             raise ValueError(f"group_m must be >= 1, got {group_m}")
         _OVERRIDE["group_m"] = group_m
+    if splits is not None:
+        if not 1 <= splits <= MAX_SPLITS:
+            raise ValueError(f"splits must be in [1, {MAX_SPLITS}], got {splits}")
+        _OVERRIDE["splits"] = splits
     try:
         yield
     finally:
@@ -84,13 +105,31 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> Sm90
     return Sm90Config(128, 64, 1)
 
 
-def launch_plan(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> LaunchPlan:
+def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config) -> int:
+    forced = _OVERRIDE.get("splits")
+    k_tiles = -(-k // 64)
+    if forced is not None:
+        splits = int(forced)  # type: ignore[arg-type]
+    elif config.cluster_m > 1 or 2 * tile_count > sms:
+        return 1
+    else:
+        splits = min(sms // tile_count, k_tiles // MIN_SPLIT_K_TILES, MAX_SPLITS)
+    splits = max(1, min(splits, k_tiles))
+    per_split = -(-k_tiles // splits)
+    return -(-k_tiles // per_split)  # no split left without K tiles
+
+
+def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool) -> LaunchPlan:
     config = choose_config(m, n, batch, sms, b_k_major)
     tiles_m, tiles_n = tiles(m, n, config)
     total = tiles_m * tiles_n * batch
-    ctas = min(total, sms // config.cluster_m * config.cluster_m)
+    splits = choose_splits(total, k, sms, config)
+    if splits > 1 and config.cluster_m > 1:
+        raise ValueError(f"split-K needs a config without a cluster, not {config.name}")
+    units = total * splits
+    ctas = min(units, sms // config.cluster_m * config.cluster_m)
     group_m = int(_OVERRIDE.get("group_m", GROUP_M))  # type: ignore[arg-type]
-    return LaunchPlan(config, ctas, max(1, group_m // config.cluster_m))
+    return LaunchPlan(config, ctas, max(1, group_m // config.cluster_m), splits, units)
 
 
 def _env_config() -> Sm90Config | None:

@@ -122,6 +122,7 @@ class GemmSm90:
         @cute.struct
         class SharedStorage:
             ring_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            last_split: cute.struct.MemRange[Int32, 1]  # split-K: "this CTA sums the tile"
             s_a: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(a_smem)], 1024]
             s_b: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(b_smem)], 1024]
             s_c: cute.struct.Align[cute.struct.MemRange[self.out_dtype, cute.cosize(c_smem)], 1024]
@@ -157,8 +158,7 @@ class GemmSm90:
                                            cute.group_modes(s_b, 0, 2), cute.group_modes(g_b, 0, 2))
 
         raster = GroupedRaster(launch_tiles(args.m, tile_m, self.cluster_m), launch_tiles(args.n, tile_n, 1),
-                               args.batch, args.group_m)
-        k_tiles = (args.k + tile_k - 1) // tile_k
+                               args.batch, args.group_m, args.splits, (args.k + tile_k - 1) // tile_k)
         first = cute.arch.block_idx()[0] // self.cluster_m
         stride = cute.arch.grid_dim()[0] // self.cluster_m
 
@@ -168,33 +168,32 @@ class GemmSm90:
         if warpgroup_idx == 0:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp_idx == 0:
-                self._produce(ring, raster, first, stride, k_tiles, cluster_coord, atom_a, t_sa, t_ga, atom_b,
-                              t_sb, t_gb)
+                self._produce(ring, raster, first, stride, cluster_coord, atom_a, t_sa, t_ga, atom_b, t_sb, t_gb)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
-            self._consume(args, ring, raster, first, stride, k_tiles, cluster_coord, tidx - launch.WARPGROUP,
-                          warp_idx, s_a, s_b, s_c, g_c, atom_c)
+            self._consume(args, ring, raster, first, stride, cluster_coord, tidx - launch.WARPGROUP,
+                          warp_idx, s_a, s_b, s_c, g_c, atom_c, storage.last_split.get_tensor(cute.make_layout(1)))
 
     # ------------------------------------------------------------------ #
     # 4. producer: TMA loads into the ring
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _produce(self, ring, raster, first, stride, k_tiles, cluster_coord, atom_a, t_sa, t_ga, atom_b, t_sb, t_gb):
+    def _produce(self, ring, raster, first, stride, cluster_coord, atom_a, t_sa, t_ga, atom_b, t_sb, t_gb):
         b_mask = 0
         if const_expr(self.cluster_m > 1):
             b_mask = cute.make_layout_image_mask(cute.make_layout((self.cluster_m, 1, 1)), cluster_coord, mode=0)
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         linear = first
-        while linear < raster.total:
-            m_tile, n_tile, batch = raster.coords(linear)
+        while linear < raster.units:
+            m_tile, n_tile, batch, _, _, k_begin, k_count = raster.unit(linear)
             m_tile = m_tile * self.cluster_m + cluster_coord[0]
             src_a = t_ga[(None, m_tile, None, batch)]
             src_b = t_gb[(None, n_tile, None, batch)]
-            for k_tile in cutlass.range(k_tiles, unroll=1):
+            for k_step in cutlass.range(k_count, unroll=1):
                 ring.producer_acquire(state)
                 full = ring.producer_get_barrier(state)
-                cute.copy(atom_a, src_a[(None, k_tile)], t_sa[(None, state.index)], tma_bar_ptr=full)
-                cute.copy(atom_b, src_b[(None, k_tile)], t_sb[(None, state.index)], tma_bar_ptr=full,
+                cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, state.index)], tma_bar_ptr=full)
+                cute.copy(atom_b, src_b[(None, k_begin + k_step)], t_sb[(None, state.index)], tma_bar_ptr=full,
                           mcast_mask=b_mask)
                 ring.producer_commit(state)
                 state.advance()
@@ -205,8 +204,8 @@ class GemmSm90:
     # 5. consumers: wgmma over the ring, then the epilogue
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _consume(self, args, ring, raster, first, stride, k_tiles, cluster_coord, thread, warp_idx, s_a, s_b, s_c,
-                 g_c, atom_c):
+    def _consume(self, args, ring, raster, first, stride, cluster_coord, thread, warp_idx, s_a, s_b, s_c,
+                 g_c, atom_c, last_split):
         tile_m, tile_n, _ = self.tile_mnk
         tiled_mma = self._tiled_mma()
         thr_mma = tiled_mma.get_slice(thread // launch.WARPGROUP * launch.WARPGROUP)
@@ -239,61 +238,112 @@ class GemmSm90:
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         pieces_done = Int32(0)
         linear = first
-        while linear < raster.total:
-            m_tile, n_tile, batch = raster.coords(linear)
+        while linear < raster.units:
+            m_tile, n_tile, batch, tile, split, _, k_count = raster.unit(linear)
             m_tile = m_tile * self.cluster_m + cluster_coord[0]
 
             # ---- main loop: one K step of wgmmas in flight ----------------------------
             acc.fill(0.0)
             tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
             warpgroup.fence()
-            for k_tile in cutlass.range(k_tiles, unroll=1):
+            for k_step in cutlass.range(k_count, unroll=1):
                 ring.consumer_wait(read)
                 for k_block in cutlass.range_constexpr(k_blocks):
                     slot = (None, None, k_block, read.index)
                     cute.gemm(tiled_mma, acc, frag_a[slot], frag_b[slot], acc)
                 warpgroup.commit_group()
                 warpgroup.wait_group(1)
-                if k_tile > 0:
+                if k_step > 0:
                     ring.consumer_release(release)
                     release.advance()
                 read.advance()
             warpgroup.wait_group(0)
-            if k_tiles > 0:
+            if k_count > 0:
                 ring.consumer_release(release)
                 release.advance()
 
-            # ---- epilogue ---------------------------------------------------------------
-            if args.has_bias != 0:
-                first_col = n_tile * tile_n
-                last_col = args.n - 1
-                for i in cutlass.range(cute.size(acc), unroll_full=True):
-                    col = cutlass.min(first_col + coord_c[i][1], last_col)
-                    acc[i] = acc[i] + Float32(bias[col])
-            g_tile = g_c[(None, None, m_tile, n_tile, batch)]
-            g_pieces = cute.zipped_divide(g_tile, self.epi_tile)
-            t_sc_tma, t_gc_tma = cpasync.tma_partition(atom_c, 0, cute.make_layout(1), cute.group_modes(s_c, 0, 2),
-                                                       g_pieces)
-            grid_shape = g_pieces.shape[1]
-            grid_layout = cute.make_layout(grid_shape, stride=(grid_shape[1], 1))
-            piece_count = cute.size(g_pieces, mode=[1])
-            for p in cutlass.range_constexpr(piece_count):
-                for v in cutlass.range_constexpr(cute.size(piece)):
-                    piece[v] = acc_pieces[p * cute.size(piece) + v]
-                piece_out.store(piece.load().to(self.out_dtype))
-                buffer = (pieces_done + p) % launch.EPI_STAGES
-                cute.copy(store_r2s, piece_out, t_sc[(None, None, None, buffer)])
-                # the generic-proxy writes must be visible to TMA before the store reads them
-                cute.arch.fence_proxy("async.shared", space="cta")
-                epi_barrier.arrive_and_wait()
-                if warp_idx == store_warp:
-                    cute.copy(atom_c, t_sc_tma[(None, buffer)], t_gc_tma[(None, grid_layout.get_hier_coord(p))])
-                    stores.producer_commit()
-                    stores.producer_acquire()
-                epi_barrier.arrive_and_wait()
-            pieces_done += piece_count
+            # ---- split-K: the last split of a tile to finish sums the others' partials ----
+            store = cutlass.Boolean(True)
+            if args.splits > 1:
+                store = self._meet_splits(args, acc, coord_c, thread, epi_barrier, last_split, tile, split,
+                                          m_tile * tile_m)
+            if store:
+                pieces_done = self._epilogue(args, acc, coord_c, bias, n_tile * tile_n,
+                                             g_c[(None, None, m_tile, n_tile, batch)], atom_c, s_c, t_sc, acc_pieces,
+                                             piece, piece_out, store_r2s, stores, epi_barrier,
+                                             warp_idx == store_warp, pieces_done)
             linear += stride
         stores.producer_tail()
+
+    @cute.jit
+    def _epilogue(self, args, acc, coord_c, bias, first_col, g_tile, atom_c, s_c, t_sc, acc_pieces, piece, piece_out,
+                  store_r2s, stores, epi_barrier, is_store_warp, pieces_done: Int32) -> Int32:
+        """Bias, conversion, stmatrix into the store ring, TMA stores; returns pieces stored so far."""
+        if args.has_bias != 0:
+            last_col = args.n - 1
+            for i in cutlass.range(cute.size(acc), unroll_full=True):
+                col = cutlass.min(first_col + coord_c[i][1], last_col)
+                acc[i] = acc[i] + Float32(bias[col])
+        g_pieces = cute.zipped_divide(g_tile, self.epi_tile)
+        t_sc_tma, t_gc_tma = cpasync.tma_partition(atom_c, 0, cute.make_layout(1), cute.group_modes(s_c, 0, 2),
+                                                   g_pieces)
+        grid_shape = g_pieces.shape[1]
+        grid_layout = cute.make_layout(grid_shape, stride=(grid_shape[1], 1))
+        piece_count = cute.size(g_pieces, mode=[1])
+        for p in cutlass.range_constexpr(piece_count):
+            for v in cutlass.range_constexpr(cute.size(piece)):
+                piece[v] = acc_pieces[p * cute.size(piece) + v]
+            piece_out.store(piece.load().to(self.out_dtype))
+            buffer = (pieces_done + p) % launch.EPI_STAGES
+            cute.copy(store_r2s, piece_out, t_sc[(None, None, None, buffer)])
+            # the generic-proxy writes must be visible to TMA before the store reads them
+            cute.arch.fence_proxy("async.shared", space="cta")
+            epi_barrier.arrive_and_wait()
+            if is_store_warp:
+                cute.copy(atom_c, t_sc_tma[(None, buffer)], t_gc_tma[(None, grid_layout.get_hier_coord(p))])
+                stores.producer_commit()
+                stores.producer_acquire()
+            epi_barrier.arrive_and_wait()
+        return pieces_done + piece_count
+
+    @cute.jit
+    def _meet_splits(self, args, acc, coord_c, thread, epi_barrier, last_split, tile, split,
+                     first_row) -> cutlass.Boolean:
+        """Write this split's partial tile (rows below M; per-thread order, so coalesced) to the
+        workspace, count it in the tile's counter; the split that counts last adds the other
+        partials to its accumulators, resets the counter and returns True (it stores the tile)."""
+        tile_elems = cute.size(acc) * CONSUMER_THREADS
+        rows = args.m - first_row
+        mine = self._partial(args, tile, split, tile_elems)
+        for i in cutlass.range(cute.size(acc), unroll_full=True):
+            if coord_c[i][0] < rows:
+                mine[i * CONSUMER_THREADS + thread] = acc[i]
+        cute.arch.fence_acq_rel_gpu()  # the partial is visible before the count is
+        epi_barrier.arrive_and_wait()
+        if thread == 0:
+            arrived = cute.arch.atomic_add(args.counters + tile, Int32(1), sem="acq_rel", scope="gpu")
+            last_split[0] = Int32(arrived == args.splits - 1)
+        epi_barrier.arrive_and_wait()
+        last = last_split[0] != 0
+        if last:
+            cute.arch.fence_acq_rel_gpu()
+            for other in cutlass.range(args.splits, unroll=1):
+                if other != split:
+                    theirs = self._partial(args, tile, other, tile_elems)
+                    for i in cutlass.range(cute.size(acc), unroll_full=True):
+                        if coord_c[i][0] < rows:
+                            acc[i] = acc[i] + theirs[i * CONSUMER_THREADS + thread]
+            if thread == 0:
+                counter_t = cute.make_tensor(args.counters + tile, cute.make_layout(1))
+                counter_t[0] = Int32(0)  # ready for the next launch on this workspace
+        # (thread 0 rewrites the flag only after the next unit's first barrier: no barrier here)
+        return last
+
+    @staticmethod
+    def _partial(args, tile, split, tile_elems: int) -> cute.Tensor:
+        """The workspace slot of one split of one tile: fp32, in the consumers' register order."""
+        offset = (cutlass.Int64(tile) * args.splits + split) * tile_elems
+        return cute.make_tensor(args.workspace + offset, cute.make_layout(tile_elems))
 
 
 def launch_tiles(size, tile: int, cluster: int):
