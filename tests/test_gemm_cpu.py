@@ -37,9 +37,11 @@ def test_raster_visits_every_tile_once_in_groups(tiles_m, tiles_n, batch, group_
 def test_heuristic():
     assert choose_config(8192, 8192, 1, H200_SMS, True) == Sm90Config(128, 256, 2)
     assert choose_config(8192, 8192, 1, H200_SMS, False) == Sm90Config(128, 256, 1)
-    assert choose_config(1024, 4096, 1, H200_SMS, True) == Sm90Config(128, 128, 1)
+    assert choose_config(1024, 4096, 1, H200_SMS, True) == Sm90Config(128, 256, 2)  # 128 tiles: 0.97 wave
+    assert choose_config(512, 4096, 1, H200_SMS, True) == Sm90Config(128, 128, 1)
     assert choose_config(16, 4096, 1, H200_SMS, True) == Sm90Config(128, 64, 1)
-    assert choose_config(100, 65536, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # one M tile: no cluster
+    assert choose_config(16, 8192, 1, H200_SMS, True) == Sm90Config(128, 128, 1)
+    assert choose_config(16, 28672, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # one M tile: no cluster
     plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)  # 64 tiles of 64 K tiles: two splits
     assert (plan.config, plan.splits, plan.units, plan.ctas) == (Sm90Config(128, 64, 1), 2, 128, 128)
     plan = launch_plan(1, 1024, 8192, 1, H200_SMS, True)  # 16 tiles, 128 K tiles: 8 splits of 16

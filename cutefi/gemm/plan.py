@@ -1,11 +1,11 @@
 """Choosing a dense GEMM build and its launch for a problem: the written-down heuristic.
 
-``choose_config(m, n, batch, sms)``:
-  - 128 x 256 tiles in clusters of two along M (B multicast: each B tile read once per pair)
-    when that gives at least one full wave of tiles (one cluster of one tile when B is
-    N-major or there is a single M tile);
-  - else 128 x 128 tiles when they give at least half a wave;
-  - else 128 x 64 tiles (small problems, decode-sized M: the most CTAs streaming B).
+``choose_config(m, n, batch, sms)`` (measured on the H200, benchmarks/results/gemm_*):
+  - 128 x 256 tiles, in clusters of two along M (B multicast: each B tile read once per pair)
+    when B is K-major and there are two M tiles or more, when they give at least 0.8 of a
+    wave (a full wave of the widest tile beats 1.7 waves of 128 x 128);
+  - else 128 x 128 tiles when they give at least a quarter of a wave;
+  - else 128 x 64 tiles (decode-sized problems with few columns: the most CTAs on B).
 ``launch_plan`` then cuts K (split-K) when the tiles fill less than half the SMs, into up to
 ``sms // tiles`` splits of at least ``MIN_SPLIT_K_TILES`` K tiles each (the partial sums cost
 a few KB per unit, the idle SMs cost the whole machine), and sizes the persistent grid: one
@@ -97,10 +97,10 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> Sm90
     single_m = -(-m // 128) < 2
     big = Sm90Config(128, 256, 2 if b_k_major and not single_m else 1)
     tiles_m, tiles_n = tiles(m, n, big)
-    if tiles_m * tiles_n * batch >= sms:
+    if 5 * tiles_m * tiles_n * batch >= 4 * sms:
         return big
     tiles_m, tiles_n = tiles(m, n, Sm90Config(128, 128, 1))
-    if 2 * tiles_m * tiles_n * batch >= sms:
+    if 4 * tiles_m * tiles_n * batch >= sms:
         return Sm90Config(128, 128, 1)
     return Sm90Config(128, 64, 1)
 

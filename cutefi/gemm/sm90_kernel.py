@@ -55,6 +55,11 @@ class GemmSm90:
         self.cluster_m = cluster_m
         self.stages = config.stages(dtype, out_dtype)
         self.epi_tile = (tile_m, launch.EPI_TILE_N)
+        # independent accumulator chains per warpgroup: consecutive wgmmas into one
+        # accumulator wait on each other, and a narrow one (n64, n128) finishes sooner than
+        # that wait, so narrow tiles spread a K step's wgmmas over 2-4 accumulator sets
+        # (about 128 fp32 registers in all) and add them up before the epilogue
+        self.acc_chains = {256: 1, 128: 2, 64: 4}[tile_n]
 
     def _tiled_mma(self):
         b_mode = cute.nvgpu.OperandMajorMode.K if self.b_k_major else cute.nvgpu.OperandMajorMode.MN
@@ -211,7 +216,9 @@ class GemmSm90:
         thr_mma = tiled_mma.get_slice(thread // launch.WARPGROUP * launch.WARPGROUP)
         frag_a = tiled_mma.make_fragment_A(thr_mma.partition_A(s_a))
         frag_b = tiled_mma.make_fragment_B(thr_mma.partition_B(s_b))
-        acc = cute.make_rmem_tensor(thr_mma.partition_C(g_c).shape[:3], Float32)
+        accs = [cute.make_rmem_tensor(thr_mma.partition_C(g_c).shape[:3], Float32)
+                for _ in range(self.acc_chains)]
+        acc = accs[0]
         k_blocks = cute.size(frag_a, mode=[2])
         # (the wgmma operands are partitioned per warpgroup; the accumulators per thread)
         coord_c = tiled_mma.get_slice(thread).partition_C(cute.make_identity_tensor((tile_m, tile_n)))
@@ -243,14 +250,16 @@ class GemmSm90:
             m_tile = m_tile * self.cluster_m + cluster_coord[0]
 
             # ---- main loop: one K step of wgmmas in flight ----------------------------
-            acc.fill(0.0)
+            for chain in accs:
+                chain.fill(0.0)
             tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
             warpgroup.fence()
             for k_step in cutlass.range(k_count, unroll=1):
                 ring.consumer_wait(read)
                 for k_block in cutlass.range_constexpr(k_blocks):
                     slot = (None, None, k_block, read.index)
-                    cute.gemm(tiled_mma, acc, frag_a[slot], frag_b[slot], acc)
+                    chain = accs[k_block % self.acc_chains]
+                    cute.gemm(tiled_mma, chain, frag_a[slot], frag_b[slot], chain)
                 warpgroup.commit_group()
                 warpgroup.wait_group(1)
                 if k_step > 0:
@@ -261,6 +270,8 @@ class GemmSm90:
             if k_count > 0:
                 ring.consumer_release(release)
                 release.advance()
+            for chain in cutlass.range_constexpr(1, self.acc_chains):
+                acc.store(acc.load() + accs[chain].load())
 
             # ---- split-K: the last split of a tile to finish sums the others' partials ----
             store = cutlass.Boolean(True)
@@ -318,15 +329,16 @@ class GemmSm90:
         for i in cutlass.range(cute.size(acc), unroll_full=True):
             if coord_c[i][0] < rows:
                 mine[i * CONSUMER_THREADS + thread] = acc[i]
-        cute.arch.fence_acq_rel_gpu()  # the partial is visible before the count is
+        # one release by one thread, after the barrier, publishes every thread's partial (the
+        # barrier orders them before it; release is cumulative): a gpu-scope fence in each
+        # thread measured several µs a unit
         epi_barrier.arrive_and_wait()
         if thread == 0:
             arrived = cute.arch.atomic_add(args.counters + tile, Int32(1), sem="acq_rel", scope="gpu")
             last_split[0] = Int32(arrived == args.splits - 1)
         epi_barrier.arrive_and_wait()
         last = last_split[0] != 0
-        if last:
-            cute.arch.fence_acq_rel_gpu()
+        if last:  # (thread 0's acquire, then the barrier, order these reads after the others' writes)
             for other in cutlass.range(args.splits, unroll=1):
                 if other != split:
                     theirs = self._partial(args, tile, other, tile_elems)
