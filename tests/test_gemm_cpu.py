@@ -13,8 +13,8 @@ import torch
 import cutefi
 from cutefi.cute.tile_scheduler import GroupedRaster
 from cutefi.gemm import launch
-from cutefi.gemm.plan import choose_config, launch_plan, override, parse_config
-from cutefi.gemm.launch import Sm90Config
+from cutefi.gemm.plan import SkinnyPlan, choose_config, launch_plan, override, parse_config
+from cutefi.gemm.launch import SkinnyConfig, Sm90Config
 
 from conftest import requires_dsl
 
@@ -42,25 +42,56 @@ def test_heuristic():
     assert choose_config(16, 4096, 1, H200_SMS, True) == Sm90Config(128, 64, 1)
     assert choose_config(16, 8192, 1, H200_SMS, True) == Sm90Config(128, 128, 1)
     assert choose_config(16, 28672, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # one M tile: no cluster
-    plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)  # 64 tiles of 64 K tiles: two splits
-    assert (plan.config, plan.splits, plan.units, plan.ctas) == (Sm90Config(128, 64, 1), 2, 128, 128)
-    plan = launch_plan(1, 1024, 8192, 1, H200_SMS, True)  # 16 tiles, 128 K tiles: 8 splits of 16
-    assert (plan.splits, plan.ctas, plan.counter_elems) == (8, 128, 16)
+    with override(config="128x64c1"):  # (M <= 16 takes the decode-sized kernel by default)
+        plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)  # 64 tiles of 64 K tiles: two splits
+        assert (plan.config, plan.splits, plan.units, plan.ctas) == (Sm90Config(128, 64, 1), 2, 128, 128)
+    plan = launch_plan(17, 1024, 8192, 1, H200_SMS, True)  # 16 tiles, 128 K tiles: 8 splits of 16
+    assert (plan.config, plan.splits, plan.ctas, plan.counter_elems) == (Sm90Config(128, 64, 1), 8, 128, 16)
     assert plan.workspace_elems == 128 * 128 * 64
-    assert launch_plan(16, 4096, 64, 1, H200_SMS, True).splits == 1  # one K tile: nothing to cut
+    assert launch_plan(32, 4096, 64, 1, H200_SMS, True).splits == 1  # one K tile: nothing to cut
     assert launch_plan(4096, 4096, 4096, 1, H200_SMS, True).splits == 1
     plan = launch_plan(8192, 8192, 8192, 1, H200_SMS, True)
     assert plan.ctas == 132 and plan.ctas % plan.config.cluster_m == 0 and plan.group_m == 4
 
 
+def test_decode_sized_plan():
+    """M <= 16 with a K-major b, one matrix: the mma.sync weight-streaming kernel."""
+    plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)
+    assert isinstance(plan, SkinnyPlan) and plan.config.token_tiles == 2
+    assert plan.blocks * plan.config.rows >= 4096 and plan.splits >= 1
+    assert launch_plan(8, 4096, 4096, 1, H200_SMS, True).config.token_tiles == 1
+    # K cut into about sms / row blocks splits, each warp keeping two K steps
+    plan = launch_plan(1, 1024, 8192, 1, H200_SMS, True)
+    steps = 8192 // plan.config.step_k
+    assert plan.splits == min(round(H200_SMS / plan.blocks), steps // (2 * plan.config.k_groups)) == 4
+    assert launch_plan(16, 8192, 8192, 1, H200_SMS, True).splits == 1  # two waves of row blocks
+    assert plan.workspace_elems == plan.blocks * plan.splits * plan.config.partial_elems
+    assert launch_plan(16, 4096, 64, 1, H200_SMS, True).splits == 1  # one K step: nothing to cut
+    for m, batch, k_major in ((17, 1, True), (16, 2, True), (16, 1, False)):
+        assert not isinstance(launch_plan(m, 4096, 4096, batch, H200_SMS, k_major), SkinnyPlan)
+    with override(config="t1r4w8u2g2", splits=5):
+        plan = launch_plan(3, 4096, 4096, 1, H200_SMS, True)
+        assert (plan.config, plan.splits, plan.blocks) == (SkinnyConfig(1, 4, 8, 2, 2), 5, 32)
+    with override(config="t1r2w8u4g1"), pytest.raises(ValueError, match="M <= 8"):
+        launch_plan(9, 4096, 4096, 1, H200_SMS, True)
+    with override(config="t2r2w8u4g1"), pytest.raises(ValueError, match="K-major"):
+        launch_plan(9, 4096, 4096, 1, H200_SMS, False)
+    with override(config="128x64c1"):  # a Hopper override takes decode sizes too
+        assert launch_plan(1, 4096, 4096, 1, H200_SMS, True).config == Sm90Config(128, 64, 1)
+    with pytest.raises(ValueError, match="not built"):
+        parse_config("t2r2w4u4g1")
+    with pytest.raises(ValueError, match="reads like t2r2w8u4g1"):
+        parse_config("t2r2")
+
+
 def test_override_and_its_errors(monkeypatch):
-    with override(splits=3):
+    with override(splits=3, config="128x64c1"):
         plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)
         assert plan.splits == 3 and plan.units == 3 * 64
     with override(splits=5):  # 64 K tiles in splits of 13: the fifth keeps 12
-        assert launch_plan(16, 4096, 4096, 1, H200_SMS, True).splits == 5
+        assert launch_plan(32, 4096, 4096, 1, H200_SMS, True).splits == 5
     with override(splits=7):  # 10 K tiles: splits of 2, so 5 of them
-        assert launch_plan(16, 4096, 640, 1, H200_SMS, True).splits == 5
+        assert launch_plan(32, 4096, 640, 1, H200_SMS, True).splits == 5
     with override(config="128x128c1", group_m=3):
         plan = launch_plan(8192, 8192, 8192, 1, H200_SMS, True)
         assert plan.config == Sm90Config(128, 128, 1) and plan.group_m == 3
@@ -92,6 +123,8 @@ def test_specs_cover_the_api():
             for config in launch.CONFIGS:
                 assert (dtype, out_dtype, "k", config) in launch.SM90_SPECS
                 assert ((dtype, out_dtype, "n", config) in launch.SM90_SPECS) == (config.cluster_m == 1)
+            for config in launch.SKINNY_CONFIGS:
+                assert (dtype, out_dtype, config) in launch.SKINNY_SPECS
 
 
 BF16 = torch.bfloat16
@@ -148,3 +181,29 @@ def test_hopper_build_is_hgmma_fed_by_tma():
     assert len(re.findall(r"\bHGMMA\.64x256x16\.F32\.BF16\b", sass)) == 4  # one 64-wide K step of 16
     assert re.search(r"\bUTMALDG\b", sass) and re.search(r"\bUTMASTG\b", sass)
     assert not re.search(r"\b(LDL|STL)\b", sass), "the Hopper GEMM spills"
+
+
+@requires_dsl
+@pytest.mark.parametrize("arch", ["8.0", "9.0a", "12.0a"])
+def test_decode_sized_build_streams_into_hmma(arch):
+    """Every weight byte by a 16-byte load that skips L1, straight into HMMA; no spills."""
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
+    from cutefi.jit.targets import Target
+
+    config = SkinnyConfig(2, 2, 8, 4)
+    artifact = build(launch.SKINNY_SPECS[("bf16", "fp16", config)], Target.parse(arch))
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in artifact.ptx
+    assert "ld.global.L1::no_allocate.v4" in artifact.ptx
+    try:
+        sass = disassemble(artifact.cubin)
+    except DisassemblerNotFoundError as error:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(error))
+    # a full K step: 2 MMAs x unroll x row tiles x token tiles, plus the partial step's
+    per_step = 2 * config.unroll * config.row_tiles * config.token_tiles
+    assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", sass)) == 2 * per_step
+    weight_loads = 2 * config.row_tiles * config.unroll  # a step's: in the prologue, the loop, the partial step
+    assert len(re.findall(r"\bLDG\.E\.NA\.128\b", sass)) == 3 * weight_loads
+    assert not re.search(r"\b(LDL|STL)\b", sass), "the decode-sized GEMM spills"

@@ -93,13 +93,87 @@ def test_split_k(m, n, k, splits):
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = weight_t(k, n, torch.bfloat16)
     bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-    with override(splits=splits) if splits else override():
+    hopper = "128x64c1" if m <= launch.SKINNY_MAX_M else None  # (else the decode-sized kernel)
+    with override(config=hopper, splits=splits):
         for _ in range(2):
             out = poisoned((m, n), torch.bfloat16)
             cutefi.mm_bf16(a, b, bias=bias, out=out)
             assert_gemm(out, reference(a, b, bias), torch.bfloat16, torch.bfloat16)
-    plan = cutefi.gemm.plan.launch_plan(m, n, k, 1, torch.cuda.get_device_properties(0).multi_processor_count, True)
+    with override(config=hopper):
+        plan = cutefi.gemm.plan.launch_plan(m, n, k, 1, torch.cuda.get_device_properties(0).multi_processor_count,
+                                            True)
     assert splits is not None or plan.splits > 1, "the heuristic was meant to split these"
+
+
+SKINNY_SHAPES = [(1, 1000, 1000), (5, 4104, 4096), (8, 8, 8), (9, 1000, 4104), (16, 264, 2056), (16, 24, 40)]
+
+
+@pytest.mark.parametrize("config", [c.name for c in launch.SKINNY_CONFIGS])
+def test_skinny_every_config(config):
+    """The decode-sized kernel: rows past N in a row block, K past the last full step (and
+    K below one chunk), every token count of its token tiles, with and without K splits;
+    split runs twice (the counters must be back at zero) and with a bias."""
+    token_tiles = int(config[1])
+    for m, n, k in SKINNY_SHAPES:
+        if m > 8 * token_tiles:
+            continue
+        torch.manual_seed(m * 7 + k)
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = weight_t(k, n, torch.bfloat16)
+        bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        for splits in (1, 3, None):
+            with override(config=config, splits=splits):
+                for _ in range(2 if splits != 1 else 1):
+                    out = poisoned((m, n), torch.bfloat16)
+                    cutefi.mm_bf16(a, b, bias=bias, out=out)
+                    assert_gemm(out, reference(a, b, bias), torch.bfloat16, torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m", [1, 2, 7, 8, 9, 15, 16])
+def test_skinny_default_plan(dtype, m):
+    """What a decode step gets by default: every M up to 16, both output dtypes, strided
+    rows of a and out (slices of wider buffers), nothing written outside out."""
+    torch.manual_seed(m)
+    n, k = 4104, 4096 + 56
+    a = torch.randn(m, k + 24, device="cuda", dtype=dtype)[:, 8:8 + k]
+    b = weight_t(k, n, dtype)
+    assert isinstance(cutefi.gemm.plan.launch_plan(m, n, k, 1, 132, True), cutefi.gemm.plan.SkinnyPlan)
+    other = torch.float16 if dtype == torch.bfloat16 else torch.bfloat16
+    for out_dtype in (dtype, other):
+        out_buf = poisoned((m + 2, n + 16), out_dtype)
+        out = out_buf[1:m + 1, 8:8 + n]
+        MM[dtype](a, b, out=out, out_dtype=out_dtype)
+        assert_gemm(out, reference(a, b), dtype, out_dtype)
+        outside = torch.ones_like(out_buf, dtype=torch.bool)
+        outside[1:m + 1, 8:8 + n] = False
+        assert torch.isnan(out_buf[outside]).all(), "a write landed outside out"
+
+
+def test_skinny_graph_side_stream_pdl():
+    """Split-K decode GEMM replayed from a CUDA graph (the counters reset inside it), on a
+    side stream, and with PDL: all equal to the plain call."""
+    torch.manual_seed(17)
+    a = torch.randn(4, 8192, device="cuda", dtype=torch.bfloat16)
+    b = weight_t(8192, 1024, torch.bfloat16)
+    plain = cutefi.mm_bf16(a, b)
+    assert cutefi.gemm.plan.launch_plan(4, 1024, 8192, 1, 132, True).splits > 1
+    assert_gemm(plain, reference(a, b), torch.bfloat16, torch.bfloat16)
+    torch.testing.assert_close(cutefi.mm_bf16(a, b, pdl=True), plain, rtol=0, atol=0)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        side = cutefi.mm_bf16(a, b)
+    stream.synchronize()
+    torch.testing.assert_close(side, plain, rtol=0, atol=0)
+    out = torch.empty_like(plain)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        cutefi.mm_bf16(a, b, out=out)
+    for _ in range(3):
+        out.fill_(float("nan"))
+        graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, plain, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -1,5 +1,7 @@
 """Dense GEMM: FlashInfer's ``mm_bf16`` / ``bmm_bf16`` (and their fp16 twins) on the CuTe DSL
-Hopper kernel (``sm90_kernel.py``; contract and builds: ``launch.py``; heuristic: ``plan.py``).
+Hopper kernel (``sm90_kernel.py``) and, for decode-sized M <= 16 with an nn.Linear weight, the
+mma.sync weight-streaming kernel (``skinny_kernel.py``, every mma.sync target); contracts and
+builds: ``launch.py``; heuristic: ``plan.py``.
 
 Layouts taken without a copy (rows of 16 bytes' multiple, base addresses 16-byte aligned):
   - ``a`` ``[M, K]`` (``A`` ``[b, M, K]``): rows contiguous (``stride(-1) == 1``);
@@ -21,7 +23,7 @@ from ..jit.logs import api_log
 from ..jit.lookup import get_kernel
 from ..jit.policy import Family
 from . import launch
-from .plan import GENERATION, launch_plan
+from .plan import GENERATION, SkinnyPlan, launch_plan
 
 _PLANS = PlanCache()
 _TORCH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -117,7 +119,10 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, bias: torc
     if min(m, n, k, batch) == 0:
         return None, device, expected, b_major, (None, None)
     plan = launch_plan(m, n, k, batch, _sms(device), b_major == "k")
-    spec = launch.SM90_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], b_major, plan.config)]
+    if isinstance(plan, SkinnyPlan):
+        spec = launch.SKINNY_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], plan.config)]
+    else:
+        spec = launch.SM90_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], b_major, plan.config)]
     scratch = _scratch(device, plan.workspace_elems, plan.counter_elems) if plan.splits > 1 else None
     return get_kernel(spec, device), device, expected, b_major, (plan, scratch)
 
@@ -169,18 +174,24 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
     if (a.data_ptr() | b_ptr | out.data_ptr()) & 15 or bias_ptr & 1:
         raise ValueError("a, b and out must start on 16-byte boundaries (bias on 2-byte ones); "
                          "slice views that start mid-row are not taken")
-    b_view = b.transpose(-2, -1) if b_major == "k" else b  # the loader reads a row-major tensor
-    m, n = shape[-2], shape[-1]
     workspace = counters = b_ptr  # (not read without split-K)
     if scratch is not None:
         if scratch is not _SCRATCH[device]:  # grown by another plan since: use the new one
             scratch = _scratch(device, grid.workspace_elems, grid.counter_elems)
         workspace, counters = scratch[0].data_ptr(), scratch[1].data_ptr()
+    m, n, k = shape[-2], shape[-1], a.shape[-1]
+    common = dict(bias=bias_ptr, workspace=workspace, counters=counters, m=m, n=n, k=k,
+                  has_bias=0 if bias is None else 1, splits=grid.splits)
+    if isinstance(grid, SkinnyPlan):
+        # (a stride of a single row is never multiplied by a row index: pass a harmless one)
+        kernel.launch((grid.blocks, grid.splits, 1), device, None, pdl, a=a.data_ptr(), b=b_ptr,
+                      c=out.data_ptr(), lda=a.stride(0) if m > 1 else k, ldb=b.stride(1),
+                      ldc=out.stride(0) if m > 1 else n, **common)
+        return out
+    b_view = b.transpose(-2, -1) if b_major == "k" else b  # the loader reads a row-major tensor
     kernel.launch((grid.ctas, 1, 1), device, None, pdl,
-                  a=_as_3d(a, batched), b=_as_3d(b_view, batched), c=_as_3d(out, batched), bias=bias_ptr,
-                  workspace=workspace, counters=counters, m=m, n=n, k=a.shape[-1],
-                  batch=shape[0] if batched else 1, group_m=grid.group_m, has_bias=0 if bias is None else 1,
-                  splits=grid.splits, ctas=grid.ctas)
+                  a=_as_3d(a, batched), b=_as_3d(b_view, batched), c=_as_3d(out, batched),
+                  batch=shape[0] if batched else 1, group_m=grid.group_m, ctas=grid.ctas, **common)
     return out
 
 

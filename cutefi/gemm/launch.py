@@ -1,5 +1,5 @@
 """Contracts, configurations and specs of the dense GEMM family (pure Python; kernels:
-``sm90_kernel.py``).
+``sm90_kernel.py`` and ``skinny_kernel.py``).
 
 ``C[l] = A[l] @ B[l] (+ bias)`` with A ``[L, M, K]`` row-major, B either K-major (the
 transposed view of an ``[N, K]`` nn.Linear weight, passed to the loader as that ``[L, N, K]``
@@ -16,6 +16,12 @@ each unit writes its fp32 partial tile to ``workspace`` and counts itself in the
 counter to zero. All sizes are runtime arguments: the loader encodes
 the descriptors from the real tensors and the kernel reads M, N, K, L from scalars, so one
 build serves every shape.
+
+``gemm.skinny`` (every mma.sync target, decode-sized M <= 16 with a K-major B): the weight
+streams from DRAM straight into mma.sync A fragments (its rows are the MMA's M, the tokens its
+N: "swap AB"); a CTA of ``warps`` warps owns ``16 * row_tiles * row_groups`` weight rows; the
+warps of a row group (and ``splits`` CTAs, summed like the Hopper split-K) take interleaved K
+steps of ``32 * unroll``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import dtypes
-from ..jit.contract import LaunchContract, Param, TmaRecipe, ceil_div, scalars
+from ..jit.contract import LaunchContract, Param, TmaRecipe, ceil_div, pointers, scalars
 from ..jit.policy import Family
 from ..jit.registry import register
 from ..jit.spec import KernelSpec
@@ -138,3 +144,96 @@ SM90_SPECS = {
     if b_major == "k" or config.cluster_m == 1  # multicast splits B's box: K-major only
 }
 register(*SM90_SPECS.values())
+
+
+# ---- gemm.skinny: decode-sized M on mma.sync ------------------------------------------------
+SKINNY_CHUNK_K = 32  # K a lane's two 16-byte loads per row feed: two m16n8k16 MMAs
+SKINNY_MAX_M = 16
+
+
+@dataclass(frozen=True)
+class SkinnyConfig:
+    """A decode-sized build: ``token_tiles`` n8 tiles of tokens (M <= 8 * token_tiles),
+    ``row_tiles`` m16 tiles of weight rows a warp multiplies, ``warps`` a CTA in
+    ``row_groups`` groups of rows (the warps of a K step share its tokens through L1; the
+    ``warps / row_groups`` of a row group take interleaved K steps), ``unroll`` K chunks of 32
+    a warp loads a step (double-buffered: one step in flight while the last one multiplies)."""
+
+    token_tiles: int = 2
+    row_tiles: int = 2
+    warps: int = 8
+    unroll: int = 4
+    row_groups: int = 1
+
+    def __post_init__(self) -> None:
+        if self.token_tiles not in (1, 2):
+            raise ValueError(f"token_tiles must be 1 or 2 (M <= 8 or <= 16), got {self.token_tiles}")
+        if self.row_tiles not in (1, 2, 4, 8):
+            raise ValueError(f"row_tiles must be 1, 2, 4 or 8, got {self.row_tiles}")
+        if self.warps not in (4, 8):
+            raise ValueError(f"warps must be 4 or 8, got {self.warps}")
+        if self.unroll not in (1, 2, 4, 8):
+            raise ValueError(f"unroll must be 1, 2, 4 or 8, got {self.unroll}")
+        if self.row_groups not in (1, 2, 4, 8) or self.warps % self.row_groups:
+            raise ValueError(f"row_groups must be 1, 2, 4 or 8 and divide warps={self.warps}, got {self.row_groups}")
+
+    @property
+    def name(self) -> str:
+        return f"t{self.token_tiles}r{self.row_tiles}w{self.warps}u{self.unroll}g{self.row_groups}"
+
+    @property
+    def k_groups(self) -> int:
+        """Warps of a row group: they split its K steps."""
+        return self.warps // self.row_groups
+
+    @property
+    def rows(self) -> int:
+        """Weight rows (output columns) of a CTA."""
+        return 16 * self.row_tiles * self.row_groups
+
+    @property
+    def step_k(self) -> int:
+        return SKINNY_CHUNK_K * self.unroll
+
+    @property
+    def group_elems(self) -> int:
+        """fp32 sums of a row group: (16 rows x 8 tokens) per row tile and token tile."""
+        return 128 * self.row_tiles * self.token_tiles
+
+    @property
+    def partial_elems(self) -> int:
+        """fp32 sums of a CTA."""
+        return self.group_elems * self.row_groups
+
+    def smem_bytes(self) -> int:
+        return self.partial_elems * self.k_groups * 4 + 16
+
+
+SKINNY_CONFIGS = tuple(SkinnyConfig(t, r, 8, u, g) for t in (1, 2)
+                       for r, u, g in ((2, 4, 1), (2, 4, 2), (4, 2, 2), (4, 2, 4)))
+
+
+def skinny_contract(dtype: str, out_dtype: str, token_tiles: int, row_tiles: int, warps: int,
+                    unroll: int, row_groups: int = 1) -> LaunchContract:
+    config = SkinnyConfig(token_tiles, row_tiles, warps, unroll, row_groups)
+    return LaunchContract(
+        params=(*pointers("a", "b", dtype=dtype), Param("c", "ptr", out_dtype, 2), Param("bias", "ptr", dtype, 2),
+                Param("workspace", "ptr", "fp32", 16), Param("counters", "ptr", "i32", 4),
+                *scalars("i32", "m", "n", "k", "has_bias", "splits"), *scalars("i64", "lda", "ldb", "ldc")),
+        block=(32 * warps, 1, 1),
+        grid=lambda p: (ceil_div(p["n"], config.rows), p["splits"], 1),
+        sample={"m": 16, "n": 4096, "k": 4096, "has_bias": 0, "splits": 1, "lda": 4096, "ldb": 4096, "ldc": 4096},
+        smem_bytes=config.smem_bytes(),
+        entry=f"cutefi_gemm_skinny_{dtype}_{out_dtype}_{config.name}",
+        pdl=True,
+    )
+
+
+SKINNY_SPECS = {
+    (dtype, out_dtype, config): KernelSpec.make(
+        "gemm.skinny", "cute", "cutefi.gemm.skinny_kernel:GemmSkinny", "cutefi.gemm.launch:skinny_contract",
+        Family.MMA_SYNC, dtype=dtype, out_dtype=out_dtype, token_tiles=config.token_tiles,
+        row_tiles=config.row_tiles, warps=config.warps, unroll=config.unroll, row_groups=config.row_groups)
+    for dtype in DTYPES for out_dtype in OUT_DTYPES for config in SKINNY_CONFIGS
+}
+register(*SKINNY_SPECS.values())

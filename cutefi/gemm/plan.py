@@ -12,8 +12,15 @@ a few KB per unit, the idle SMs cost the whole machine), and sizes the persisten
 CTA per SM (the ring takes all of shared memory) or fewer when there are fewer work units,
 rounded to whole clusters, and the raster group.
 
-``override(config=..., group_m=...)`` replaces the heuristic for experiments (``cutefi-bench``
-sweeps it); ``CUTEFI_GEMM_CONFIG=128x256c2`` does the same from the environment.
+Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight) take the
+mma.sync weight-streaming kernel instead (``skinny_plan``): ``t1`` (M <= 8) or ``t2`` token
+tiles, ``SKINNY_DEFAULT`` rows, unroll and row groups, and K cut into about
+``sms / row blocks`` splits (none from half a wave of row blocks on: measured, more splits
+than that only add partial sums), each warp keeping at least ``MIN_SKINNY_STEPS`` K steps.
+
+``override(config=..., group_m=..., splits=...)`` replaces the heuristic for experiments
+(``cutefi-bench`` sweeps it); ``CUTEFI_GEMM_CONFIG=128x256c2`` (a Hopper build) or
+``CUTEFI_GEMM_CONFIG=t2r2w8u4g1`` (a decode-sized one) does the same from the environment.
 """
 
 from __future__ import annotations
@@ -23,11 +30,14 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
-from .launch import CONFIGS, Sm90Config, tiles
+from .launch import CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SkinnyConfig, Sm90Config, tiles
 
 GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
 MIN_SPLIT_K_TILES = 8  # K tiles (of 64) a split keeps, so its pipeline fills
 MAX_SPLITS = 16
+SKINNY_DEFAULT = (2, 4, 1)  # (row_tiles, unroll, row_groups) of the decode-sized build
+SKINNY_CTAS_PER_SM = 1  # (the builds take over 128 registers a thread: one CTA of 256 an SM)
+MIN_SKINNY_STEPS = 2  # K steps each warp keeps at the least
 _OVERRIDE: dict[str, object] = {}
 GENERATION = [0]  # bumped on every override change: part of the API's plan-cache key
 
@@ -50,8 +60,27 @@ class LaunchPlan:
         return 0 if self.splits == 1 else self.units // self.splits
 
 
-def parse_config(text: str) -> Sm90Config:
-    """``"128x256c2"`` -> Sm90Config(128, 256, 2)."""
+@dataclass(frozen=True)
+class SkinnyPlan:
+    """A decode-sized launch: ``blocks`` CTAs of ``config.rows`` weight rows, times ``splits``."""
+
+    config: SkinnyConfig
+    blocks: int
+    splits: int = 1
+
+    @property
+    def workspace_elems(self) -> int:
+        return 0 if self.splits == 1 else self.blocks * self.splits * self.config.partial_elems
+
+    @property
+    def counter_elems(self) -> int:
+        return 0 if self.splits == 1 else self.blocks
+
+
+def parse_config(text: str) -> Sm90Config | SkinnyConfig:
+    """``"128x256c2"`` -> Sm90Config(128, 256, 2); ``"t2r2w8u4"`` -> SkinnyConfig(2, 2, 8, 4)."""
+    if text.lower().startswith("t"):
+        return _parse_skinny(text)
     try:
         tile, cluster = text.lower().split("c")
         tile_m, tile_n = (int(v) for v in tile.split("x"))
@@ -64,8 +93,23 @@ def parse_config(text: str) -> Sm90Config:
     return config
 
 
+def _parse_skinny(text: str) -> SkinnyConfig:
+    import re
+
+    found = re.fullmatch(r"t(\d+)r(\d+)w(\d+)u(\d+)g(\d+)", text.lower())
+    try:
+        if not found:
+            raise ValueError("not of the form t<token tiles>r<row tiles>w<warps>u<unroll>g<row groups>")
+        config = SkinnyConfig(*(int(v) for v in found.groups()))
+    except ValueError as exc:
+        raise ValueError(f"a decode-sized GEMM config reads like t2r2w8u4g1; got {text!r}: {exc}") from None
+    if config not in SKINNY_CONFIGS:
+        raise ValueError(f"GEMM config {text!r} is not built; built: {', '.join(c.name for c in SKINNY_CONFIGS)}")
+    return config
+
+
 @contextlib.contextmanager
-def override(config: Sm90Config | str | None = None, group_m: int | None = None,
+def override(config: Sm90Config | SkinnyConfig | str | None = None, group_m: int | None = None,
              splits: int | None = None) -> Iterator[None]:
     """Use ``config`` / ``group_m`` / ``splits`` instead of the heuristic inside the block."""
     saved = dict(_OVERRIDE)
@@ -88,8 +132,14 @@ def override(config: Sm90Config | str | None = None, group_m: int | None = None,
         GENERATION[0] += 1
 
 
+def _forced() -> Sm90Config | SkinnyConfig | None:
+    return _OVERRIDE.get("config") or _env_config()  # type: ignore[return-value]
+
+
 def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> Sm90Config:
-    forced = _OVERRIDE.get("config") or _env_config()
+    forced = _forced()
+    if isinstance(forced, SkinnyConfig):
+        forced = None  # (a decode-sized override does not apply to this problem)
     if forced is not None:
         if forced.cluster_m > 1 and not b_k_major:
             raise ValueError(f"GEMM config {forced.name} multicasts B, which needs a K-major B")
@@ -119,7 +169,45 @@ def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config) -> int:
     return -(-k_tiles // per_split)  # no split left without K tiles
 
 
-def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool) -> LaunchPlan:
+def takes_skinny(m: int, batch: int, b_k_major: bool) -> bool:
+    """Whether the decode-sized kernel can take the problem, and the heuristic or override picks it."""
+    forced = _forced()
+    fits = batch == 1 and b_k_major and m <= SKINNY_MAX_M
+    if isinstance(forced, SkinnyConfig):
+        if not fits or m > 8 * forced.token_tiles:
+            raise ValueError(f"GEMM config {forced.name} takes one matrix with M <= {8 * forced.token_tiles} and a "
+                             f"K-major b (an nn.Linear weight's w.t()); got M={m}, batch={batch}, "
+                             f"b {'K' if b_k_major else 'N'}-major")
+        return True
+    return fits and forced is None
+
+
+def skinny_plan(m: int, n: int, k: int, sms: int) -> SkinnyPlan:
+    forced = _forced()
+    if isinstance(forced, SkinnyConfig):
+        config = forced
+    else:
+        config = SkinnyConfig(1 if m <= 8 else 2, *_skinny_shape())
+    blocks = -(-n // config.rows)
+    steps = -(-k // config.step_k)
+    forced_splits = _OVERRIDE.get("splits")
+    if forced_splits is not None:
+        splits = int(forced_splits)  # type: ignore[arg-type]
+    else:
+        # (measured: a second split only pays when the row blocks fill under half the SMs)
+        splits = min(max(1, round(sms * SKINNY_CTAS_PER_SM / blocks)), steps // (MIN_SKINNY_STEPS * config.k_groups),
+                     MAX_SPLITS)
+    return SkinnyPlan(config, blocks, max(1, min(splits, steps)))
+
+
+def _skinny_shape() -> tuple[int, int, int, int]:
+    row_tiles, unroll, row_groups = SKINNY_DEFAULT
+    return row_tiles, 8, unroll, row_groups
+
+
+def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool) -> LaunchPlan | SkinnyPlan:
+    if takes_skinny(m, batch, b_k_major):
+        return skinny_plan(m, n, k, sms)
     config = choose_config(m, n, batch, sms, b_k_major)
     tiles_m, tiles_n = tiles(m, n, config)
     total = tiles_m * tiles_n * batch
@@ -132,6 +220,6 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool) -
     return LaunchPlan(config, ctas, max(1, group_m // config.cluster_m), splits, units)
 
 
-def _env_config() -> Sm90Config | None:
+def _env_config() -> Sm90Config | SkinnyConfig | None:
     text = os.environ.get("CUTEFI_GEMM_CONFIG")
     return parse_config(text) if text else None

@@ -27,6 +27,7 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warp, warpgroup
 
 from cutefi.cute import args as kernel_args
+from cutefi.cute import split_k
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.pdl import wait_for_inputs
@@ -132,7 +133,7 @@ class GemmSm90:
             s_b: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(b_smem)], 1024]
             s_c: cute.struct.Align[cute.struct.MemRange[self.out_dtype, cute.cosize(c_smem)], 1024]
 
-        storage = cutlass.utils.SmemAllocator().allocate(SharedStorage)
+        storage = cutlass.memory.SmemAllocator().allocate(SharedStorage)
         s_a = storage.s_a.get_tensor(a_smem.outer, swizzle=a_smem.inner)
         s_b = storage.s_b.get_tensor(b_smem.outer, swizzle=b_smem.inner)
         s_c = storage.s_c.get_tensor(c_smem.outer, swizzle=c_smem.inner)
@@ -321,33 +322,26 @@ class GemmSm90:
     def _meet_splits(self, args, acc, coord_c, thread, epi_barrier, last_split, tile, split,
                      first_row) -> cutlass.Boolean:
         """Write this split's partial tile (rows below M; per-thread order, so coalesced) to the
-        workspace, count it in the tile's counter; the split that counts last adds the other
-        partials to its accumulators, resets the counter and returns True (it stores the tile)."""
+        workspace, count it in the tile's counter; the split that counts last sums all the
+        partials into its accumulators, resets the counter and returns True (it stores the tile)."""
         tile_elems = cute.size(acc) * CONSUMER_THREADS
         rows = args.m - first_row
         mine = self._partial(args, tile, split, tile_elems)
         for i in cutlass.range(cute.size(acc), unroll_full=True):
             if coord_c[i][0] < rows:
                 mine[i * CONSUMER_THREADS + thread] = acc[i]
-        # one release by one thread, after the barrier, publishes every thread's partial (the
-        # barrier orders them before it; release is cumulative): a gpu-scope fence in each
-        # thread measured several µs a unit
-        epi_barrier.arrive_and_wait()
-        if thread == 0:
-            arrived = cute.arch.atomic_add(args.counters + tile, Int32(1), sem="acq_rel", scope="gpu")
-            last_split[0] = Int32(arrived == args.splits - 1)
-        epi_barrier.arrive_and_wait()
-        last = last_split[0] != 0
-        if last:  # (thread 0's acquire, then the barrier, order these reads after the others' writes)
-            for other in cutlass.range(args.splits, unroll=1):
-                if other != split:
-                    theirs = self._partial(args, tile, other, tile_elems)
-                    for i in cutlass.range(cute.size(acc), unroll_full=True):
-                        if coord_c[i][0] < rows:
-                            acc[i] = acc[i] + theirs[i * CONSUMER_THREADS + thread]
+        last = split_k.arrive_last(args.counters + tile, args.splits, last_split, thread == 0, epi_barrier)
+        if last:
+            # every split's partial in split order (this one's too): results do not depend on
+            # which split arrives last
+            acc.fill(0.0)
+            for which in cutlass.range(args.splits, unroll=1):
+                theirs = self._partial(args, tile, which, tile_elems)
+                for i in cutlass.range(cute.size(acc), unroll_full=True):
+                    if coord_c[i][0] < rows:
+                        acc[i] = acc[i] + theirs[i * CONSUMER_THREADS + thread]
             if thread == 0:
-                counter_t = cute.make_tensor(args.counters + tile, cute.make_layout(1))
-                counter_t[0] = Int32(0)  # ready for the next launch on this workspace
+                split_k.reset_counter(args.counters + tile)
         # (thread 0 rewrites the flag only after the next unit's first barrier: no barrier here)
         return last
 
