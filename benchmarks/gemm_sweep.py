@@ -35,7 +35,7 @@ def _rotating(fn, a, weights):
 
 def _configs(m: int):
     skinny = [c for c in launch.SKINNY_CONFIGS if m <= 8 * c.token_tiles] if m <= launch.SKINNY_MAX_M else []
-    return skinny + list(launch.CONFIGS)
+    return skinny + list(launch.CONFIGS) + list(launch.SM80_CONFIGS)
 
 
 def main(argv=None) -> int:
@@ -64,8 +64,10 @@ def main(argv=None) -> int:
                 if args.configs and config.name not in args.configs:
                     continue
                 for splits in args.splits:
-                    if splits and not isinstance(config, launch.SkinnyConfig) and config.cluster_m > 1:
+                    if splits and isinstance(config, launch.Sm90Config) and config.cluster_m > 1:
                         continue
+                    if splits > 1 and isinstance(config, launch.Sm80Config):
+                        continue  # (no split-K in the mma.sync kernel)
                     with override(config=config, splits=splits or None):
                         plan = launch_plan(m, n, k, 1, sms, True)
                         if splits and plan.splits != splits:

@@ -125,6 +125,9 @@ def test_specs_cover_the_api():
                 assert ((dtype, out_dtype, "n", config) in launch.SM90_SPECS) == (config.cluster_m == 1)
             for config in launch.SKINNY_CONFIGS:
                 assert (dtype, out_dtype, config) in launch.SKINNY_SPECS
+            for config in launch.SM80_CONFIGS:
+                for b_major in launch.B_MAJORS:
+                    assert (dtype, out_dtype, b_major, config) in launch.SM80_SPECS
 
 
 BF16 = torch.bfloat16
@@ -207,3 +210,43 @@ def test_decode_sized_build_streams_into_hmma(arch):
     weight_loads = 2 * config.row_tiles * config.unroll  # a step's: in the prologue, the loop, the partial step
     assert len(re.findall(r"\bLDG\.E\.NA\.128\b", sass)) == 3 * weight_loads
     assert not re.search(r"\b(LDL|STL)\b", sass), "the decode-sized GEMM spills"
+
+
+def test_mma_sync_plan():
+    """Every GPU but Hopper: the mma.sync kernel beyond decode sizes; tiles by waves."""
+    from cutefi.gemm.plan import Sm80Plan
+
+    plan = launch_plan(8192, 8192, 8192, 1, 84, True, wgmma=False)  # an RTX-class SM count
+    assert isinstance(plan, Sm80Plan) and plan.config.name == "128x256x32s3" and plan.tiles == 64 * 32
+    assert launch_plan(1024, 1024, 1024, 1, 84, True, wgmma=False).config.name == "128x128x32s4"
+    assert launch_plan(128, 256, 1024, 1, 84, False, wgmma=False).config.name == "64x64x32s4"
+    assert isinstance(launch_plan(8, 4096, 4096, 1, 84, True, wgmma=False), SkinnyPlan)
+    assert isinstance(launch_plan(8, 4096, 4096, 1, 84, False, wgmma=False), Sm80Plan)  # N-major b
+    with override(config="128x128x32s4"):  # forced on a Hopper too
+        assert isinstance(launch_plan(4096, 4096, 4096, 1, 132, True), Sm80Plan)
+    with pytest.raises(ValueError, match="not built"):
+        parse_config("128x128x64s4")
+    for config in launch.SM80_CONFIGS:
+        assert config.smem_bytes("bf16") <= 99 * 1024  # sm_86/89/120's limit per CTA
+
+
+@requires_dsl
+@pytest.mark.parametrize("arch,b_major", [("8.0", "k"), ("8.6", "n"), ("12.0a", "k")])
+def test_mma_sync_build_is_ldgsts_ldsm_hmma(arch, b_major):
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
+    from cutefi.jit.targets import Target
+
+    config = launch.SM80_CONFIGS[0]
+    artifact = build(launch.SM80_SPECS[("bf16", "bf16", b_major, config)], Target.parse(arch))
+    assert "cp.async.cg.shared.global" in artifact.ptx and "ldmatrix.sync.aligned" in artifact.ptx
+    try:
+        sass = disassemble(artifact.cubin)
+    except DisassemblerNotFoundError as error:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(error))
+    # a K tile of 32: each of 4 warps' 64 x 64 pieces is 4 x 8 MMAs of m16n8k16, twice
+    assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", sass)) == 4 * 8 * 2
+    assert re.search(r"\bLDGSTS\.E\.BYPASS\.(LTC128B\.)?128\b", sass) and re.search(r"\bLDSM\.16\.", sass)
+    assert not re.search(r"\b(LDL|STL)\b", sass), "the mma.sync GEMM spills"

@@ -292,3 +292,44 @@ def test_bad_inputs_are_refused():
         cutefi.mm_bf16(a, b, backend="cublas")
     with pytest.raises(ValueError, match="cpu"):
         cutefi.mm_bf16(a, b.cpu())
+
+
+@pytest.mark.parametrize("config", [c.name for c in launch.SM80_CONFIGS])
+@pytest.mark.parametrize("b_layout", ["col", "row"])
+def test_mma_sync_every_config(config, b_layout):
+    """The mma.sync kernel (what every GPU but Hopper runs; forced here): partial tiles in M,
+    N and K (K below one K tile too), M = 1, a bias, fp16 out, strided rows of every operand,
+    nothing written outside out."""
+    for m, n, k in [(777, 1160, 1032), (1, 8, 8), (33, 264, 40), (256, 512, 4096)]:
+        torch.manual_seed(m + n + k)
+        a = torch.randn(m, k + 16, device="cuda", dtype=torch.bfloat16)[:, 8:8 + k]
+        if b_layout == "col":
+            b = torch.randn(n, k + 8, device="cuda", dtype=torch.bfloat16)[:, :k].t()
+        else:
+            b = torch.randn(k, n + 8, device="cuda", dtype=torch.bfloat16)[:, :n]
+        bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        for out_dtype in (torch.bfloat16, torch.float16):
+            out_buf = poisoned((m + 2, n + 16), out_dtype)
+            out = out_buf[1:m + 1, 8:8 + n]
+            with override(config=config):
+                cutefi.mm_bf16(a, b, bias=bias, out=out, out_dtype=out_dtype)
+            assert_gemm(out, reference(a, b, bias), torch.bfloat16, out_dtype)
+            outside = torch.ones_like(out_buf, dtype=torch.bool)
+            outside[1:m + 1, 8:8 + n] = False
+            assert torch.isnan(out_buf[outside]).all(), "a write landed outside out"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_mma_sync_bmm_and_default_plan(dtype):
+    """bmm on the mma.sync kernel, both B layouts; and the plan a non-Hopper GPU gets."""
+    torch.manual_seed(21)
+    batch, m, n, k = 3, 257, 520, 136
+    a = torch.randn(batch, m, k, device="cuda", dtype=dtype)
+    for b in (torch.randn(batch, n, k, device="cuda", dtype=dtype).transpose(-2, -1),
+              torch.randn(batch, k, n, device="cuda", dtype=dtype)):
+        out = poisoned((batch, m, n), dtype)
+        with override(config="128x128x32s4"):
+            BMM[dtype](a, b, out=out, out_dtype=dtype)
+        assert_gemm(out, reference(a, b), dtype, dtype)
+    plan = cutefi.gemm.plan.launch_plan(4096, 4096, 4096, 1, 132, True, wgmma=False)
+    assert isinstance(plan, cutefi.gemm.plan.Sm80Plan)

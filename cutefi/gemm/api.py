@@ -1,7 +1,8 @@
-"""Dense GEMM: FlashInfer's ``mm_bf16`` / ``bmm_bf16`` (and their fp16 twins) on the CuTe DSL
-Hopper kernel (``sm90_kernel.py``) and, for decode-sized M <= 16 with an nn.Linear weight, the
-mma.sync weight-streaming kernel (``skinny_kernel.py``, every mma.sync target); contracts and
-builds: ``launch.py``; heuristic: ``plan.py``.
+"""Dense GEMM: FlashInfer's ``mm_bf16`` / ``bmm_bf16`` (and their fp16 twins) in CuTe DSL: the
+Hopper wgmma kernel (``sm90_kernel.py``), the mma.sync multistage kernel on every other GPU
+from sm_80 on (``sm80_kernel.py``), and for decode-sized M <= 16 with an nn.Linear weight the
+mma.sync weight-streaming kernel everywhere (``skinny_kernel.py``); contracts and builds:
+``launch.py``; heuristic: ``plan.py``.
 
 Layouts taken without a copy (rows of 16 bytes' multiple, base addresses 16-byte aligned):
   - ``a`` ``[M, K]`` (``A`` ``[b, M, K]``): rows contiguous (``stride(-1) == 1``);
@@ -20,10 +21,10 @@ from .._checks import require_cuda, require_same_device, require_tensor
 from .._library import compiling, define
 from .._plans import PlanCache
 from ..jit.logs import api_log
-from ..jit.lookup import get_kernel
+from ..jit.lookup import device_cc, get_kernel
 from ..jit.policy import Family
 from . import launch
-from .plan import GENERATION, SkinnyPlan, launch_plan
+from .plan import GENERATION, SkinnyPlan, Sm80Plan, launch_plan
 
 _PLANS = PlanCache()
 _TORCH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -118,9 +119,16 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, bias: torc
     require_same_device(*named)
     if min(m, n, k, batch) == 0:
         return None, device, expected, b_major, (None, None)
-    plan = launch_plan(m, n, k, batch, _sms(device), b_major == "k")
+    if batched and batch > 1:
+        for name, tensor in ((a_name, a), (b_name, b), ("out", out)):
+            if tensor is not None and tensor.stride(0) % launch.ALIGN_ELEMS:
+                raise ValueError(f"{name}'s batch stride must be a multiple of {launch.ALIGN_ELEMS} elements "
+                                 f"(16 bytes), got {tensor.stride(0)}")
+    plan = launch_plan(m, n, k, batch, _sms(device), b_major == "k", wgmma=device_cc(device) == (9, 0))
     if isinstance(plan, SkinnyPlan):
         spec = launch.SKINNY_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], plan.config)]
+    elif isinstance(plan, Sm80Plan):
+        spec = launch.SM80_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], b_major, plan.config)]
     else:
         spec = launch.SM90_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], b_major, plan.config)]
     scratch = _scratch(device, plan.workspace_elems, plan.counter_elems) if plan.splits > 1 else None
@@ -187,6 +195,15 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
         kernel.launch((grid.blocks, grid.splits, 1), device, None, pdl, a=a.data_ptr(), b=b_ptr,
                       c=out.data_ptr(), lda=a.stride(0) if m > 1 else k, ldb=b.stride(1),
                       ldc=out.stride(0) if m > 1 else n, **common)
+        return out
+    if isinstance(grid, Sm80Plan):
+        batch = shape[0] if batched else 1
+        kernel.launch((grid.tiles, 1, 1), device, None, pdl, a=a.data_ptr(), b=b_ptr, c=out.data_ptr(),
+                      bias=bias_ptr, m=m, n=n, k=k, batch=batch, group_m=grid.group_m,
+                      has_bias=0 if bias is None else 1, lda=a.stride(-2) if m > 1 else k,
+                      ldb=b.stride(-1) if b_major == "k" else b.stride(-2), ldc=out.stride(-2) if m > 1 else n,
+                      batch_a=a.stride(0) if batch > 1 else 0, batch_b=b.stride(0) if batch > 1 else 0,
+                      batch_c=out.stride(0) if batch > 1 else 0)
         return out
     b_view = b.transpose(-2, -1) if b_major == "k" else b  # the loader reads a row-major tensor
     kernel.launch((grid.ctas, 1, 1), device, None, pdl,
@@ -258,6 +275,6 @@ _OPS = {
     "mm": _traced_mm,
 }
 for _function in (mm_bf16, bmm_bf16):
-    declare(_function, (Family.WGMMA,), ("bf16",))
+    declare(_function, (Family.MMA_SYNC,), ("bf16",))  # (Hopper: wgmma where it pays)
 for _function in (mm_fp16, bmm_fp16):
-    declare(_function, (Family.WGMMA,), ("fp16",))
+    declare(_function, (Family.MMA_SYNC,), ("fp16",))

@@ -237,3 +237,71 @@ SKINNY_SPECS = {
     for dtype in DTYPES for out_dtype in OUT_DTYPES for config in SKINNY_CONFIGS
 }
 register(*SKINNY_SPECS.values())
+
+
+# ---- gemm.sm80: the mma.sync family's multistage kernel ---------------------------------------
+SM80_C_PAD = 8  # elements the staged output rows are padded by
+@dataclass(frozen=True)
+class Sm80Config:
+    """An mma.sync build: CTA tile ``tile_m x tile_n``, K tiles of ``tile_k`` in a ``stages``-deep
+    cp.async ring, warps ``warps_m x warps_n`` (each a ``tile_m / warps_m x tile_n / warps_n``
+    piece of the tile)."""
+
+    tile_m: int = 128
+    tile_n: int = 128
+    tile_k: int = 32
+    stages: int = 4
+    warps_m: int = 2
+    warps_n: int = 2
+
+    def __post_init__(self) -> None:
+        if self.tile_m not in (64, 128) or self.tile_n not in (64, 128, 256):
+            raise ValueError(f"tile must be 64 or 128 x 64, 128 or 256, got {self.tile_m}x{self.tile_n}")
+        if self.tile_k not in (32, 64) or not 2 <= self.stages <= 6:
+            raise ValueError(f"tile_k must be 32 or 64 and stages 2..6, got {self.tile_k}, {self.stages}")
+        if self.tile_m % (32 * self.warps_m) or self.tile_n % (32 * self.warps_n):
+            raise ValueError(f"each warp needs at least 32 x 32 of the tile: {self.name}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}s{self.stages}"
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    def smem_bytes(self, dtype: str) -> int:
+        ring = (self.tile_m + self.tile_n) * self.tile_k * self.stages * dtypes.bits(dtype) // 8
+        staged_c = self.tile_m * (self.tile_n + SM80_C_PAD) * 2  # the epilogue reuses the ring
+        return max(ring, staged_c) + 128
+
+
+SM80_CONFIGS = (Sm80Config(128, 128, 32, 4, 2, 2), Sm80Config(128, 256, 32, 3, 2, 4), Sm80Config(64, 64, 32, 4, 2, 2))
+
+
+def sm80_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, tile_k: int, stages: int,
+                  warps_m: int, warps_n: int) -> LaunchContract:
+    config = Sm80Config(tile_m, tile_n, tile_k, stages, warps_m, warps_n)
+    return LaunchContract(
+        params=(*pointers("a", "b", dtype=dtype), Param("c", "ptr", out_dtype, 16), Param("bias", "ptr", dtype, 2),
+                *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias"),
+                *scalars("i64", "lda", "ldb", "ldc", "batch_a", "batch_b", "batch_c")),
+        block=(config.threads, 1, 1),
+        grid=lambda p: (ceil_div(p["m"], tile_m) * ceil_div(p["n"], tile_n) * p["batch"], 1, 1),
+        sample={"m": 4096, "n": 4096, "k": 4096, "batch": 1, "group_m": 8, "has_bias": 0, "lda": 4096,
+                "ldb": 4096, "ldc": 4096, "batch_a": 0, "batch_b": 0, "batch_c": 0},
+        smem_bytes=config.smem_bytes(dtype),
+        entry=f"cutefi_gemm_sm80_{dtype}_{out_dtype}_{b_major}_{config.name}",
+        pdl=True,
+    )
+
+
+SM80_SPECS = {
+    (dtype, out_dtype, b_major, config): KernelSpec.make(
+        "gemm.sm80", "cute", "cutefi.gemm.sm80_kernel:GemmSm80", "cutefi.gemm.launch:sm80_contract",
+        Family.MMA_SYNC, dtype=dtype, out_dtype=out_dtype, b_major=b_major, tile_m=config.tile_m,
+        tile_n=config.tile_n, tile_k=config.tile_k, stages=config.stages, warps_m=config.warps_m,
+        warps_n=config.warps_n)
+    for dtype in DTYPES for out_dtype in OUT_DTYPES for b_major in B_MAJORS for config in SM80_CONFIGS
+}
+register(*SM80_SPECS.values())

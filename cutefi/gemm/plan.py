@@ -18,9 +18,14 @@ tiles, ``SKINNY_DEFAULT`` rows, unroll and row groups, and K cut into about
 ``sms / row blocks`` splits (none from half a wave of row blocks on: measured, more splits
 than that only add partial sums), each warp keeping at least ``MIN_SKINNY_STEPS`` K steps.
 
+GPUs other than Hopper take the mma.sync multistage kernel for everything else
+(``sm80_plan``): 128 x 256 tiles from two waves of 128 x 128 tiles on, 128 x 128 from half a
+wave, else 64 x 64; no split-K yet.
+
 ``override(config=..., group_m=..., splits=...)`` replaces the heuristic for experiments
 (``cutefi-bench`` sweeps it); ``CUTEFI_GEMM_CONFIG=128x256c2`` (a Hopper build) or
-``CUTEFI_GEMM_CONFIG=t2r2w8u4g1`` (a decode-sized one) does the same from the environment.
+``CUTEFI_GEMM_CONFIG=t2r2w8u4g1`` (a decode-sized one) or ``128x128x32s4`` (an mma.sync one,
+which Hopper runs too) does the same from the environment.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
-from .launch import CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SkinnyConfig, Sm90Config, tiles
+from .launch import CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles
 
 GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
 MIN_SPLIT_K_TILES = 8  # K tiles (of 64) a split keeps, so its pipeline fills
@@ -77,10 +82,33 @@ class SkinnyPlan:
         return 0 if self.splits == 1 else self.blocks
 
 
-def parse_config(text: str) -> Sm90Config | SkinnyConfig:
-    """``"128x256c2"`` -> Sm90Config(128, 256, 2); ``"t2r2w8u4"`` -> SkinnyConfig(2, 2, 8, 4)."""
+Config = Sm90Config | SkinnyConfig | Sm80Config
+
+
+@dataclass(frozen=True)
+class Sm80Plan:
+    """An mma.sync launch: one CTA a tile (``tiles`` of them, batch included)."""
+
+    config: Sm80Config
+    tiles: int
+    group_m: int
+    splits: int = 1
+
+    workspace_elems = 0
+    counter_elems = 0
+
+
+def parse_config(text: str) -> Config:
+    """``"128x256c2"`` -> Sm90Config(128, 256, 2); ``"t2r2w8u4g1"`` -> SkinnyConfig(2, 2, 8, 4, 1);
+    ``"128x128x32s4"`` -> the mma.sync build of that tile, K tile and stage count."""
     if text.lower().startswith("t"):
         return _parse_skinny(text)
+    if text.lower().count("x") == 2:
+        found = [c for c in SM80_CONFIGS if c.name == text.lower()]
+        if not found:
+            raise ValueError(f"mma.sync GEMM config {text!r} is not built; built: "
+                             f"{', '.join(c.name for c in SM80_CONFIGS)}")
+        return found[0]
     try:
         tile, cluster = text.lower().split("c")
         tile_m, tile_n = (int(v) for v in tile.split("x"))
@@ -109,7 +137,7 @@ def _parse_skinny(text: str) -> SkinnyConfig:
 
 
 @contextlib.contextmanager
-def override(config: Sm90Config | SkinnyConfig | str | None = None, group_m: int | None = None,
+def override(config: Config | str | None = None, group_m: int | None = None,
              splits: int | None = None) -> Iterator[None]:
     """Use ``config`` / ``group_m`` / ``splits`` instead of the heuristic inside the block."""
     saved = dict(_OVERRIDE)
@@ -132,14 +160,14 @@ def override(config: Sm90Config | SkinnyConfig | str | None = None, group_m: int
         GENERATION[0] += 1
 
 
-def _forced() -> Sm90Config | SkinnyConfig | None:
+def _forced() -> Config | None:
     return _OVERRIDE.get("config") or _env_config()  # type: ignore[return-value]
 
 
 def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> Sm90Config:
     forced = _forced()
-    if isinstance(forced, SkinnyConfig):
-        forced = None  # (a decode-sized override does not apply to this problem)
+    if not isinstance(forced, Sm90Config):
+        forced = None  # (another kernel's override does not apply here)
     if forced is not None:
         if forced.cluster_m > 1 and not b_k_major:
             raise ValueError(f"GEMM config {forced.name} multicasts B, which needs a K-major B")
@@ -173,13 +201,15 @@ def takes_skinny(m: int, batch: int, b_k_major: bool) -> bool:
     """Whether the decode-sized kernel can take the problem, and the heuristic or override picks it."""
     forced = _forced()
     fits = batch == 1 and b_k_major and m <= SKINNY_MAX_M
+    if isinstance(forced, (Sm90Config, Sm80Config)):
+        return False
     if isinstance(forced, SkinnyConfig):
         if not fits or m > 8 * forced.token_tiles:
             raise ValueError(f"GEMM config {forced.name} takes one matrix with M <= {8 * forced.token_tiles} and a "
                              f"K-major b (an nn.Linear weight's w.t()); got M={m}, batch={batch}, "
                              f"b {'K' if b_k_major else 'N'}-major")
         return True
-    return fits and forced is None
+    return fits
 
 
 def skinny_plan(m: int, n: int, k: int, sms: int) -> SkinnyPlan:
@@ -205,9 +235,27 @@ def _skinny_shape() -> tuple[int, int, int, int]:
     return row_tiles, 8, unroll, row_groups
 
 
-def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool) -> LaunchPlan | SkinnyPlan:
+def sm80_plan(m: int, n: int, batch: int, sms: int) -> Sm80Plan:
+    """mma.sync builds: 128 x 256 tiles from two waves of 128 x 128 ones on, 128 x 128 from
+    half a wave, else 64 x 64 (the most CTAs for small problems)."""
+    forced = _forced()
+    if isinstance(forced, Sm80Config):
+        config = forced
+    else:
+        tiles_128 = -(-m // 128) * -(-n // 128) * batch
+        config = SM80_CONFIGS[1] if tiles_128 >= 2 * sms and n >= 256 else \
+            SM80_CONFIGS[0] if 2 * tiles_128 >= sms else SM80_CONFIGS[2]
+    tile_count = -(-m // config.tile_m) * -(-n // config.tile_n) * batch
+    return Sm80Plan(config, tile_count, int(_OVERRIDE.get("group_m", GROUP_M)))  # type: ignore[arg-type]
+
+
+def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
+                wgmma: bool = True) -> LaunchPlan | SkinnyPlan | Sm80Plan:
+    """The plan of one problem; ``wgmma``: the device is a Hopper (else the mma.sync kernels)."""
     if takes_skinny(m, batch, b_k_major):
         return skinny_plan(m, n, k, sms)
+    if isinstance(_forced(), Sm80Config) or (not wgmma and not isinstance(_forced(), Sm90Config)):
+        return sm80_plan(m, n, batch, sms)
     config = choose_config(m, n, batch, sms, b_k_major)
     tiles_m, tiles_n = tiles(m, n, config)
     total = tiles_m * tiles_n * batch
@@ -220,6 +268,6 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool) -
     return LaunchPlan(config, ctas, max(1, group_m // config.cluster_m), splits, units)
 
 
-def _env_config() -> Sm90Config | SkinnyConfig | None:
+def _env_config() -> Config | None:
     text = os.environ.get("CUTEFI_GEMM_CONFIG")
     return parse_config(text) if text else None
