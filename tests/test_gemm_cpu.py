@@ -39,13 +39,16 @@ def test_heuristic():
     assert choose_config(8192, 8192, 1, H200_SMS, False) == Sm90Config(128, 256, 1)
     assert choose_config(1024, 4096, 1, H200_SMS, True) == Sm90Config(128, 256, 2)  # 128 tiles: 0.97 wave
     assert choose_config(512, 4096, 1, H200_SMS, True) == Sm90Config(128, 128, 1)
-    assert choose_config(16, 4096, 1, H200_SMS, True) == Sm90Config(128, 64, 1)
-    assert choose_config(16, 8192, 1, H200_SMS, True) == Sm90Config(128, 128, 1)
-    assert choose_config(16, 28672, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # one M tile: no cluster
+    assert choose_config(16, 4096, 1, H200_SMS, True) == Sm90Config(128, 16, 1, True)  # the weight as A
+    assert choose_config(16, 2048, 1, H200_SMS, False) == Sm90Config(128, 64, 1)
+    assert choose_config(16, 4096, 1, H200_SMS, False) == Sm90Config(128, 128, 1)  # 32 tiles: split-K fills
+    assert choose_config(16, 8192, 1, H200_SMS, False) == Sm90Config(128, 256, 1)  # the weight streams
+    assert choose_config(200, 4096, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # two M tiles
+    assert choose_config(16, 28672, 1, H200_SMS, False) == Sm90Config(128, 256, 1)  # one M tile: no cluster
     with override(config="128x64c1"):  # (M <= 16 takes the decode-sized kernel by default)
         plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)  # 64 tiles of 64 K tiles: two splits
         assert (plan.config, plan.splits, plan.units, plan.ctas) == (Sm90Config(128, 64, 1), 2, 128, 128)
-    plan = launch_plan(17, 1024, 8192, 1, H200_SMS, True)  # 16 tiles, 128 K tiles: 8 splits of 16
+    plan = launch_plan(80, 1024, 8192, 1, H200_SMS, True)  # 16 tiles, 128 K tiles: 8 splits of 16
     assert (plan.config, plan.splits, plan.ctas, plan.counter_elems) == (Sm90Config(128, 64, 1), 8, 128, 16)
     assert plan.workspace_elems == 128 * 128 * 64
     assert launch_plan(32, 4096, 64, 1, H200_SMS, True).splits == 1  # one K tile: nothing to cut
@@ -64,7 +67,9 @@ def test_decode_sized_plan():
     plan = launch_plan(1, 1024, 8192, 1, H200_SMS, True)
     steps = 8192 // plan.config.step_k
     assert plan.splits == min(round(H200_SMS / plan.blocks), steps // (2 * plan.config.k_groups)) == 4
-    assert launch_plan(16, 8192, 8192, 1, H200_SMS, True).splits == 1  # two waves of row blocks
+    assert launch_plan(16, 8192, 8192, 1, H200_SMS, True, wgmma=False).splits == 1  # two waves of row blocks
+    # Hopper: the swapped wgmma build from 8192 weight rows on
+    assert launch_plan(16, 8192, 8192, 1, H200_SMS, True).config == Sm90Config(128, 16, 1, True)
     assert plan.workspace_elems == plan.blocks * plan.splits * plan.config.partial_elems
     assert launch_plan(16, 4096, 64, 1, H200_SMS, True).splits == 1  # one K step: nothing to cut
     for m, batch, k_major in ((17, 1, True), (16, 2, True), (16, 1, False)):
@@ -109,7 +114,8 @@ def test_override_and_its_errors(monkeypatch):
 @pytest.mark.parametrize("config", launch.CONFIGS, ids=lambda c: c.name)
 def test_contract_fits_hopper(config):
     for dtype in launch.DTYPES:
-        contract = launch.sm90_contract(dtype, dtype, "k", config.tile_m, config.tile_n, config.cluster_m)
+        contract = launch.sm90_contract(dtype, dtype, "k", config.tile_m, config.tile_n, config.cluster_m,
+                                       config.swap)
         assert contract.smem_bytes <= launch.SMEM_LIMIT
         assert config.stages(dtype, dtype) >= 4
         for recipe in contract.tma:
@@ -122,7 +128,8 @@ def test_specs_cover_the_api():
         for out_dtype in launch.OUT_DTYPES:
             for config in launch.CONFIGS:
                 assert (dtype, out_dtype, "k", config) in launch.SM90_SPECS
-                assert ((dtype, out_dtype, "n", config) in launch.SM90_SPECS) == (config.cluster_m == 1)
+                assert ((dtype, out_dtype, "n", config) in launch.SM90_SPECS) == (config.cluster_m == 1
+                                                                                  and not config.swap)
             for config in launch.SKINNY_CONFIGS:
                 assert (dtype, out_dtype, config) in launch.SKINNY_SPECS
             for config in launch.SM80_CONFIGS:
@@ -210,6 +217,22 @@ def test_decode_sized_build_streams_into_hmma(arch):
     weight_loads = 2 * config.row_tiles * config.unroll  # a step's: in the prologue, the loop, the partial step
     assert len(re.findall(r"\bLDG\.E\.NA\.128\b", sass)) == 3 * weight_loads
     assert not re.search(r"\b(LDL|STL)\b", sass), "the decode-sized GEMM spills"
+
+
+def test_swapped_plan():
+    """17-64 tokens, one matrix, a K-major weight: Hopper's weight-as-A build, tiles over the
+    weight's rows, K cut when they fill under half the SMs."""
+    plan = launch_plan(64, 4096, 4096, 1, H200_SMS, True)
+    assert plan.config == Sm90Config(128, 64, 1, True) and plan.splits == 4 and plan.units == 128
+    assert launch_plan(20, 14336, 4096, 1, H200_SMS, True).config == Sm90Config(128, 32, 1, True)
+    assert not launch_plan(65, 4096, 4096, 1, H200_SMS, True).config.swap
+    assert not launch_plan(64, 4096, 4096, 2, H200_SMS, True).config.swap
+    assert not launch_plan(64, 4096, 4096, 1, H200_SMS, False).config.swap
+    assert parse_config("128x16c1t") == Sm90Config(128, 16, 1, True)
+    with override(config="128x32c1t"), pytest.raises(ValueError, match="K-major"):
+        launch_plan(64, 4096, 4096, 1, H200_SMS, False)
+    with pytest.raises(ValueError, match="tile_n must be one of"):
+        Sm90Config(128, 48, 1, True)
 
 
 def test_mma_sync_plan():

@@ -67,7 +67,7 @@ def test_mm_row_major_b(dtype, m, n, k):
     assert_gemm(MM[dtype](a, b, out_dtype=dtype), reference(a, b), dtype, dtype)
 
 
-@pytest.mark.parametrize("config", [c.name for c in launch.CONFIGS])
+@pytest.mark.parametrize("config", [c.name for c in launch.CONFIGS if not c.swap])
 @pytest.mark.parametrize("b_layout", ["col", "row"])
 def test_every_config(config, b_layout):
     if b_layout == "row" and config.endswith("c2"):
@@ -135,7 +135,7 @@ def test_skinny_default_plan(dtype, m):
     """What a decode step gets by default: every M up to 16, both output dtypes, strided
     rows of a and out (slices of wider buffers), nothing written outside out."""
     torch.manual_seed(m)
-    n, k = 4104, 4096 + 56
+    n, k = 4040, 4096 + 56  # (rows past the last 32-row block; Hopper keeps this kernel up to 4096 rows)
     a = torch.randn(m, k + 24, device="cuda", dtype=dtype)[:, 8:8 + k]
     b = weight_t(k, n, dtype)
     assert isinstance(cutefi.gemm.plan.launch_plan(m, n, k, 1, 132, True), cutefi.gemm.plan.SkinnyPlan)
@@ -206,7 +206,8 @@ def test_strided_views_and_partial_writes():
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("batch,m,n,k", [(1, 64, 128, 64), (3, 257, 520, 136), (16, 48, 80, 64)])
+@pytest.mark.parametrize("batch,m,n,k", [(1, 64, 128, 64), (3, 257, 520, 136), (16, 48, 80, 64), (1, 5, 64, 256),
+                                         (1, 9, 8192, 64)])
 def test_bmm(dtype, batch, m, n, k):
     torch.manual_seed(batch * m)
     a = torch.randn(batch, m, k, device="cuda", dtype=dtype)
@@ -333,3 +334,36 @@ def test_mma_sync_bmm_and_default_plan(dtype):
         assert_gemm(out, reference(a, b), dtype, dtype)
     plan = cutefi.gemm.plan.launch_plan(4096, 4096, 4096, 1, 132, True, wgmma=False)
     assert isinstance(plan, cutefi.gemm.plan.Sm80Plan)
+
+
+@pytest.mark.parametrize("config", [c.name for c in launch.CONFIGS if c.swap])
+def test_swapped_hopper_build(config):
+    """Hopper's weight-as-A builds (17-64 tokens by default): tokens past a token tile, weight
+    rows past a row tile, K past a K tile, a bias, fp16 out, strided a and out, with and
+    without K splits (run twice: counters back at zero); nothing written outside out."""
+    for m, n, k in [(17, 1000, 1032), (64, 4104, 4096), (100, 264, 520), (1, 8, 8), (33, 8192, 1024)]:
+        torch.manual_seed(m * 3 + n)
+        a = torch.randn(m, k + 16, device="cuda", dtype=torch.bfloat16)[:, 8:8 + k]
+        b = weight_t(k, n, torch.bfloat16)
+        bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        for splits, out_dtype in ((1, torch.bfloat16), (3, torch.float16), (None, torch.bfloat16)):
+            with override(config=config, splits=splits):
+                for _ in range(2):
+                    out_buf = poisoned((m + 2, n + 16), out_dtype)
+                    out = out_buf[1:m + 1, 8:8 + n]
+                    cutefi.mm_bf16(a, b, bias=bias, out=out, out_dtype=out_dtype)
+                    assert_gemm(out, reference(a, b, bias), torch.bfloat16, out_dtype)
+                    outside = torch.ones_like(out_buf, dtype=torch.bool)
+                    outside[1:m + 1, 8:8 + n] = False
+                    assert torch.isnan(out_buf[outside]).all(), "a write landed outside out"
+
+
+@pytest.mark.parametrize("m", [17, 24, 32, 40, 64])
+def test_swapped_default_plan(m):
+    torch.manual_seed(m)
+    a = torch.randn(m, 4096, device="cuda", dtype=torch.float16)
+    b = weight_t(4096, 4096, torch.float16)
+    assert cutefi.gemm.plan.launch_plan(m, 4096, 4096, 1, 132, True).config.swap
+    out = poisoned((m, 4096), torch.float16)
+    cutefi.mm_fp16(a, b, out=out)
+    assert_gemm(out, reference(a, b), torch.float16, torch.float16)

@@ -193,8 +193,8 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
     if isinstance(grid, SkinnyPlan):
         # (a stride of a single row is never multiplied by a row index: pass a harmless one)
         kernel.launch((grid.blocks, grid.splits, 1), device, None, pdl, a=a.data_ptr(), b=b_ptr,
-                      c=out.data_ptr(), lda=a.stride(0) if m > 1 else k, ldb=b.stride(1),
-                      ldc=out.stride(0) if m > 1 else n, **common)
+                      c=out.data_ptr(), lda=a.stride(-2) if m > 1 else k, ldb=b.stride(-1),
+                      ldc=out.stride(-2) if m > 1 else n, **common)
         return out
     if isinstance(grid, Sm80Plan):
         batch = shape[0] if batched else 1
@@ -206,6 +206,11 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
                       batch_c=out.stride(0) if batch > 1 else 0)
         return out
     b_view = b.transpose(-2, -1) if b_major == "k" else b  # the loader reads a row-major tensor
+    if grid.config.swap:  # the weight is A, the tokens B; out is written transposed, by pointer
+        kernel.launch((grid.ctas, 1, 1), device, None, pdl, a=_as_3d(b_view, batched), b=_as_3d(a, batched),
+                      c=out.data_ptr(), ldc=out.stride(-2) if m > 1 else n, batch=1, group_m=grid.group_m,
+                      ctas=grid.ctas, **{**common, "m": n, "n": m})
+        return out
     kernel.launch((grid.ctas, 1, 1), device, None, pdl,
                   a=_as_3d(a, batched), b=_as_3d(b_view, batched), c=_as_3d(out, batched),
                   batch=shape[0] if batched else 1, group_m=grid.group_m, ctas=grid.ctas, **common)

@@ -52,39 +52,50 @@ ALIGN_ELEMS = 8  # TMA: every row stride (and base) a multiple of 16 bytes
 
 @dataclass(frozen=True)
 class Sm90Config:
-    """A Hopper build: CTA tile, cluster along M (B multicast to ``cluster_m`` CTAs)."""
+    """A Hopper build: CTA tile, cluster along M (B multicast to ``cluster_m`` CTAs).
+
+    ``swap``: the build multiplies the weight by the tokens ("swap AB", for a few tokens): its
+    A is the [N, K] weight (tile_m of its rows), its B the tokens (``tile_n`` of them, 16 to
+    256), and the epilogue stores the transposed tile straight from registers into ``out``.
+    """
 
     tile_m: int = 128
     tile_n: int = 256
     cluster_m: int = 1
+    swap: bool = False
 
     def __post_init__(self) -> None:
         if self.tile_m != 128:
             raise ValueError(f"tile_m must be 128 (two consumer warpgroups of 64 rows), got {self.tile_m}")
-        if self.tile_n not in (64, 128, 256):
-            raise ValueError(f"tile_n must be 64, 128 or 256, got {self.tile_n}")
-        if self.cluster_m not in (1, 2):
-            raise ValueError(f"cluster_m must be 1 or 2, got {self.cluster_m}")
+        widths = (16, 32, 64, 128, 256) if self.swap else (64, 128, 256)
+        if self.tile_n not in widths:
+            raise ValueError(f"tile_n must be one of {widths}, got {self.tile_n}")
+        if self.cluster_m not in (1, 2) or (self.swap and self.cluster_m != 1):
+            raise ValueError(f"cluster_m must be 1 or 2 (1 with swap), got {self.cluster_m}")
 
     @property
     def name(self) -> str:
-        return f"{self.tile_m}x{self.tile_n}c{self.cluster_m}"
+        return f"{self.tile_m}x{self.tile_n}c{self.cluster_m}" + ("t" if self.swap else "")
 
     def stage_bytes(self, dtype: str) -> int:
         return (self.tile_m + self.tile_n) * TILE_K * dtypes.bits(dtype) // 8
 
     def epi_bytes(self, out_dtype: str) -> int:
+        if self.swap:
+            return 0
         return self.tile_m * EPI_TILE_N * dtypes.bits(out_dtype) // 8 * EPI_STAGES
 
     def stages(self, dtype: str, out_dtype: str) -> int:
-        return (SMEM_LIMIT - BARRIER_BYTES - self.epi_bytes(out_dtype)) // self.stage_bytes(dtype)
+        return min(MAX_STAGES, (SMEM_LIMIT - BARRIER_BYTES - self.epi_bytes(out_dtype)) // self.stage_bytes(dtype))
 
     def smem_bytes(self, dtype: str, out_dtype: str) -> int:
         return (BARRIER_BYTES + self.stages(dtype, out_dtype) * self.stage_bytes(dtype)
                 + self.epi_bytes(out_dtype))
 
 
-CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 128, 1), Sm90Config(128, 64, 1))
+CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 128, 1), Sm90Config(128, 64, 1),
+           *(Sm90Config(128, width, 1, True) for width in (16, 32, 64, 128, 256)))
+MAX_STAGES = 12
 
 
 def tiles(m: int, n: int, config: Sm90Config) -> tuple[int, int]:
@@ -100,8 +111,8 @@ def _swizzle(row_bytes: int) -> str:
 
 
 def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int,
-                  cluster_m: int) -> LaunchContract:
-    config = Sm90Config(tile_m, tile_n, cluster_m)
+                  cluster_m: int, swap: bool = False) -> LaunchContract:
+    config = Sm90Config(tile_m, tile_n, cluster_m, swap)
     elem = dtypes.bits(dtype) // 8
     # B's box: a multicast CTA loads 1/cluster_m of the tile; an N-major tile is loaded in
     # 64-column pieces (one 128-byte swizzle atom wide)
@@ -112,17 +123,22 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
                   swizzle=_swizzle(TILE_K * elem), l2_promotion="256B"),
         TmaRecipe("b", dtype, box=b_box, placeholder=PLACEHOLDER,
                   swizzle="128B", l2_promotion="256B"),
-        TmaRecipe("c", out_dtype, box=(EPI_TILE_N, tile_m, 1), placeholder=PLACEHOLDER,
-                  swizzle=_swizzle(EPI_TILE_N * dtypes.bits(out_dtype) // 8)),
     )
+    if swap:  # the output, transposed: stored from registers through a pointer
+        c_params: tuple[Param, ...] = (Param("c", "ptr", out_dtype, 2),)
+    else:
+        c_params = (Param("c", "tma"),)
+        tma += (TmaRecipe("c", out_dtype, box=(EPI_TILE_N, tile_m, 1), placeholder=PLACEHOLDER,
+                          swizzle=_swizzle(EPI_TILE_N * dtypes.bits(out_dtype) // 8)),)
     return LaunchContract(
-        params=(Param("a", "tma"), Param("b", "tma"), Param("c", "tma"), Param("bias", "ptr", dtype, 2),
+        params=(Param("a", "tma"), Param("b", "tma"), *c_params, Param("bias", "ptr", dtype, 2),
                 Param("workspace", "ptr", "fp32", 16), Param("counters", "ptr", "i32", 4),
-                *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias", "splits", "ctas")),
+                *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias", "splits", "ctas"),
+                *(scalars("i64", "ldc") if swap else ())),
         block=(SM90_THREADS, 1, 1),
         grid=lambda p: (p["ctas"], 1, 1),
         sample={"m": 4096, "n": 4096, "k": 4096, "batch": 1, "group_m": 8, "has_bias": 0, "splits": 1,
-                "ctas": 132},
+                "ctas": 132, **({"ldc": 4096} if swap else {})},
         cluster=(cluster_m, 1, 1),
         smem_bytes=config.smem_bytes(dtype, out_dtype),
         tma=tma,
@@ -135,13 +151,14 @@ def _sm90_spec(dtype: str, out_dtype: str, b_major: str, config: Sm90Config) -> 
     return KernelSpec.make("gemm.sm90", "cute", "cutefi.gemm.sm90_kernel:GemmSm90",
                            "cutefi.gemm.launch:sm90_contract", Family.WGMMA,
                            dtype=dtype, out_dtype=out_dtype, b_major=b_major, tile_m=config.tile_m,
-                           tile_n=config.tile_n, cluster_m=config.cluster_m)
+                           tile_n=config.tile_n, cluster_m=config.cluster_m, swap=config.swap)
 
 
 SM90_SPECS = {
     (dtype, out_dtype, b_major, config): _sm90_spec(dtype, out_dtype, b_major, config)
     for dtype in DTYPES for out_dtype in OUT_DTYPES for b_major in B_MAJORS for config in CONFIGS
-    if b_major == "k" or config.cluster_m == 1  # multicast splits B's box: K-major only
+    # multicast splits B's box: K-major only; a swapped build's B is the tokens (K-major)
+    if b_major == "k" or (config.cluster_m == 1 and not config.swap)
 }
 register(*SM90_SPECS.values())
 

@@ -4,7 +4,9 @@
   - 128 x 256 tiles, in clusters of two along M (B multicast: each B tile read once per pair)
     when B is K-major and there are two M tiles or more, when they give at least 0.8 of a
     wave (a full wave of the widest tile beats 1.7 waves of 128 x 128);
-  - else 128 x 128 tiles when they give at least a quarter of a wave;
+  - else, up to 256 rows, 128 x 256 tiles from 8192 columns or 129 rows on (split-K fills
+    the machine; the weight streams and wide tiles re-read the tokens least);
+  - else 128 x 128 tiles when they give at least an eighth of a wave;
   - else 128 x 64 tiles (decode-sized problems with few columns: the most CTAs on B).
 ``launch_plan`` then cuts K (split-K) when the tiles fill less than half the SMs, into up to
 ``sms // tiles`` splits of at least ``MIN_SPLIT_K_TILES`` K tiles each (the partial sums cost
@@ -37,6 +39,8 @@ from typing import Iterator
 
 from .launch import CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles
 
+SKINNY_MAX_N_HOPPER = 4096
+SWAP_MAX_M = 64  # tokens up to which Hopper multiplies the weight by the tokens (one read of it)
 GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
 MIN_SPLIT_K_TILES = 8  # K tiles (of 64) a split keeps, so its pipeline fills
 MAX_SPLITS = 16
@@ -110,11 +114,13 @@ def parse_config(text: str) -> Config:
                              f"{', '.join(c.name for c in SM80_CONFIGS)}")
         return found[0]
     try:
-        tile, cluster = text.lower().split("c")
+        swap = text.lower().endswith("t")
+        tile, cluster = text.lower().rstrip("t").split("c")
         tile_m, tile_n = (int(v) for v in tile.split("x"))
-        config = Sm90Config(tile_m, tile_n, int(cluster))
+        config = Sm90Config(tile_m, tile_n, int(cluster), swap)
     except ValueError as exc:
-        raise ValueError(f"a GEMM config reads like 128x256c2 (tile_m x tile_n, cluster along M); "
+        raise ValueError(f"a GEMM config reads like 128x256c2 (tile_m x tile_n, cluster along M; a final t: "
+                         f"the weight-as-A build for a few tokens); "
                          f"got {text!r}: {exc}") from None
     if config not in CONFIGS:
         raise ValueError(f"GEMM config {text!r} is not built; built: {', '.join(c.name for c in CONFIGS)}")
@@ -172,13 +178,20 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> Sm90
         if forced.cluster_m > 1 and not b_k_major:
             raise ValueError(f"GEMM config {forced.name} multicasts B, which needs a K-major B")
         return forced  # type: ignore[return-value]
+    if batch == 1 and b_k_major and m <= SWAP_MAX_M:
+        return Sm90Config(128, 16 if m <= 16 else 32 if m <= 32 else 64, 1, True)
     single_m = -(-m // 128) < 2
     big = Sm90Config(128, 256, 2 if b_k_major and not single_m else 1)
     tiles_m, tiles_n = tiles(m, n, big)
     if 5 * tiles_m * tiles_n * batch >= 4 * sms:
         return big
+    # under a wave of the widest tiles: split-K fills the machine. Up to two M tiles the
+    # weight streams (a few weight bytes a FLOP), and 256-wide tiles read the tokens half as
+    # often: measured best from 8192 columns on, or with two M tiles
+    if m <= 256 and (n >= 8192 or m > 128):
+        return Sm90Config(128, 256, 1)
     tiles_m, tiles_n = tiles(m, n, Sm90Config(128, 128, 1))
-    if 4 * tiles_m * tiles_n * batch >= sms:
+    if 8 * tiles_m * tiles_n * batch >= sms:
         return Sm90Config(128, 128, 1)
     return Sm90Config(128, 64, 1)
 
@@ -197,8 +210,10 @@ def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config) -> int:
     return -(-k_tiles // per_split)  # no split left without K tiles
 
 
-def takes_skinny(m: int, batch: int, b_k_major: bool) -> bool:
-    """Whether the decode-sized kernel can take the problem, and the heuristic or override picks it."""
+def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool) -> bool:
+    """Whether the decode-sized kernel can take the problem, and the heuristic or override picks
+    it (on Hopper only up to ``SKINNY_MAX_N_HOPPER`` rows of weight: measured, the swapped
+    wgmma build streams larger weights faster)."""
     forced = _forced()
     fits = batch == 1 and b_k_major and m <= SKINNY_MAX_M
     if isinstance(forced, (Sm90Config, Sm80Config)):
@@ -209,7 +224,7 @@ def takes_skinny(m: int, batch: int, b_k_major: bool) -> bool:
                              f"K-major b (an nn.Linear weight's w.t()); got M={m}, batch={batch}, "
                              f"b {'K' if b_k_major else 'N'}-major")
         return True
-    return fits
+    return fits and (not wgmma or n <= SKINNY_MAX_N_HOPPER)
 
 
 def skinny_plan(m: int, n: int, k: int, sms: int) -> SkinnyPlan:
@@ -252,12 +267,16 @@ def sm80_plan(m: int, n: int, batch: int, sms: int) -> Sm80Plan:
 def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
                 wgmma: bool = True) -> LaunchPlan | SkinnyPlan | Sm80Plan:
     """The plan of one problem; ``wgmma``: the device is a Hopper (else the mma.sync kernels)."""
-    if takes_skinny(m, batch, b_k_major):
+    if takes_skinny(m, n, batch, b_k_major, wgmma):
         return skinny_plan(m, n, k, sms)
     if isinstance(_forced(), Sm80Config) or (not wgmma and not isinstance(_forced(), Sm90Config)):
         return sm80_plan(m, n, batch, sms)
     config = choose_config(m, n, batch, sms, b_k_major)
-    tiles_m, tiles_n = tiles(m, n, config)
+    if config.swap and (batch != 1 or not b_k_major):
+        raise ValueError(f"GEMM config {config.name} takes one matrix and a K-major b (an nn.Linear weight's "
+                         f"w.t()); got batch={batch}, b {'K' if b_k_major else 'N'}-major")
+    # (swap: the weight's rows are the tile rows, the tokens its columns)
+    tiles_m, tiles_n = tiles(n, m, config) if config.swap else tiles(m, n, config)
     total = tiles_m * tiles_n * batch
     splits = choose_splits(total, k, sms, config)
     if splits > 1 and config.cluster_m > 1:

@@ -44,11 +44,14 @@ class GemmSm90:
     # ------------------------------------------------------------------ #
     # 1. specialisation
     # ------------------------------------------------------------------ #
-    def __init__(self, dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, cluster_m: int) -> None:
+    def __init__(self, dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, cluster_m: int,
+                 swap: bool = False) -> None:
         if dtype not in launch.DTYPES or out_dtype not in launch.OUT_DTYPES or b_major not in launch.B_MAJORS:
             raise ValueError(f"unsupported sm90 GEMM build: {dtype} -> {out_dtype}, B {b_major}-major")
-        self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m)
-        config = launch.Sm90Config(tile_m, tile_n, cluster_m)
+        self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap)
+        config = launch.Sm90Config(tile_m, tile_n, cluster_m, swap)
+        # swap: A is the weight, B the tokens, and the tile is stored transposed (``launch``)
+        self.swap = swap
         self.dtype = cute_dtype(dtype)
         self.out_dtype = cute_dtype(out_dtype)
         self.b_k_major = b_major == "k"
@@ -60,7 +63,7 @@ class GemmSm90:
         # accumulator wait on each other, and a narrow one (n64, n128) finishes sooner than
         # that wait, so narrow tiles spread a K step's wgmmas over 2-4 accumulator sets
         # (about 128 fp32 registers in all) and add them up before the epilogue
-        self.acc_chains = {256: 1, 128: 2, 64: 4}[tile_n]
+        self.acc_chains = {256: 1, 128: 2}.get(tile_n, 4)
 
     def _tiled_mma(self):
         b_mode = cute.nvgpu.OperandMajorMode.K if self.b_k_major else cute.nvgpu.OperandMajorMode.MN
@@ -83,6 +86,8 @@ class GemmSm90:
         else:
             b = self._staged(warpgroup.SmemLayoutAtomKind.MN_SW128, self.dtype, (tile_n, tile_k), self.stages,
                              (1, 0, 2))
+        if const_expr(self.swap):
+            return a, b, None
         c_kind = sm90_utils.get_smem_layout_atom(_ROW_MAJOR(), self.out_dtype, self.epi_tile[1])
         c = self._staged(c_kind, self.out_dtype, self.epi_tile, launch.EPI_STAGES, (0, 1, 2))
         return a, b, c
@@ -96,17 +101,20 @@ class GemmSm90:
         tile_m, tile_n, tile_k = self.tile_mnk
         a = _mode_order(args.a, (1, 2, 0))                      # [L, M, K] -> (M, K, L)
         b = _mode_order(args.b, (1, 2, 0) if const_expr(self.b_k_major) else (2, 1, 0))  # -> (N, K, L)
-        c = _mode_order(args.c, (1, 2, 0))                      # [L, M, N] -> (M, N, L)
         atom_a, tma_a = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k))
         b_op = cpasync.CopyBulkTensorTileG2SMulticastOp() if const_expr(self.cluster_m > 1) \
             else cpasync.CopyBulkTensorTileG2SOp()
         atom_b, tma_b = cpasync.make_tiled_tma_atom(
             b_op, b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k), num_multicast=self.cluster_m)
-        atom_c, tma_c = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(c_smem, (None, None, 0)), self.epi_tile)
-        kernel_args.launch(self.kernel, self.contract, args,
-                           args.replace(a=(atom_a, tma_a), b=(atom_b, tma_b), c=(atom_c, tma_c)))
+        if const_expr(self.swap):
+            kernel_args.launch(self.kernel, self.contract, args, args.replace(a=(atom_a, tma_a), b=(atom_b, tma_b)))
+        else:
+            c = _mode_order(args.c, (1, 2, 0))                      # [L, M, N] -> (M, N, L)
+            atom_c, tma_c = cpasync.make_tiled_tma_atom(
+                cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(c_smem, (None, None, 0)), self.epi_tile)
+            kernel_args.launch(self.kernel, self.contract, args,
+                               args.replace(a=(atom_a, tma_a), b=(atom_b, tma_b), c=(atom_c, tma_c)))
 
     # ------------------------------------------------------------------ #
     # 3. the kernel: setup, then the producer or a consumer
@@ -115,15 +123,19 @@ class GemmSm90:
     def kernel(self, args: KernelArgs):
         atom_a, tma_a = args.a
         atom_b, tma_b = args.b
-        atom_c, tma_c = args.c
         a_smem, b_smem, c_smem = self._smem_layouts()
+        atom_c = tma_c = None
+        if const_expr(not self.swap):
+            atom_c, tma_c = args.c
         tile_m, tile_n, tile_k = self.tile_mnk
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         if warp_idx == 0:
             cpasync.prefetch_descriptor(atom_a)
             cpasync.prefetch_descriptor(atom_b)
-            cpasync.prefetch_descriptor(atom_c)
+            if const_expr(not self.swap):
+                cpasync.prefetch_descriptor(atom_c)
+        c_elems = 8 if const_expr(self.swap) else cute.cosize(c_smem)  # (swap: no staged output)
 
         @cute.struct
         class SharedStorage:
@@ -131,12 +143,12 @@ class GemmSm90:
             last_split: cute.struct.MemRange[Int32, 1]  # split-K: "this CTA sums the tile"
             s_a: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(a_smem)], 1024]
             s_b: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(b_smem)], 1024]
-            s_c: cute.struct.Align[cute.struct.MemRange[self.out_dtype, cute.cosize(c_smem)], 1024]
+            s_c: cute.struct.Align[cute.struct.MemRange[self.out_dtype, c_elems], 1024]
 
         storage = cutlass.memory.SmemAllocator().allocate(SharedStorage)
         s_a = storage.s_a.get_tensor(a_smem.outer, swizzle=a_smem.inner)
         s_b = storage.s_b.get_tensor(b_smem.outer, swizzle=b_smem.inner)
-        s_c = storage.s_c.get_tensor(c_smem.outer, swizzle=c_smem.inner)
+        s_c = None if const_expr(self.swap) else storage.s_c.get_tensor(c_smem.outer, swizzle=c_smem.inner)
 
         # ---- the ring: full barriers (TMA bytes landed), empty barriers (consumers done) ----
         cluster_layout = cute.make_layout((self.cluster_m, 1, 1))
@@ -157,7 +169,9 @@ class GemmSm90:
         # ---- this CTA's view of the tiles ----------------------------------------------------
         g_a = cute.local_tile(tma_a, (tile_m, tile_k), (None, None, None))   # (bM, bK, tiles M, K, L)
         g_b = cute.local_tile(tma_b, (tile_n, tile_k), (None, None, None))   # (bN, bK, tiles N, K, L)
-        g_c = cute.local_tile(tma_c, (tile_m, tile_n), (None, None, None))   # (bM, bN, tiles M, N, L)
+        g_c = None
+        if const_expr(not self.swap):
+            g_c = cute.local_tile(tma_c, (tile_m, tile_n), (None, None, None))   # (bM, bN, tiles M, N, L)
         t_sa, t_ga = cpasync.tma_partition(atom_a, 0, cute.make_layout(1), cute.group_modes(s_a, 0, 2),
                                            cute.group_modes(g_a, 0, 2))
         t_sb, t_gb = cpasync.tma_partition(atom_b, cluster_coord[0], cute.make_layout(self.cluster_m),
@@ -217,14 +231,23 @@ class GemmSm90:
         thr_mma = tiled_mma.get_slice(thread // launch.WARPGROUP * launch.WARPGROUP)
         frag_a = tiled_mma.make_fragment_A(thr_mma.partition_A(s_a))
         frag_b = tiled_mma.make_fragment_B(thr_mma.partition_B(s_b))
-        accs = [cute.make_rmem_tensor(thr_mma.partition_C(g_c).shape[:3], Float32)
+        accs = [cute.make_rmem_tensor(thr_mma.partition_shape_C((tile_m, tile_n)), Float32)
                 for _ in range(self.acc_chains)]
-        acc = accs[0]
-        k_blocks = cute.size(frag_a, mode=[2])
         # (the wgmma operands are partitioned per warpgroup; the accumulators per thread)
         coord_c = tiled_mma.get_slice(thread).partition_C(cute.make_identity_tensor((tile_m, tile_n)))
-        bias = cute.make_tensor(args.bias, cute.make_layout(cutlass.max(args.n, 1)))
+        # (swap: the bias runs along the weight's rows, A's)
+        bias = cute.make_tensor(args.bias, cute.make_layout(cutlass.max(args.m if const_expr(self.swap) else args.n, 1)))
+        epi_barrier = pipeline.NamedBarrier(barrier_id=EPILOGUE_BARRIER, num_threads=CONSUMER_THREADS)
+        if const_expr(self.swap):
+            self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
+                                accs, coord_c, bias, epi_barrier, last_split, None)
+        else:
+            self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
+                                accs, coord_c, bias, epi_barrier, last_split,
+                                self._store_ring(thread, tiled_mma, warp_idx, s_c, g_c, atom_c, accs[0]))
 
+    def _store_ring(self, thread, tiled_mma, warp_idx, s_c, g_c, atom_c, acc):
+        """The TMA-store epilogue's pieces: stmatrix copy, its views, the store ring."""
         # epilogue: fp32 registers -> out dtype -> shared memory (stmatrix) -> TMA store
         store_r2s = cute.make_tiled_copy_S(
             sm90_utils.sm90_get_smem_store_op(_ROW_MAJOR(), elem_ty_d=self.out_dtype, elem_ty_acc=Float32),
@@ -239,9 +262,15 @@ class GemmSm90:
         stores = pipeline.PipelineTmaStore.create(
             num_stages=launch.EPI_STAGES,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_THREADS))
-        epi_barrier = pipeline.NamedBarrier(barrier_id=EPILOGUE_BARRIER, num_threads=CONSUMER_THREADS)
         store_warp = launch.WARPGROUP // 32  # the first consumer warp
+        return (g_c, atom_c, s_c, t_sc, acc_pieces, piece, piece_out, store_r2s, stores, warp_idx == store_warp)
 
+    @cute.jit
+    def _consume_tiles(self, args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
+                       accs, coord_c, bias, epi_barrier, last_split, store_ring):
+        tile_m, tile_n, _ = self.tile_mnk
+        acc = accs[0]
+        k_blocks = cute.size(frag_a, mode=[2])
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         pieces_done = Int32(0)
@@ -277,15 +306,33 @@ class GemmSm90:
             # ---- split-K: the last split of a tile to finish sums the others' partials ----
             store = cutlass.Boolean(True)
             if args.splits > 1:
-                store = self._meet_splits(args, acc, coord_c, thread, epi_barrier, last_split, tile, split,
-                                          m_tile * tile_m)
+                store = self._meet_splits(args, acc, thread, epi_barrier, last_split, tile, split)
             if store:
-                pieces_done = self._epilogue(args, acc, coord_c, bias, n_tile * tile_n,
-                                             g_c[(None, None, m_tile, n_tile, batch)], atom_c, s_c, t_sc, acc_pieces,
-                                             piece, piece_out, store_r2s, stores, epi_barrier,
-                                             warp_idx == store_warp, pieces_done)
+                if const_expr(self.swap):
+                    self._store_transposed(args, acc, coord_c, bias, m_tile * tile_m, n_tile * tile_n)
+                else:
+                    g_c, atom_c, s_c, t_sc, acc_pieces, piece, piece_out, store_r2s, stores, is_store_warp = store_ring
+                    pieces_done = self._epilogue(args, acc, coord_c, bias, n_tile * tile_n,
+                                                 g_c[(None, None, m_tile, n_tile, batch)], atom_c, s_c, t_sc,
+                                                 acc_pieces, piece, piece_out, store_r2s, stores, epi_barrier,
+                                                 is_store_warp, pieces_done)
             linear += stride
-        stores.producer_tail()
+        if const_expr(not self.swap):
+            store_ring[8].producer_tail()
+
+    @cute.jit
+    def _store_transposed(self, args, acc, coord_c, bias, first_row, first_token):
+        """swap: element (weight row r, token t) of the tile to out[t, r], from registers (the
+        output is a sliver of the weight's bytes), with the bias of row r."""
+        out = cute.make_tensor(args.c, cute.make_layout((args.n, args.m), stride=(args.ldc, 1)))
+        for i in cutlass.range(cute.size(acc), unroll_full=True):
+            row = first_row + coord_c[i][0]
+            token = first_token + coord_c[i][1]
+            if row < args.m and token < args.n:
+                value = acc[i]
+                if args.has_bias != 0:
+                    value = value + Float32(bias[row])
+                out[token, row] = value.to(self.out_dtype)
 
     @cute.jit
     def _epilogue(self, args, acc, coord_c, bias, first_col, g_tile, atom_c, s_c, t_sc, acc_pieces, piece, piece_out,
@@ -319,37 +366,41 @@ class GemmSm90:
         return pieces_done + piece_count
 
     @cute.jit
-    def _meet_splits(self, args, acc, coord_c, thread, epi_barrier, last_split, tile, split,
-                     first_row) -> cutlass.Boolean:
-        """Write this split's partial tile (rows below M; per-thread order, so coalesced) to the
-        workspace, count it in the tile's counter; the split that counts last sums all the
-        partials into its accumulators, resets the counter and returns True (it stores the tile)."""
-        tile_elems = cute.size(acc) * CONSUMER_THREADS
-        rows = args.m - first_row
-        mine = self._partial(args, tile, split, tile_elems)
-        for i in cutlass.range(cute.size(acc), unroll_full=True):
-            if coord_c[i][0] < rows:
-                mine[i * CONSUMER_THREADS + thread] = acc[i]
+    def _meet_splits(self, args, acc, thread, epi_barrier, last_split, tile, split) -> cutlass.Boolean:
+        """Write this split's partial tile to the workspace, count it in the tile's counter; the
+        split that counts last sums all the partials into its accumulators (in split order, its
+        own too: the result does not depend on which split arrives last), resets the counter
+        and returns True (it stores the tile).
+
+        Partials move as 16-byte vectors, consecutive threads 16 bytes apart, every row (a row
+        predicate would split the vectors): scalar per-element loads kept only a few in flight
+        and cost several µs a split."""
+        vecs = cute.size(acc) // 4
+        mine = self._partial(args, tile, split, vecs)
+        acc_v = cute.make_tensor(acc.iterator, cute.make_layout((4, vecs)))
+        for v in cutlass.range_constexpr(vecs):
+            cute.autovec_copy(acc_v[None, v], mine[None, v, thread])
         last = split_k.arrive_last(args.counters + tile, args.splits, last_split, thread == 0, epi_barrier)
         if last:
-            # every split's partial in split order (this one's too): results do not depend on
-            # which split arrives last
             acc.fill(0.0)
+            staged = cute.make_rmem_tensor(cute.make_layout((4, vecs)), Float32)
             for which in cutlass.range(args.splits, unroll=1):
-                theirs = self._partial(args, tile, which, tile_elems)
-                for i in cutlass.range(cute.size(acc), unroll_full=True):
-                    if coord_c[i][0] < rows:
-                        acc[i] = acc[i] + theirs[i * CONSUMER_THREADS + thread]
+                theirs = self._partial(args, tile, which, vecs)
+                for v in cutlass.range_constexpr(vecs):
+                    cute.autovec_copy(theirs[None, v, thread], staged[None, v])
+                acc.store(acc.load() + staged.load().reshape(acc.shape))
             if thread == 0:
                 split_k.reset_counter(args.counters + tile)
         # (thread 0 rewrites the flag only after the next unit's first barrier: no barrier here)
         return last
 
     @staticmethod
-    def _partial(args, tile, split, tile_elems: int) -> cute.Tensor:
-        """The workspace slot of one split of one tile: fp32, in the consumers' register order."""
-        offset = (cutlass.Int64(tile) * args.splits + split) * tile_elems
-        return cute.make_tensor(args.workspace + offset, cute.make_layout(tile_elems))
+    def _partial(args, tile, split, vecs: int) -> cute.Tensor:
+        """The workspace slot of one split of one tile: fp32 (4, vector, consumer thread)."""
+        elems = 4 * vecs * CONSUMER_THREADS
+        offset = cute.assume((cutlass.Int64(tile) * args.splits + split) * elems, divby=4 * CONSUMER_THREADS)
+        return cute.make_tensor(args.workspace + offset,
+                                cute.make_layout((4, vecs, CONSUMER_THREADS), stride=(1, 4 * CONSUMER_THREADS, 4)))
 
 
 def launch_tiles(size, tile: int, cluster: int):
