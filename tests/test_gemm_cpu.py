@@ -35,16 +35,16 @@ def test_raster_visits_every_tile_once_in_groups(tiles_m, tiles_n, batch, group_
 
 
 def test_heuristic():
-    assert choose_config(8192, 8192, 1, H200_SMS, True) == Sm90Config(128, 256, 2)
+    assert choose_config(8192, 8192, 1, H200_SMS, True) == Sm90Config(128, 256, 1)
     assert choose_config(8192, 8192, 1, H200_SMS, False) == Sm90Config(128, 256, 1)
-    assert choose_config(1024, 4096, 1, H200_SMS, True) == Sm90Config(128, 256, 2)  # 128 tiles: 0.97 wave
+    assert choose_config(1024, 4096, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # 128 tiles: 0.97 wave
     assert choose_config(512, 4096, 1, H200_SMS, True) == Sm90Config(128, 128, 1)
     assert choose_config(16, 4096, 1, H200_SMS, True) == Sm90Config(128, 16, 1, True)  # the weight as A
     assert choose_config(16, 2048, 1, H200_SMS, False) == Sm90Config(128, 64, 1)
     assert choose_config(16, 4096, 1, H200_SMS, False) == Sm90Config(128, 128, 1)  # 32 tiles: split-K fills
     assert choose_config(16, 8192, 1, H200_SMS, False) == Sm90Config(128, 256, 1)  # the weight streams
     assert choose_config(200, 4096, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # two M tiles
-    assert choose_config(16, 28672, 1, H200_SMS, False) == Sm90Config(128, 256, 1)  # one M tile: no cluster
+    assert choose_config(16, 28672, 1, H200_SMS, False) == Sm90Config(128, 256, 1)
     with override(config="128x64c1"):  # (M <= 16 takes the decode-sized kernel by default)
         plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)  # 64 tiles of 64 K tiles: two splits
         assert (plan.config, plan.splits, plan.units, plan.ctas) == (Sm90Config(128, 64, 1), 2, 128, 128)
@@ -54,7 +54,10 @@ def test_heuristic():
     assert launch_plan(32, 4096, 64, 1, H200_SMS, True).splits == 1  # one K tile: nothing to cut
     assert launch_plan(4096, 4096, 4096, 1, H200_SMS, True).splits == 1
     plan = launch_plan(8192, 8192, 8192, 1, H200_SMS, True)
-    assert plan.ctas == 132 and plan.ctas % plan.config.cluster_m == 0 and plan.group_m == 4
+    assert plan.ctas == 132 and plan.group_m == 8
+    with override(config="128x256c2"):  # clusters: whole pairs of CTAs, groups in pairs of M tiles
+        plan = launch_plan(8192, 8192, 8192, 1, H200_SMS, True)
+        assert plan.ctas == 132 and plan.ctas % 2 == 0 and plan.group_m == 4
 
 
 def test_decode_sized_plan():
@@ -100,7 +103,7 @@ def test_override_and_its_errors(monkeypatch):
     with override(config="128x128c1", group_m=3):
         plan = launch_plan(8192, 8192, 8192, 1, H200_SMS, True)
         assert plan.config == Sm90Config(128, 128, 1) and plan.group_m == 3
-    assert launch_plan(8192, 8192, 8192, 1, H200_SMS, True).config == Sm90Config(128, 256, 2)
+    assert launch_plan(8192, 8192, 8192, 1, H200_SMS, True).config == Sm90Config(128, 256, 1)
     with pytest.raises(ValueError, match="tile_n must be"):
         parse_config("128x192c1")
     with pytest.raises(ValueError, match="reads like"):
@@ -172,22 +175,28 @@ def test_bad_arguments_are_refused(call, exc, pattern):
         call()
 
 
-@requires_dsl
-def test_hopper_build_is_hgmma_fed_by_tma():
+def _build(spec, arch: str):
+    """(PTX, SASS) of ``spec`` built for ``arch``; skips where no disassembler is installed
+    (never on CI)."""
     from cutefi.jit.compile import build
     from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
     from cutefi.jit.targets import Target
 
-    spec = launch.SM90_SPECS[("bf16", "bf16", "k", Sm90Config(128, 256, 2))]
-    artifact = build(spec, Target.parse("9.0a"))
-    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in artifact.ptx
-    assert "multicast::cluster" in artifact.ptx
+    artifact = build(spec, Target.parse(arch))
     try:
-        sass = disassemble(artifact.cubin)
+        return artifact.ptx, disassemble(artifact.cubin)
     except DisassemblerNotFoundError as error:
         if os.environ.get("CI"):
             raise
         pytest.skip(str(error))
+
+
+@requires_dsl
+def test_hopper_build_is_hgmma_fed_by_tma():
+    spec = launch.SM90_SPECS[("bf16", "bf16", "k", Sm90Config(128, 256, 2))]
+    ptx, sass = _build(spec, "9.0a")
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in ptx
+    assert "multicast::cluster" in ptx
     assert len(re.findall(r"\bHGMMA\.64x256x16\.F32\.BF16\b", sass)) == 4  # one 64-wide K step of 16
     assert re.search(r"\bUTMALDG\b", sass) and re.search(r"\bUTMASTG\b", sass)
     assert not re.search(r"\b(LDL|STL)\b", sass), "the Hopper GEMM spills"
@@ -197,20 +206,10 @@ def test_hopper_build_is_hgmma_fed_by_tma():
 @pytest.mark.parametrize("arch", ["8.0", "9.0a", "12.0a"])
 def test_decode_sized_build_streams_into_hmma(arch):
     """Every weight byte by a 16-byte load that skips L1, straight into HMMA; no spills."""
-    from cutefi.jit.compile import build
-    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
-    from cutefi.jit.targets import Target
-
     config = SkinnyConfig(2, 2, 8, 4)
-    artifact = build(launch.SKINNY_SPECS[("bf16", "fp16", config)], Target.parse(arch))
-    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in artifact.ptx
-    assert "ld.global.L1::no_allocate.v4" in artifact.ptx
-    try:
-        sass = disassemble(artifact.cubin)
-    except DisassemblerNotFoundError as error:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(error))
+    ptx, sass = _build(launch.SKINNY_SPECS[("bf16", "fp16", config)], arch)
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
+    assert "ld.global.L1::no_allocate.v4" in ptx
     # a full K step: 2 MMAs x unroll x row tiles x token tiles, plus the partial step's
     per_step = 2 * config.unroll * config.row_tiles * config.token_tiles
     assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", sass)) == 2 * per_step
@@ -256,19 +255,9 @@ def test_mma_sync_plan():
 @requires_dsl
 @pytest.mark.parametrize("arch,b_major", [("8.0", "k"), ("8.6", "n"), ("12.0a", "k")])
 def test_mma_sync_build_is_ldgsts_ldsm_hmma(arch, b_major):
-    from cutefi.jit.compile import build
-    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
-    from cutefi.jit.targets import Target
-
     config = launch.SM80_CONFIGS[0]
-    artifact = build(launch.SM80_SPECS[("bf16", "bf16", b_major, config)], Target.parse(arch))
-    assert "cp.async.cg.shared.global" in artifact.ptx and "ldmatrix.sync.aligned" in artifact.ptx
-    try:
-        sass = disassemble(artifact.cubin)
-    except DisassemblerNotFoundError as error:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(error))
+    ptx, sass = _build(launch.SM80_SPECS[("bf16", "bf16", b_major, config)], arch)
+    assert "cp.async.cg.shared.global" in ptx and "ldmatrix.sync.aligned" in ptx
     # a K tile of 32: each of 4 warps' 64 x 64 pieces is 4 x 8 MMAs of m16n8k16, twice
     assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", sass)) == 4 * 8 * 2
     assert re.search(r"\bLDGSTS\.E\.BYPASS\.(LTC128B\.)?128\b", sass) and re.search(r"\bLDSM\.16\.", sass)

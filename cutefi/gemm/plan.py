@@ -1,9 +1,14 @@
 """Choosing a dense GEMM build and its launch for a problem: the written-down heuristic.
 
 ``choose_config(m, n, batch, sms)`` (measured on the H200, benchmarks/results/gemm_*):
-  - 128 x 256 tiles, in clusters of two along M (B multicast: each B tile read once per pair)
-    when B is K-major and there are two M tiles or more, when they give at least 0.8 of a
-    wave (a full wave of the widest tile beats 1.7 waves of 128 x 128);
+  - up to ``SWAP_MAX_M`` tokens (one matrix, K-major B) the swapped build: the weight is A
+    (128 of its rows a tile), 16, 32 or 64 tokens B, so the weight is read once (against
+    the decode-sized mma.sync kernel: 3-18% faster from 8192 weight rows on, 3-10% slower
+    at 4096, which keeps the mma.sync kernel for M <= 16 there);
+  - 128 x 256 tiles when they give at least 0.8 of a wave (a full wave of the widest tile
+    beats 1.7 waves of 128 x 128), without a cluster: B multicast in clusters of two
+    (``128x256c2``, built, for experiments) measured 0-13% slower at M = 1024-16384 on 12 of
+    14 Llama shapes and 2% faster on one (benchmarks/results/gemm_cluster_h200.json);
   - else, up to 256 rows, 128 x 256 tiles from 8192 columns or 129 rows on (split-K fills
     the machine; the weight streams and wide tiles re-read the tokens least);
   - else 128 x 128 tiles when they give at least an eighth of a wave;
@@ -14,8 +19,9 @@ a few KB per unit, the idle SMs cost the whole machine), and sizes the persisten
 CTA per SM (the ring takes all of shared memory) or fewer when there are fewer work units,
 rounded to whole clusters, and the raster group.
 
-Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight) take the
-mma.sync weight-streaming kernel instead (``skinny_plan``): ``t1`` (M <= 8) or ``t2`` token
+Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight; on Hopper up
+to ``SKINNY_MAX_N_HOPPER`` weight rows) take the mma.sync weight-streaming kernel instead
+(``skinny_plan``): ``t1`` (M <= 8) or ``t2`` token
 tiles, ``SKINNY_DEFAULT`` rows, unroll and row groups, and K cut into about
 ``sms / row blocks`` splits (none from half a wave of row blocks on: measured, more splits
 than that only add partial sums), each warp keeping at least ``MIN_SKINNY_STEPS`` K steps.
@@ -180,8 +186,7 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> Sm90
         return forced  # type: ignore[return-value]
     if batch == 1 and b_k_major and m <= SWAP_MAX_M:
         return Sm90Config(128, 16 if m <= 16 else 32 if m <= 32 else 64, 1, True)
-    single_m = -(-m // 128) < 2
-    big = Sm90Config(128, 256, 2 if b_k_major and not single_m else 1)
+    big = Sm90Config(128, 256, 1)
     tiles_m, tiles_n = tiles(m, n, big)
     if 5 * tiles_m * tiles_n * batch >= 4 * sms:
         return big

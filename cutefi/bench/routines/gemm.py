@@ -4,14 +4,14 @@ the weight, write the output (GB/s is the decode-sized figure of merit)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
 import cutefi
 
-from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, compiled, flashinfer_module, randn
+from .base import Backend, BenchInputError, Routine, ShapeFlag, compiled, flashinfer_module, randn
+from .ceilings import Matmul
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -48,15 +48,7 @@ class MmBf16(Routine):
         weight = randn(shape["n"], shape["k"], dtype=dtype)
         return randn(shape["m"], shape["k"], dtype=dtype), weight.t()
 
-    def reference(self, inputs: tuple[Any, ...], shape: dict[str, int]) -> tuple[torch.Tensor, ...]:
-        a, b = inputs
-        return (a.float() @ b.float(),)
-
-    def tolerance(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[float, float]:
-        # entries grow like sqrt(k); the output's rounding grows with them
-        return 1e-2 * math.sqrt(shape["k"]), 1e-2
-
-    def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
-        m, n, k = shape["m"], shape["n"], shape["k"]
-        elem = torch.empty((), dtype=dtype).element_size()
-        return Cost(bytes=(m * k + k * n + m * n) * elem, flops=2 * m * n * k)
+    # (the float32 reference, tolerance and cost are matmul's: the same product)
+    reference = Matmul.reference
+    tolerance = Matmul.tolerance
+    cost = Matmul.cost
