@@ -367,3 +367,28 @@ def test_swapped_default_plan(m):
     out = poisoned((m, 4096), torch.float16)
     cutefi.mm_fp16(a, b, out=out)
     assert_gemm(out, reference(a, b), torch.float16, torch.float16)
+
+
+def test_split_k_on_two_streams_at_once():
+    """Split-K GEMMs queued on two streams with no ordering between them: each stream has its
+    own partials and counters, so every result is right (shared scratch would race)."""
+    torch.manual_seed(23)
+    problems = [(32, 4096, 8192), (4, 1024, 8192)]  # Hopper's swapped build and the decode kernel, both split
+    inputs = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), weight_t(k, n, torch.bfloat16))
+              for m, n, k in problems]
+    refs = [reference(a, b) for a, b in inputs]
+    for (m, n, k) in problems:
+        assert cutefi.gemm.plan.launch_plan(m, n, k, 1, 132, True).splits > 1
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    outs = [[], []]
+    for stream in streams:
+        stream.wait_stream(torch.cuda.current_stream())
+    for _ in range(20):
+        for index, stream in enumerate(streams):
+            with torch.cuda.stream(stream):
+                for a, b in inputs:
+                    outs[index].append(cutefi.mm_bf16(a, b))
+    torch.cuda.synchronize()
+    for per_stream in outs:
+        for i, out in enumerate(per_stream):
+            assert_gemm(out, refs[i % 2], torch.bfloat16, torch.bfloat16)

@@ -31,11 +31,14 @@ _TORCH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 BACKENDS = ("auto", "cutefi")
 _FLASHINFER_BACKENDS = ("cudnn", "cutlass", "tgv")
 _SMS: dict[int, int] = {}
-# split-K scratch per device: fp32 partial tiles and per-tile arrival counters (zeroed when
-# made, at planning, i.e. normally outside CUDA-graph capture; the last split of each tile
-# resets its counter). Shared by the device's streams: split-K GEMMs (fewer tiles than half
-# the SMs) must not run concurrently on two streams of one device. Grown, never shrunk.
-_SCRATCH: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+_current_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") \
+    else (lambda device: torch.cuda.current_stream(device).cuda_stream)
+# split-K scratch per (device, stream): fp32 partial tiles and per-tile arrival counters
+# (zeroed when made, on that stream; the last split of each tile resets its counter), so
+# split-K GEMMs on two streams never share one; launches on one stream run in order. Made on
+# a stream's first split-K launch (during CUDA-graph capture: from the graph's pool, zeroed
+# by a captured memset). Grown, never shrunk.
+_SCRATCH: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def _sms(device: int) -> int:
@@ -131,16 +134,16 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, bias: torc
         spec = launch.SM80_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], b_major, plan.config)]
     else:
         spec = launch.SM90_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], b_major, plan.config)]
-    scratch = _scratch(device, plan.workspace_elems, plan.counter_elems) if plan.splits > 1 else None
-    return get_kernel(spec, device), device, expected, b_major, (plan, scratch)
+    return get_kernel(spec, device), device, expected, b_major, plan
 
 
-def _scratch(device: int, workspace_elems: int, counter_elems: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(workspace, counters) of ``device``, big enough for one split-K launch of a plan."""
-    found = _SCRATCH.get(device)
+def _scratch(device: int, stream: int, workspace_elems: int,
+             counter_elems: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(workspace, counters) of ``stream`` on ``device``, big enough for one split-K launch."""
+    found = _SCRATCH.get((device, stream))
     if found is None or found[0].numel() < workspace_elems or found[1].numel() < counter_elems:
         # the old counters are all zero between launches, so replacing them loses nothing
-        found = _SCRATCH[device] = (
+        found = _SCRATCH[(device, stream)] = (
             torch.empty(max(workspace_elems, 1 << 20), dtype=torch.float32, device=f"cuda:{device}"),
             torch.zeros(max(counter_elems, 1024), dtype=torch.int32, device=f"cuda:{device}"))
     return found
@@ -170,7 +173,7 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS.put(key, _plan(a, b, out, bias, out_dtype, batched, dtype_name))
-    kernel, device, shape, b_major, (grid, scratch) = plan
+    kernel, device, shape, b_major, grid = plan
     if out is None:
         out = torch.empty(shape, dtype=out_dtype, device=a.device)
     if kernel is None:  # an empty dimension: nothing to multiply
@@ -183,16 +186,17 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
         raise ValueError("a, b and out must start on 16-byte boundaries (bias on 2-byte ones); "
                          "slice views that start mid-row are not taken")
     workspace = counters = b_ptr  # (not read without split-K)
-    if scratch is not None:
-        if scratch is not _SCRATCH[device]:  # grown by another plan since: use the new one
-            scratch = _scratch(device, grid.workspace_elems, grid.counter_elems)
-        workspace, counters = scratch[0].data_ptr(), scratch[1].data_ptr()
+    stream = None  # (the loader takes torch's current one)
+    if grid.splits > 1:
+        stream = _current_stream(device)
+        workspace_t, counters_t = _scratch(device, stream, grid.workspace_elems, grid.counter_elems)
+        workspace, counters = workspace_t.data_ptr(), counters_t.data_ptr()
     m, n, k = shape[-2], shape[-1], a.shape[-1]
     common = dict(bias=bias_ptr, workspace=workspace, counters=counters, m=m, n=n, k=k,
                   has_bias=0 if bias is None else 1, splits=grid.splits)
     if isinstance(grid, SkinnyPlan):
         # (a stride of a single row is never multiplied by a row index: pass a harmless one)
-        kernel.launch((grid.blocks, grid.splits, 1), device, None, pdl, a=a.data_ptr(), b=b_ptr,
+        kernel.launch((grid.blocks, grid.splits, 1), device, stream, pdl, a=a.data_ptr(), b=b_ptr,
                       c=out.data_ptr(), lda=a.stride(-2) if m > 1 else k, ldb=b.stride(-1),
                       ldc=out.stride(-2) if m > 1 else n, **common)
         return out
@@ -207,11 +211,11 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
         return out
     b_view = b.transpose(-2, -1) if b_major == "k" else b  # the loader reads a row-major tensor
     if grid.config.swap:  # the weight is A, the tokens B; out is written transposed, by pointer
-        kernel.launch((grid.ctas, 1, 1), device, None, pdl, a=_as_3d(b_view, batched), b=_as_3d(a, batched),
+        kernel.launch((grid.ctas, 1, 1), device, stream, pdl, a=_as_3d(b_view, batched), b=_as_3d(a, batched),
                       c=out.data_ptr(), ldc=out.stride(-2) if m > 1 else n, batch=1, group_m=grid.group_m,
                       ctas=grid.ctas, **{**common, "m": n, "n": m})
         return out
-    kernel.launch((grid.ctas, 1, 1), device, None, pdl,
+    kernel.launch((grid.ctas, 1, 1), device, stream, pdl,
                   a=_as_3d(a, batched), b=_as_3d(b_view, batched), c=_as_3d(out, batched),
                   batch=shape[0] if batched else 1, group_m=grid.group_m, ctas=grid.ctas, **common)
     return out
