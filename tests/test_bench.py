@@ -183,6 +183,9 @@ def test_testlist_lines_become_requests(tmp_path):
     assert first.routine == "rmsnorm" and first.sizes == {"rows": (7,), "hidden": (4096, 8192)}
     assert first.backends == ("cutefi", "torch")
     assert second.routine == "rope" and second.dtypes == ("fp16",) and second.sizes["tokens"] == (128,)
+    # the command line's --backends go to the lines that name none
+    first, second = cli.read_testlist(str(cases), ["cutefi", "cublas"])
+    assert first.backends == ("cutefi", "torch") and second.backends == ("cutefi", "cublas")
 
 
 @pytest.mark.parametrize("line, message", [

@@ -8,13 +8,13 @@ with build time and cubin size).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import shlex
 import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from .routines import DTYPES, ROUTINES, BenchInputError, ShapeFlag
 from .timing import TIMERS
@@ -112,7 +112,8 @@ def requests_from(args: argparse.Namespace, routines: Sequence[str] | None, quic
     return requests
 
 
-def read_testlist(path: str) -> list:
+def read_testlist(path: str, backends: Sequence[str] | None = None) -> list:
+    """The cases of a testlist file; ``backends`` (the command line's) go to lines that name none."""
     try:
         lines = Path(path).read_text().splitlines()
     except OSError as exc:
@@ -137,6 +138,8 @@ def read_testlist(path: str) -> list:
             raise BenchInputError(f"{path}:{number}: {exc}") from exc
     if not requests:
         raise BenchInputError(f"--testlist {path}: no cases in it")
+    if backends:
+        requests = [r if r.backends else dataclasses.replace(r, backends=tuple(backends)) for r in requests]
     return requests
 
 
@@ -245,7 +248,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         from .runner import plan
 
         if args.testlist:
-            requests = read_testlist(args.testlist)
+            requests = read_testlist(args.testlist, args.backends)
         else:
             requests = requests_from(args, args.routine, quick=not args.routine)
         plans = [plan(request) for request in requests]
