@@ -58,7 +58,11 @@ def references(t):
             "rmsnorm_quant": (rms_reference(x, w) / t["scale"]).clamp(-448, 448),
             "rmsnorm.odd": rms_reference(x[:, 1:], w[1:]),
             "merge_state": merge_reference(t["q"], t["s_a"], t["v_b"], t["s_b"]),
-            "append_paged_kv_cache": t["k"]}
+            "append_paged_kv_cache": t["k"],
+            # GEMMs, each with split-K (partials in a scratch per device and stream)
+            "mm.decode": t["ga"][:5].float() @ t["gw"].float().t(),
+            "mm.few_tokens": t["ga"][:33].float() @ t["gw"].float().t(),
+            "mm.tiles": t["ga"].float() @ t["gw"].float().t()}
 
 
 def merge_reference(v_a, s_a, v_b, s_b):
@@ -108,7 +112,8 @@ def make_inputs(d, dtype=torch.bfloat16, rows=37, hidden=4096, nnz=29, heads=(8,
                 pos_ids=torch.randint(0, MAX_POS, (nnz,), generator=gen, device=where).to(dev, torch.int32),
                 s_a=randn(nnz, heads[0], dt=torch.float32), v_b=randn(nnz, heads[0], head_dim),
                 s_b=randn(nnz, heads[0], dt=torch.float32),
-                scale=torch.full((1,), 0.25, device=dev))
+                scale=torch.full((1,), 0.25, device=dev),
+                ga=randn(300, 8192), gw=randn(1024, 8192))
 
 
 def launch_ops(t):
@@ -138,6 +143,11 @@ def launch_ops(t):
     cutefi.append_paged_kv_cache(t["k"], t["k"], torch.zeros(tokens, **index), torch.arange(tokens, **index), cache,
                                  pages, torch.arange(0, 5, 4, **index), torch.full((1,), tokens - 24, **index))
     outs["append_paged_kv_cache"] = cache[pages.long(), 0].reshape(-1, *t["k"].shape[1:])[:tokens]
+    # the decode-sized kernel (5 tokens), Hopper's swapped build (33) or the mma.sync kernel
+    # elsewhere, and whole tiles (300): all with K cut into splits
+    mm = cutefi.mm_bf16 if t["ga"].dtype == torch.bfloat16 else cutefi.mm_fp16
+    for name, rows in (("mm.decode", 5), ("mm.few_tokens", 33), ("mm.tiles", 300)):
+        outs[name] = mm(t["ga"][:rows], t["gw"].t(), out=poisoned(t["ga"][:rows, :1024]), out_dtype=t["ga"].dtype)
     return outs
 
 
@@ -265,6 +275,8 @@ MIXED = {  # call(a on cuda:0, b on cuda:1), the arguments and devices the Value
     "copy_-dst": (lambda a, b: cutefi.copy_(b.out, a.x), ("src on cuda:0", "dst on cuda:1")),
     "tma_copy_-src": (lambda a, b: cutefi.tma_copy_(a.out, b.x), ("src on cuda:1", "dst on cuda:0")),
     "merge_state-v_b": (lambda a, b: cutefi.merge_state(a.q, a.s_a, b.v_b, a.s_b), ("v_a on cuda:0", "v_b on cuda:1")),
+    "mm_bf16-b": (lambda a, b: cutefi.mm_bf16(a.ga[:5], b.gw.t()), ("a on cuda:0", "b on cuda:1")),
+    "mm_bf16-out": (lambda a, b: cutefi.mm_bf16(a.ga, a.gw.t(), out=b.ga[:, :1024]), ("a on cuda:0", "out on cuda:1")),
     "append-cache": (lambda a, b: cutefi.append_paged_kv_cache(
         a.k, a.k, a.pos_ids * 0, a.pos_ids * 0, b.out.view(-1)[: 2 * 8 * a.k[0].numel()].view(1, 2, 8, *a.k.shape[1:]),
         a.pos_ids[:1] * 0, a.pos_ids[:2] * 0, a.pos_ids[:1] * 0 + 1), ("append_key on cuda:0", "k_cache on cuda:1")),
