@@ -76,6 +76,11 @@ def _aot(args: argparse.Namespace) -> int:
     for spec, target, error in report.failed:
         print(f"FAILED {spec.describe()} {target.sm}: {error}", file=sys.stderr)
     print(f"{len(report.built)} built, {len(report.failed)} failed, pack: {args.out}")
+    if args.prune and not report.failed:
+        from .jit.cache import ArtifactStore
+
+        removed = ArtifactStore(out).clear(keep={spec.lookup_key(target) for spec, target in jobs})
+        print(f"pruned {removed} entries this build did not write")
     return 1 if report.failed else 0
 
 
@@ -112,6 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "must not be writable by others)")
     aot.add_argument("--jobs", default=None, help="worker processes, an integer >= 1 (default: CPU count)")
     aot.add_argument("--only", nargs="*", help="build only kernels whose name contains one of these")
+    aot.add_argument("--prune", action="store_true",
+                     help="after a build with no failure, delete the pack's entries this build did not "
+                          "write (cubins of earlier kernel versions, targets or specs)")
     cache = sub.add_parser("cache", help="the on-disk cubin cache")
     cache.add_argument("action", choices=["ls", "clear", "path"])
     args = parser.parse_args(argv)

@@ -76,3 +76,10 @@ def test_aot_builds_a_pack_and_lookup_uses_it(tmp_path, monkeypatch):
     artifact = lookup.find_artifact(COPY_SPEC, Target(12, 0, "a"))
     assert artifact.metadata["target"] == "sm_120a"
     lookup.cache_store.cache_clear()
+
+    # a rebuild with --prune leaves exactly what it built (earlier kernels, targets and specs go)
+    result = cutefi("aot", "--arch", "8.0", "--out", str(pack), "--jobs", "2", "--only", "copy.vector", "--prune")
+    assert result.returncode == 0, result.stderr
+    metas = [json.loads(p.read_text()) for p in pack.rglob("*.json")]
+    assert {(m["name"], m["target"]) for m in metas} == {("copy.vector_copy", "sm_80")}
+    assert "pruned" in result.stdout and not list(pack.glob("*/*.cubin"))[1:]

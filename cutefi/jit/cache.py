@@ -298,9 +298,9 @@ class ArtifactStore:
         own = [f for files in scan.entries.values() for f in files if f not in scan.foreign]
         return sum(p.stat().st_size for p in own + scan.locks + scan.own if p.exists())
 
-    def clear(self) -> int:
-        """Delete every entry and return how many; refuse (deleting nothing) if the root holds
-        anything cutefi did not write."""
+    def clear(self, keep: frozenset[str] | set[str] = frozenset()) -> int:
+        """Delete every entry (but those whose lookup key is in ``keep``) and return how many;
+        refuse (deleting nothing) if the root holds anything cutefi did not write."""
         if not self.writable:
             raise PermissionError(f"{self.root} is a read-only pack; cutefi does not clear packs")
         if not os.path.lexists(self.root):
@@ -318,6 +318,8 @@ class ArtifactStore:
             )
         removed = 0
         for entry_dir, files in scan.entries.items():
+            if entry_dir.name in keep:
+                continue
             for path in sorted(files, key=lambda p: p.suffix != ".json"):  # metadata first
                 removed += path.suffix == ".json"
                 with contextlib.suppress(FileNotFoundError):
@@ -325,7 +327,8 @@ class ArtifactStore:
             with contextlib.suppress(OSError):  # a build that just added files keeps its entry
                 entry_dir.rmdir()
         for lock in scan.locks:
-            _remove_unheld_lock(lock)
+            if lock.stem not in keep:
+                _remove_unheld_lock(lock)
         self._checked = False
         return removed
 
