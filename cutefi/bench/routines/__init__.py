@@ -6,7 +6,7 @@ from .append_kv import AppendPagedKvCache
 from .base import DTYPES, BenchInputError, Cost, Routine, ShapeFlag
 from .ceilings import Attention, Copy, Matmul
 from .decode import BatchDecode, SingleDecode
-from .gemm import MmBf16
+from .gemm import BmmBf16, MmBf16
 from .merge import MergeStates
 from .norm import FusedAddRmsNorm, LayerNorm, RmsNorm
 from .norm_quant import FusedAddRmsNormQuant, LayerNormQuant, RmsNormQuant
@@ -15,7 +15,7 @@ from .rope import Rope
 ROUTINES: dict[str, type[Routine]] = {
     routine.name: routine for routine in (RmsNorm, FusedAddRmsNorm, LayerNorm, RmsNormQuant, FusedAddRmsNormQuant,
                                          LayerNormQuant, Rope, MergeStates, AppendPagedKvCache, BatchDecode,
-                                         SingleDecode, MmBf16,
+                                         SingleDecode, MmBf16, BmmBf16,
                                          Copy, Matmul, Attention)
 }
 

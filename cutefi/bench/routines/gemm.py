@@ -1,4 +1,4 @@
-"""mm_bf16 / mm_fp16 routine (compute bound for large M, weight-bandwidth bound for small M):
+"""mm_bf16 / mm_fp16 and bmm_bf16 / bmm_fp16 routines (compute bound for large M, weight-bandwidth bound for small M):
 ``a [m, k] @ w.t()`` with ``w`` an ``[n, k]`` nn.Linear weight. FLOPs 2mnk; bytes: read a and
 the weight, write the output (GB/s is the decode-sized figure of merit)."""
 
@@ -10,7 +10,7 @@ import torch
 
 import cutefi
 
-from .base import Backend, BenchInputError, Routine, ShapeFlag, compiled, flashinfer_module, randn
+from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, compiled, flashinfer_module, randn
 from .ceilings import Matmul
 
 
@@ -52,3 +52,43 @@ class MmBf16(Routine):
     reference = Matmul.reference
     tolerance = Matmul.tolerance
     cost = Matmul.cost
+
+
+def _cutefi_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if a.dtype == torch.bfloat16:
+        return cutefi.bmm_bf16(a, b)
+    return cutefi.bmm_fp16(a, b, out_dtype=torch.float16)
+
+
+class BmmBf16(Routine):
+    name = "bmm_bf16"
+    help = "bmm_bf16 / bmm_fp16 (by --dtype): A [batch, m, k] @ B [batch, k, n], B the transposed view of [n, k]"
+    optional_backends = ("flashinfer",)
+    flags = (ShapeFlag("batch", (1, 8, 64), (8,), "matrices"),
+             ShapeFlag("m", (128, 1024), (1024,), "rows of each A"),
+             ShapeFlag("n", (1024, 4096), (1024,), "columns of each B"),
+             ShapeFlag("k", (1024, 4096), (1024,), "the contracted size"))
+    bound = "compute"
+
+    def backends(self) -> dict[str, Backend]:
+        found: dict[str, Backend] = {"cutefi": _cutefi_bmm, "cublas": torch.bmm, "torch.compile": compiled(torch.bmm)}
+        flashinfer = flashinfer_module()
+        if flashinfer is not None and hasattr(flashinfer, "bmm_bf16"):
+            found["flashinfer"] = lambda a, b: flashinfer.bmm_bf16(a, b)
+        return found
+
+    def check_shape(self, shape: dict[str, int]) -> None:
+        if shape["n"] % 8 or shape["k"] % 8:
+            raise BenchInputError(f"--n {shape['n']} --k {shape['k']}: bmm_bf16 takes N and K in multiples of 8")
+
+    def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
+        batch = shape["batch"]
+        weight = randn(batch, shape["n"], shape["k"], dtype=dtype)
+        return randn(batch, shape["m"], shape["k"], dtype=dtype), weight.transpose(-2, -1)
+
+    reference = Matmul.reference  # (a batched matmul in float32)
+    tolerance = Matmul.tolerance
+
+    def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
+        one = Matmul.cost(self, shape, dtype)
+        return Cost(bytes=one.bytes * shape["batch"], flops=one.flops * shape["batch"])
