@@ -19,7 +19,7 @@ import torch
 import cutefi
 from cutefi.bench.timing import bench_gpu_time
 from cutefi.gemm import launch
-from cutefi.gemm.plan import SkinnyPlan, launch_plan, override
+from cutefi.gemm.plan import launch_plan, override
 
 ROTATE_BYTES = 256 << 20  # weight copies rotated per call: past any L2
 

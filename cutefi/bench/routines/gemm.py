@@ -33,16 +33,22 @@ class MmBf16(Routine):
              ShapeFlag("k", (4096,), (4096,), "input features"))
     bound = "compute"
 
+    # (bmm_bf16 below swaps these two)
+    _cutefi = staticmethod(_cutefi_mm)
+    _peer = staticmethod(_matmul)
+
     def backends(self) -> dict[str, Backend]:
-        found: dict[str, Backend] = {"cutefi": _cutefi_mm, "cublas": _matmul, "torch.compile": compiled(_matmul)}
+        found: dict[str, Backend] = {"cutefi": self._cutefi, "cublas": self._peer,
+                                     "torch.compile": compiled(self._peer)}
         flashinfer = flashinfer_module()
-        if flashinfer is not None and hasattr(flashinfer, "mm_bf16"):
-            found["flashinfer"] = lambda a, b: flashinfer.mm_bf16(a, b)
+        function = getattr(flashinfer, self.name, None) if flashinfer is not None else None
+        if function is not None:
+            found["flashinfer"] = lambda a, b: function(a, b)
         return found
 
     def check_shape(self, shape: dict[str, int]) -> None:
         if shape["n"] % 8 or shape["k"] % 8:
-            raise BenchInputError(f"--n {shape['n']} --k {shape['k']}: mm_bf16 takes N and K in multiples of 8")
+            raise BenchInputError(f"--n {shape['n']} --k {shape['k']}: {self.name} takes N and K in multiples of 8")
 
     def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
         weight = randn(shape["n"], shape["k"], dtype=dtype)
@@ -60,34 +66,20 @@ def _cutefi_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return cutefi.bmm_fp16(a, b, out_dtype=torch.float16)
 
 
-class BmmBf16(Routine):
+class BmmBf16(MmBf16):
     name = "bmm_bf16"
     help = "bmm_bf16 / bmm_fp16 (by --dtype): A [batch, m, k] @ B [batch, k, n], B the transposed view of [n, k]"
-    optional_backends = ("flashinfer",)
     flags = (ShapeFlag("batch", (1, 8, 64), (8,), "matrices"),
              ShapeFlag("m", (128, 1024), (1024,), "rows of each A"),
              ShapeFlag("n", (1024, 4096), (1024,), "columns of each B"),
              ShapeFlag("k", (1024, 4096), (1024,), "the contracted size"))
-    bound = "compute"
-
-    def backends(self) -> dict[str, Backend]:
-        found: dict[str, Backend] = {"cutefi": _cutefi_bmm, "cublas": torch.bmm, "torch.compile": compiled(torch.bmm)}
-        flashinfer = flashinfer_module()
-        if flashinfer is not None and hasattr(flashinfer, "bmm_bf16"):
-            found["flashinfer"] = lambda a, b: flashinfer.bmm_bf16(a, b)
-        return found
-
-    def check_shape(self, shape: dict[str, int]) -> None:
-        if shape["n"] % 8 or shape["k"] % 8:
-            raise BenchInputError(f"--n {shape['n']} --k {shape['k']}: bmm_bf16 takes N and K in multiples of 8")
+    _cutefi = staticmethod(_cutefi_bmm)
+    _peer = staticmethod(torch.bmm)
 
     def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
         batch = shape["batch"]
         weight = randn(batch, shape["n"], shape["k"], dtype=dtype)
         return randn(batch, shape["m"], shape["k"], dtype=dtype), weight.transpose(-2, -1)
-
-    reference = Matmul.reference  # (a batched matmul in float32)
-    tolerance = Matmul.tolerance
 
     def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
         one = Matmul.cost(self, shape, dtype)
