@@ -2,7 +2,7 @@
 
 For each problem (``--m``, ``--nk N,K ...``) every built config that can take it, times each
 ``--splits`` value (0: the heuristic's), are timed with CUPTI (CUDA events without it) over
-weight copies rotated past the L2, and written as JSON: time, TFLOP/s, weight GB/s, ratio to
+weight copies rotated past the L2 (``--warm``: one weight, as ``cutefi-bench`` times), and written as JSON: time, TFLOP/s, weight GB/s, ratio to
 torch.matmul, and the heuristic's own choice.
 
 Run: python benchmarks/gemm_sweep.py --m 1 16 --nk 4096,4096 14336,4096 --out sweep.json
@@ -46,6 +46,7 @@ def main(argv=None) -> int:
     parser.add_argument("--splits", type=int, nargs="+", default=[0, 1, 2, 3, 4, 6, 8])
     parser.add_argument("--configs", nargs="*", default=None, help="config names (default: all that fit)")
     parser.add_argument("--iters", type=int, default=100)
+    parser.add_argument("--warm", action="store_true", help="one weight, warm in L2 (as cutefi-bench times)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
     for nk in args.nk:
         n, k = (int(v) for v in nk.split(","))
         weight_bytes = n * k * 2
-        copies = max(1, -(-ROTATE_BYTES // weight_bytes))
+        copies = 1 if args.warm else max(1, -(-ROTATE_BYTES // weight_bytes))
         weights = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t() for _ in range(copies)]
         for m in args.m:
             a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -86,7 +87,7 @@ def main(argv=None) -> int:
             del a
         del weights
     meta = dict(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, cutefi=cutefi.__version__,
-                command=" ".join(sys.argv))
+                command=" ".join(sys.argv), l2="warm" if args.warm else "weights rotated past L2")
     with open(args.out, "w") as handle:
         json.dump(dict(meta=meta, rows=rows), handle, indent=1)
     return 0

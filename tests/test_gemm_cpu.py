@@ -43,7 +43,8 @@ def test_heuristic():
     assert choose_config(16, 2048, 1, H200_SMS, False) == Sm90Config(128, 64, 1)
     assert choose_config(16, 4096, 1, H200_SMS, False) == Sm90Config(128, 128, 1)  # 32 tiles: split-K fills
     assert choose_config(16, 8192, 1, H200_SMS, False) == Sm90Config(128, 256, 1)  # the weight streams
-    assert choose_config(200, 4096, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # two M tiles
+    assert choose_config(200, 4096, 1, H200_SMS, True) == Sm90Config(128, 128, 1, False, 2)  # K in a cluster
+    assert choose_config(200, 4096, 1, H200_SMS, True, k=14336) == Sm90Config(128, 256, 1)  # long K: wide tiles
     assert choose_config(16, 28672, 1, H200_SMS, False) == Sm90Config(128, 256, 1)
     with override(config="128x64c1"):  # (M <= 16 takes the decode-sized kernel by default)
         plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)  # 64 tiles of 64 K tiles: two splits
@@ -71,8 +72,10 @@ def test_decode_sized_plan():
     steps = 8192 // plan.config.step_k
     assert plan.splits == min(round(H200_SMS / plan.blocks), steps // (2 * plan.config.k_groups)) == 4
     assert launch_plan(16, 8192, 8192, 1, H200_SMS, True, wgmma=False).splits == 1  # two waves of row blocks
-    # Hopper: the swapped wgmma build from 8192 weight rows on
-    assert launch_plan(16, 8192, 8192, 1, H200_SMS, True).config == Sm90Config(128, 16, 1, True)
+    # Hopper: the swapped wgmma build from 8192 weight rows on (two K splits: in a cluster)
+    paired = launch_plan(16, 8192, 8192, 1, H200_SMS, True)
+    assert (paired.config, paired.splits, paired.ctas) == (Sm90Config(128, 16, 1, True, 2), 2, 128)
+    assert paired.workspace_elems == paired.counter_elems == 0
     assert plan.workspace_elems == plan.blocks * plan.splits * plan.config.partial_elems
     assert launch_plan(16, 4096, 64, 1, H200_SMS, True).splits == 1  # one K step: nothing to cut
     for m, batch, k_major in ((17, 1, True), (16, 2, True), (16, 1, False)):
@@ -203,6 +206,23 @@ def test_hopper_build_is_hgmma_fed_by_tma():
 
 
 @requires_dsl
+@pytest.mark.parametrize("config", [Sm90Config(128, 32, 1, True, 2), Sm90Config(128, 128, 1, False, 2)])
+def test_cluster_split_k_build_meets_through_dsmem(config):
+    """Split-K in a cluster: the partial sums go to the peer by st.async (STAS.128, completing
+    on its mbarrier), never through global memory; HGMMA fed by TMA; no spills."""
+    spec = launch.SM90_SPECS[("bf16", "bf16", "k", config)]
+    ptx, sass = _build(spec, "9.0a")
+    assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32" in ptx
+    # (one vector store a 4 values of the peer's share, for each of the two ranks' code paths)
+    vectors = config.tile_m * config.tile_n // 2 // launch.WARPGROUP // 2 // 4
+    assert len(re.findall(r"\bSTAS\.128\b", sass)) == 2 * vectors
+    assert "atom.add" not in ptx and "atom.global" not in ptx  # (no workspace counters)
+    assert re.search(r"\bHGMMA\.64x%d" % config.tile_n, sass) and re.search(r"\bUTMALDG\b", sass)
+    assert not re.search(r"\b(LDL|STL)\b", sass), "the cluster split-K build spills"
+    assert spec.launch_contract().cluster == (2, 1, 1)
+
+
+@requires_dsl
 @pytest.mark.parametrize("arch", ["8.0", "9.0a", "12.0a"])
 def test_decode_sized_build_streams_into_hmma(arch):
     """Every weight byte by a 16-byte load that skips L1, straight into HMMA; no spills."""
@@ -222,12 +242,23 @@ def test_swapped_plan():
     """17-64 tokens, one matrix, a K-major weight: Hopper's weight-as-A build, tiles over the
     weight's rows, K cut when they fill under half the SMs."""
     plan = launch_plan(64, 4096, 4096, 1, H200_SMS, True)
+    # (K <= 8192: two token tiles of 32 and K in two in a cluster, not four workspace splits)
+    assert plan.config == Sm90Config(128, 32, 1, True, 2) and plan.splits == 2 and plan.ctas == plan.units == 128
+    plan = launch_plan(64, 4096, 14336, 1, H200_SMS, True)
     assert plan.config == Sm90Config(128, 64, 1, True) and plan.splits == 4 and plan.units == 128
     assert launch_plan(20, 14336, 4096, 1, H200_SMS, True).config == Sm90Config(128, 32, 1, True)
     assert not launch_plan(65, 4096, 4096, 1, H200_SMS, True).config.swap
     assert not launch_plan(64, 4096, 4096, 2, H200_SMS, True).config.swap
     assert not launch_plan(64, 4096, 4096, 1, H200_SMS, False).config.swap
     assert parse_config("128x16c1t") == Sm90Config(128, 16, 1, True)
+    assert parse_config("128x32c1k2t") == Sm90Config(128, 32, 1, True, 2)
+    assert parse_config("128x128c1k2") == Sm90Config(128, 128, 1, False, 2)
+    with pytest.raises(ValueError, match="not built"):
+        parse_config("128x256c1k2")
+    with override(config="128x128c1k2", splits=3), pytest.raises(ValueError, match="splits K 2 ways"):
+        launch_plan(256, 4096, 4096, 1, H200_SMS, True)
+    with pytest.raises(ValueError, match="cluster_k"):
+        Sm90Config(128, 64, 2, False, 2)
     with override(config="128x32c1t"), pytest.raises(ValueError, match="K-major"):
         launch_plan(64, 4096, 4096, 1, H200_SMS, False)
     with pytest.raises(ValueError, match="tile_n must be one of"):

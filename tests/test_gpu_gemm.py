@@ -340,13 +340,17 @@ def test_mma_sync_bmm_and_default_plan(dtype):
 def test_swapped_hopper_build(config):
     """Hopper's weight-as-A builds (17-64 tokens by default): tokens past a token tile, weight
     rows past a row tile, K past a K tile, a bias, fp16 out, strided a and out, with and
-    without K splits (run twice: counters back at zero); nothing written outside out."""
+    without K splits (run twice: counters back at zero; split in a cluster: K shorter than
+    the splits too); nothing written outside out."""
     for m, n, k in [(17, 1000, 1032), (64, 4104, 4096), (100, 264, 520), (1, 8, 8), (33, 8192, 1024)]:
         torch.manual_seed(m * 3 + n)
         a = torch.randn(m, k + 16, device="cuda", dtype=torch.bfloat16)[:, 8:8 + k]
         b = weight_t(k, n, torch.bfloat16)
         bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-        for splits, out_dtype in ((1, torch.bfloat16), (3, torch.float16), (None, torch.bfloat16)):
+        in_cluster = cutefi.gemm.plan.parse_config(config).cluster_k > 1  # (its own split count only)
+        runs = ((None, torch.bfloat16), (None, torch.float16)) if in_cluster else \
+            ((1, torch.bfloat16), (3, torch.float16), (None, torch.bfloat16))
+        for splits, out_dtype in runs:
             with override(config=config, splits=splits):
                 for _ in range(2):
                     out_buf = poisoned((m + 2, n + 16), out_dtype)
@@ -392,3 +396,38 @@ def test_split_k_on_two_streams_at_once():
     for per_stream in outs:
         for i, out in enumerate(per_stream):
             assert_gemm(out, refs[i % 2], torch.bfloat16, torch.bfloat16)
+
+
+@pytest.mark.parametrize("config", [c.name for c in launch.CONFIGS if c.cluster_k > 1])
+def test_cluster_split_k(config):
+    """K split over a cluster of two CTAs that sum their partials through distributed shared
+    memory: uneven splits, a split with no K at all (K of one tile), partial tiles, a bias and
+    fp16 out; the sums do not depend on which CTA finishes first (bitwise the same twice);
+    the same under CUDA-graph replay and on a side stream."""
+    swapped = cutefi.gemm.plan.parse_config(config).swap
+    shapes = [(16, 1000, 1032), (40, 4104, 8), (64, 264, 4096)] if swapped else \
+        [(256, 4096, 4096), (200, 1000, 1032), (129, 136, 8)]
+    for m, n, k in shapes:
+        torch.manual_seed(m + n + k)
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = weight_t(k, n, torch.bfloat16)
+        bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        with override(config=config):
+            for out_dtype in (torch.bfloat16, torch.float16):
+                first = cutefi.mm_bf16(a, b, bias=bias, out_dtype=out_dtype)
+                assert_gemm(first, reference(a, b, bias), torch.bfloat16, out_dtype)
+                assert torch.equal(first, cutefi.mm_bf16(a, b, bias=bias, out_dtype=out_dtype))
+            out = poisoned((m, n), torch.bfloat16)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                cutefi.mm_bf16(a, b, bias=bias, out=out)
+            torch.cuda.current_stream().wait_stream(side)
+            assert torch.equal(out, cutefi.mm_bf16(a, b, bias=bias))
+            graph_out = poisoned((m, n), torch.bfloat16)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                cutefi.mm_bf16(a, b, bias=bias, out=graph_out)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(graph_out, out)

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import cutefi
+from cutefi.gemm.plan import override
 
 NUM_GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 pytestmark = [pytest.mark.gpu,
@@ -62,6 +63,7 @@ def references(t):
             # GEMMs, each with split-K (partials in a scratch per device and stream)
             "mm.decode": t["ga"][:5].float() @ t["gw"].float().t(),
             "mm.few_tokens": t["ga"][:33].float() @ t["gw"].float().t(),
+            "mm.cluster": t["ga"][:200].float() @ t["gw"].float().t(),
             "mm.tiles": t["ga"].float() @ t["gw"].float().t()}
 
 
@@ -144,10 +146,14 @@ def launch_ops(t):
                                  pages, torch.arange(0, 5, 4, **index), torch.full((1,), tokens - 24, **index))
     outs["append_paged_kv_cache"] = cache[pages.long(), 0].reshape(-1, *t["k"].shape[1:])[:tokens]
     # the decode-sized kernel (5 tokens), Hopper's swapped build (33) or the mma.sync kernel
-    # elsewhere, and whole tiles (300): all with K cut into splits
+    # elsewhere, and whole tiles (300): all with K cut into splits; on Hopper also K split in a
+    # cluster of two (200 rows, 128 x 128 tiles: the CTAs meet through distributed shared memory)
     mm = cutefi.mm_bf16 if t["ga"].dtype == torch.bfloat16 else cutefi.mm_fp16
-    for name, rows in (("mm.decode", 5), ("mm.few_tokens", 33), ("mm.tiles", 300)):
-        outs[name] = mm(t["ga"][:rows], t["gw"].t(), out=poisoned(t["ga"][:rows, :1024]), out_dtype=t["ga"].dtype)
+    hopper = torch.cuda.get_device_capability(t["ga"].device) == (9, 0)
+    for name, rows in (("mm.decode", 5), ("mm.few_tokens", 33), ("mm.cluster", 200), ("mm.tiles", 300)):
+        with override(config="128x128c1k2" if name == "mm.cluster" and hopper else None):
+            outs[name] = mm(t["ga"][:rows], t["gw"].t(), out=poisoned(t["ga"][:rows, :1024]),
+                            out_dtype=t["ga"].dtype)
     return outs
 
 

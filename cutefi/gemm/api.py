@@ -214,7 +214,7 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
                          "slice views that start mid-row are not taken")
     workspace = counters = b_ptr  # (not read without split-K)
     stream = None  # (the loader takes torch's current one)
-    if grid.splits > 1:
+    if grid.workspace_elems:
         stream = _current_stream(device)
         workspace_t, counters_t = _scratch(device, stream, grid.workspace_elems, grid.counter_elems)
         workspace, counters = workspace_t.data_ptr(), counters_t.data_ptr()

@@ -13,7 +13,10 @@ stores through shared memory with TMA. Split-K (``splits`` > 1, for problems of 
 wave of tiles, e.g. decode-sized M): each tile's K range is cut into ``splits`` work units;
 each unit writes its fp32 partial tile to ``workspace`` and counts itself in the tile's
 ``counters`` entry, and the last to arrive sums the partials, stores the tile and resets the
-counter to zero. All sizes are runtime arguments: the loader encodes
+counter to zero; or, in the ``cluster_k`` builds, the two CTAs of a cluster take the two
+splits of a tile and each sums and stores half of it, the partials crossing through
+distributed shared memory (:mod:`cutefi.cute.cluster_split_k`). All sizes are runtime
+arguments: the loader encodes
 the descriptors from the real tensors and the kernel reads M, N, K, L from scalars, so one
 build serves every shape.
 
@@ -57,12 +60,18 @@ class Sm90Config:
     ``swap``: the build multiplies the weight by the tokens ("swap AB", for a few tokens): its
     A is the [N, K] weight (tile_m of its rows), its B the tokens (``tile_n`` of them, 16 to
     256), and the epilogue stores the transposed tile straight from registers into ``out``.
+
+    ``cluster_k``: split-K inside a cluster: the ``cluster_k`` CTAs of a cluster take the K
+    splits of one tile and sum their partials through distributed shared memory (each CTA
+    sums and stores 1/cluster_k of the tile), with no workspace, counters or global round
+    trips. One work unit a CTA (the plan launches ``tiles * cluster_k`` CTAs).
     """
 
     tile_m: int = 128
     tile_n: int = 256
     cluster_m: int = 1
     swap: bool = False
+    cluster_k: int = 1
 
     def __post_init__(self) -> None:
         if self.tile_m != 128:
@@ -72,10 +81,21 @@ class Sm90Config:
             raise ValueError(f"tile_n must be one of {widths}, got {self.tile_n}")
         if self.cluster_m not in (1, 2) or (self.swap and self.cluster_m != 1):
             raise ValueError(f"cluster_m must be 1 or 2 (1 with swap), got {self.cluster_m}")
+        if self.cluster_k not in (1, 2, 4) or (self.cluster_k > 1 and self.cluster_m != 1):
+            raise ValueError(f"cluster_k must be 1, 2 or 4 (with cluster_m 1), got {self.cluster_k}")
+        # (a CTA stores whole epilogue pieces of its share of the tile)
+        if self.cluster_k > 1 and not self.swap and self.tile_n // EPI_TILE_N % self.cluster_k:
+            raise ValueError(f"cluster_k={self.cluster_k} needs tile_n a multiple of {EPI_TILE_N * self.cluster_k}")
 
     @property
     def name(self) -> str:
-        return f"{self.tile_m}x{self.tile_n}c{self.cluster_m}" + ("t" if self.swap else "")
+        return (f"{self.tile_m}x{self.tile_n}c{self.cluster_m}" + (f"k{self.cluster_k}" if self.cluster_k > 1 else "")
+                + ("t" if self.swap else ""))
+
+    @property
+    def exchange_elems(self) -> int:
+        """fp32 a CTA receives in a cluster_k meeting: the other CTAs' partials of its share."""
+        return self.tile_m * self.tile_n * (self.cluster_k - 1) // self.cluster_k
 
     def stage_bytes(self, dtype: str) -> int:
         return (self.tile_m + self.tile_n) * TILE_K * dtypes.bits(dtype) // 8
@@ -86,15 +106,19 @@ class Sm90Config:
         return self.tile_m * EPI_TILE_N * dtypes.bits(out_dtype) // 8 * EPI_STAGES
 
     def stages(self, dtype: str, out_dtype: str) -> int:
-        return min(MAX_STAGES, (SMEM_LIMIT - BARRIER_BYTES - self.epi_bytes(out_dtype)) // self.stage_bytes(dtype))
+        fixed = BARRIER_BYTES + self.epi_bytes(out_dtype) + 4 * self.exchange_elems
+        return min(MAX_STAGES, (SMEM_LIMIT - fixed) // self.stage_bytes(dtype))
 
     def smem_bytes(self, dtype: str, out_dtype: str) -> int:
         return (BARRIER_BYTES + self.stages(dtype, out_dtype) * self.stage_bytes(dtype)
-                + self.epi_bytes(out_dtype))
+                + self.epi_bytes(out_dtype) + 4 * self.exchange_elems)
 
 
 CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 128, 1), Sm90Config(128, 64, 1),
-           *(Sm90Config(128, width, 1, True) for width in (16, 32, 64, 128, 256)))
+           *(Sm90Config(128, width, 1, True) for width in (16, 32, 64, 128, 256)),
+           # split-K in clusters of two (clusters of four measured 1.5-3x slower at 128 CTAs: an
+           # H200 GPC holds fewer than 32 of them, so the grid takes two waves)
+           *(Sm90Config(128, width, 1, True, 2) for width in (16, 32, 64)), Sm90Config(128, 128, 1, False, 2))
 MAX_STAGES = 12
 
 
@@ -111,8 +135,8 @@ def _swizzle(row_bytes: int) -> str:
 
 
 def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int,
-                  cluster_m: int, swap: bool = False) -> LaunchContract:
-    config = Sm90Config(tile_m, tile_n, cluster_m, swap)
+                  cluster_m: int, swap: bool = False, cluster_k: int = 1) -> LaunchContract:
+    config = Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k)
     elem = dtypes.bits(dtype) // 8
     # B's box: a multicast CTA loads 1/cluster_m of the tile; an N-major tile is loaded in
     # 64-column pieces (one 128-byte swizzle atom wide)
@@ -139,7 +163,7 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
         grid=lambda p: (p["ctas"], 1, 1),
         sample={"m": 4096, "n": 4096, "k": 4096, "batch": 1, "group_m": 8, "has_bias": 0, "splits": 1,
                 "ctas": 132, **({"ldc": 4096} if swap else {})},
-        cluster=(cluster_m, 1, 1),
+        cluster=(cluster_m * cluster_k, 1, 1),
         smem_bytes=config.smem_bytes(dtype, out_dtype),
         tma=tma,
         entry=f"cutefi_gemm_sm90_{dtype}_{out_dtype}_{b_major}_{config.name}",
@@ -151,7 +175,8 @@ def _sm90_spec(dtype: str, out_dtype: str, b_major: str, config: Sm90Config) -> 
     return KernelSpec.make("gemm.sm90", "cute", "cutefi.gemm.sm90_kernel:GemmSm90",
                            "cutefi.gemm.launch:sm90_contract", Family.WGMMA,
                            dtype=dtype, out_dtype=out_dtype, b_major=b_major, tile_m=config.tile_m,
-                           tile_n=config.tile_n, cluster_m=config.cluster_m, swap=config.swap)
+                           tile_n=config.tile_n, cluster_m=config.cluster_m, swap=config.swap,
+                           **({"cluster_k": config.cluster_k} if config.cluster_k > 1 else {}))
 
 
 SM90_SPECS = {

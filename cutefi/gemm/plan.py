@@ -19,6 +19,15 @@ a few KB per unit, the idle SMs cost the whole machine), and sizes the persisten
 CTA per SM (the ring takes all of shared memory) or fewer when there are fewer work units,
 rounded to whole clusters, and the raster group.
 
+Two splits meet in a cluster (``cluster_k`` 2: each CTA sums and stores half the tile, the
+partials crossing through distributed shared memory) wherever that build exists: 3-7% faster
+than the workspace meeting (benchmarks/results/gemm_cluster_split_h200.json). Two more cases
+take it on purpose, for K up to ``CLUSTER_SPLIT_MAX_K`` and when its CTAs fill between half
+and all of the SMs: 33-64 tokens on about 4096 weight rows (two token tiles of 32 in place of
+four workspace splits) and 129-256 rows on about 4096 columns (128 x 128 tiles in place of
+128 x 256 ones and four workspace splits: 19.8 vs 24.7 µs at 256 x 4096 x 4096). Clusters of four are not built: an H200 GPC holds fewer than 32
+of them, so 128 CTAs took two waves (1.5-3x slower).
+
 Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight; on Hopper up
 to ``SKINNY_MAX_N_HOPPER`` weight rows) take the mma.sync weight-streaming kernel instead
 (``skinny_plan``): ``t1`` (M <= 8) or ``t2`` token
@@ -46,6 +55,7 @@ from typing import Iterator
 from .launch import CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles
 
 SKINNY_MAX_N_HOPPER = 4096
+CLUSTER_SPLIT_MAX_K = 8192  # K up to which the few-token special cases split K in a cluster
 SWAP_MAX_M = 64  # tokens up to which Hopper multiplies the weight by the tokens (one read of it)
 GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
 MIN_SPLIT_K_TILES = 8  # K tiles (of 64) a split keeps, so its pipeline fills
@@ -67,12 +77,14 @@ class LaunchPlan:
 
     @property
     def workspace_elems(self) -> int:
-        """fp32 partial tiles the split-K units need (0 without split-K)."""
-        return 0 if self.splits == 1 else self.units * self.config.tile_m * self.config.tile_n
+        """fp32 partial tiles the split-K units need (0 without split-K or with it in a cluster)."""
+        if self.splits == 1 or self.config.cluster_k > 1:
+            return 0
+        return self.units * self.config.tile_m * self.config.tile_n
 
     @property
     def counter_elems(self) -> int:
-        return 0 if self.splits == 1 else self.units // self.splits
+        return 0 if self.splits == 1 or self.config.cluster_k > 1 else self.units // self.splits
 
 
 @dataclass(frozen=True)
@@ -122,12 +134,13 @@ def parse_config(text: str) -> Config:
     try:
         swap = text.lower().endswith("t")
         tile, cluster = text.lower().rstrip("t").split("c")
+        cluster_m, _, cluster_k = cluster.partition("k")
         tile_m, tile_n = (int(v) for v in tile.split("x"))
-        config = Sm90Config(tile_m, tile_n, int(cluster), swap)
+        config = Sm90Config(tile_m, tile_n, int(cluster_m), swap, int(cluster_k or 1))
     except ValueError as exc:
-        raise ValueError(f"a GEMM config reads like 128x256c2 (tile_m x tile_n, cluster along M; a final t: "
-                         f"the weight-as-A build for a few tokens); "
-                         f"got {text!r}: {exc}") from None
+        raise ValueError(f"a GEMM config reads like 128x256c2 (tile_m x tile_n, cluster along M; k2 or k4: "
+                         f"K split over a cluster of 2 or 4; a final t: the weight-as-A build for a few "
+                         f"tokens, e.g. 128x64c1k4t); got {text!r}: {exc}") from None
     if config not in CONFIGS:
         raise ValueError(f"GEMM config {text!r} is not built; built: {', '.join(c.name for c in CONFIGS)}")
     return config
@@ -176,7 +189,7 @@ def _forced() -> Config | None:
     return _OVERRIDE.get("config") or _env_config()  # type: ignore[return-value]
 
 
-def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> Sm90Config:
+def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int = 4096) -> Sm90Config:
     forced = _forced()
     if not isinstance(forced, Sm90Config):
         forced = None  # (another kernel's override does not apply here)
@@ -185,6 +198,10 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> Sm90
             raise ValueError(f"GEMM config {forced.name} multicasts B, which needs a K-major B")
         return forced  # type: ignore[return-value]
     if batch == 1 and b_k_major and m <= SWAP_MAX_M:
+        if m > 32 and k <= CLUSTER_SPLIT_MAX_K and sms // 2 < 4 * -(-n // 128) <= sms and "splits" not in _OVERRIDE:
+            # (64 tokens as two tiles of 32, K in two in a cluster, rather than one tile and
+            # four workspace splits: 4096 x 4096 at M = 64, 14.0 against 15.7 µs)
+            return Sm90Config(128, 32, 1, True, 2)
         return Sm90Config(128, 16 if m <= 16 else 32 if m <= 32 else 64, 1, True)
     big = Sm90Config(128, 256, 1)
     tiles_m, tiles_n = tiles(m, n, big)
@@ -194,6 +211,12 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> Sm90
     # weight streams (a few weight bytes a FLOP), and 256-wide tiles read the tokens half as
     # often: measured best from 8192 columns on, or with two M tiles
     if m <= 256 and (n >= 8192 or m > 128):
+        tiles_m, tiles_n = tiles(m, n, Sm90Config(128, 128, 1))
+        if m > 128 and n < 8192 and k <= CLUSTER_SPLIT_MAX_K and sms // 2 < 2 * tiles_m * tiles_n * batch <= sms \
+                and "splits" not in _OVERRIDE:  # (a forced split count: the workspace meeting)
+            # (K in two in clusters: 256 x 4096 x 4096, 19.8 against 24.7 µs for 128 x 256 tiles
+            # and four workspace splits; with K = 14336 the wide tiles' lighter loads win)
+            return Sm90Config(128, 128, 1, False, 2)
         return Sm90Config(128, 256, 1)
     tiles_m, tiles_n = tiles(m, n, Sm90Config(128, 128, 1))
     if 8 * tiles_m * tiles_n * batch >= sms:
@@ -276,20 +299,37 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
         return skinny_plan(m, n, k, sms)
     if isinstance(_forced(), Sm80Config) or (not wgmma and not isinstance(_forced(), Sm90Config)):
         return sm80_plan(m, n, batch, sms)
-    config = choose_config(m, n, batch, sms, b_k_major)
+    config = choose_config(m, n, batch, sms, b_k_major, k)
     if config.swap and (batch != 1 or not b_k_major):
         raise ValueError(f"GEMM config {config.name} takes one matrix and a K-major b (an nn.Linear weight's "
                          f"w.t()); got batch={batch}, b {'K' if b_k_major else 'N'}-major")
     # (swap: the weight's rows are the tile rows, the tokens its columns)
     tiles_m, tiles_n = tiles(n, m, config) if config.swap else tiles(m, n, config)
     total = tiles_m * tiles_n * batch
+    if config.cluster_k > 1:
+        forced = _OVERRIDE.get("splits")
+        if forced is not None and forced != config.cluster_k:
+            raise ValueError(f"GEMM config {config.name} splits K {config.cluster_k} ways, not {forced}")
+        return launch_plan_in_cluster(config, total)
     splits = choose_splits(total, k, sms, config)
+    paired = Sm90Config(config.tile_m, config.tile_n, 1, config.swap, 2)
+    if splits == 2 and config.cluster_m == 1 and paired in CONFIGS and _forced() is None \
+            and "splits" not in _OVERRIDE:
+        # (two splits meet faster in a cluster than through the workspace: 3-7% measured)
+        return launch_plan_in_cluster(paired, total)
     if splits > 1 and config.cluster_m > 1:
         raise ValueError(f"split-K needs a config without a cluster, not {config.name}")
     units = total * splits
     ctas = min(units, sms // config.cluster_m * config.cluster_m)
     group_m = int(_OVERRIDE.get("group_m", GROUP_M))  # type: ignore[arg-type]
     return LaunchPlan(config, ctas, max(1, group_m // config.cluster_m), splits, units)
+
+
+def launch_plan_in_cluster(config: Sm90Config, tiles_total: int) -> LaunchPlan:
+    """Split-K in a cluster: exactly ``cluster_k`` splits, one work unit a CTA."""
+    units = tiles_total * config.cluster_k
+    group_m = int(_OVERRIDE.get("group_m", GROUP_M))  # type: ignore[arg-type]
+    return LaunchPlan(config, units, group_m, config.cluster_k, units)
 
 
 def _env_config() -> Config | None:

@@ -27,7 +27,7 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warp, warpgroup
 
 from cutefi.cute import args as kernel_args
-from cutefi.cute import split_k
+from cutefi.cute import cluster_split_k, split_k
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.pdl import wait_for_inputs
@@ -45,11 +45,13 @@ class GemmSm90:
     # 1. specialisation
     # ------------------------------------------------------------------ #
     def __init__(self, dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, cluster_m: int,
-                 swap: bool = False) -> None:
+                 swap: bool = False, cluster_k: int = 1) -> None:
         if dtype not in launch.DTYPES or out_dtype not in launch.OUT_DTYPES or b_major not in launch.B_MAJORS:
             raise ValueError(f"unsupported sm90 GEMM build: {dtype} -> {out_dtype}, B {b_major}-major")
-        self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap)
-        config = launch.Sm90Config(tile_m, tile_n, cluster_m, swap)
+        self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap, cluster_k)
+        config = launch.Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k)
+        self.cluster_k = cluster_k
+        self.exchange_elems = max(config.exchange_elems, 4)
         # swap: A is the weight, B the tokens, and the tile is stored transposed (``launch``)
         self.swap = swap
         self.dtype = cute_dtype(dtype)
@@ -140,7 +142,9 @@ class GemmSm90:
         @cute.struct
         class SharedStorage:
             ring_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            exchange_full: cute.struct.MemRange[cutlass.Int64, 1]  # cluster split-K: peers' partials landed
             last_split: cute.struct.MemRange[Int32, 1]  # split-K: "this CTA sums the tile"
+            exchange: cute.struct.Align[cute.struct.MemRange[Float32, self.exchange_elems], 16]
             s_a: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(a_smem)], 1024]
             s_b: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(b_smem)], 1024]
             s_c: cute.struct.Align[cute.struct.MemRange[self.out_dtype, c_elems], 1024]
@@ -153,7 +157,12 @@ class GemmSm90:
         # ---- the ring: full barriers (TMA bytes landed), empty barriers (consumers done) ----
         cluster_layout = cute.make_layout((self.cluster_m, 1, 1))
         rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        cluster_coord = cluster_layout.get_flat_coord(rank)
+        # (cluster_k: the cluster's CTAs are the K splits of one tile; rank is the split)
+        cluster_coord = cluster_layout.get_flat_coord(rank % self.cluster_m)
+        exchange_full = storage.exchange_full.data_ptr()
+        if const_expr(self.cluster_k > 1):
+            if tidx == 0:
+                cute.arch.mbarrier_init(exchange_full, 1)
         stage_bytes = cute.size_in_bytes(self.dtype, cute.slice_(a_smem, (None, None, 0))) \
             + cute.size_in_bytes(self.dtype, cute.slice_(b_smem, (None, None, 0)))
         # every consumer warp of each CTA that reads a slot releases it in every CTA that
@@ -164,7 +173,8 @@ class GemmSm90:
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
                                                      self.cluster_m * CONSUMER_THREADS // 32),
             tx_count=stage_bytes, cta_layout_vmnk=cute.make_layout((1, self.cluster_m, 1, 1)), defer_sync=True)
-        pipeline.pipeline_init_arrive(cluster_shape_mn=(self.cluster_m, 1), is_relaxed=True)
+        # (the whole cluster: cluster_k peers write into each other's exchange buffers)
+        pipeline.pipeline_init_arrive(cluster_shape_mn=(self.cluster_m * self.cluster_k, 1), is_relaxed=True)
 
         # ---- this CTA's view of the tiles ----------------------------------------------------
         g_a = cute.local_tile(tma_a, (tile_m, tile_k), (None, None, None))   # (bM, bK, tiles M, K, L)
@@ -182,9 +192,10 @@ class GemmSm90:
         first = cute.arch.block_idx()[0] // self.cluster_m
         stride = cute.arch.grid_dim()[0] // self.cluster_m
 
-        pipeline.pipeline_init_wait(cluster_shape_mn=(self.cluster_m, 1))
+        pipeline.pipeline_init_wait(cluster_shape_mn=(self.cluster_m * self.cluster_k, 1))
         wait_for_inputs()
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // launch.WARPGROUP)
+        exchange = (storage.exchange.data_ptr(), exchange_full, rank)
         if warpgroup_idx == 0:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp_idx == 0:
@@ -192,7 +203,8 @@ class GemmSm90:
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             self._consume(args, ring, raster, first, stride, cluster_coord, tidx - launch.WARPGROUP,
-                          warp_idx, s_a, s_b, s_c, g_c, atom_c, storage.last_split.get_tensor(cute.make_layout(1)))
+                          warp_idx, s_a, s_b, s_c, g_c, atom_c, storage.last_split.get_tensor(cute.make_layout(1)),
+                          exchange)
 
     # ------------------------------------------------------------------ #
     # 4. producer: TMA loads into the ring
@@ -225,7 +237,7 @@ class GemmSm90:
     # ------------------------------------------------------------------ #
     @cute.jit
     def _consume(self, args, ring, raster, first, stride, cluster_coord, thread, warp_idx, s_a, s_b, s_c,
-                 g_c, atom_c, last_split):
+                 g_c, atom_c, last_split, exchange):
         tile_m, tile_n, _ = self.tile_mnk
         tiled_mma = self._tiled_mma()
         thr_mma = tiled_mma.get_slice(thread // launch.WARPGROUP * launch.WARPGROUP)
@@ -240,10 +252,10 @@ class GemmSm90:
         epi_barrier = pipeline.NamedBarrier(barrier_id=EPILOGUE_BARRIER, num_threads=CONSUMER_THREADS)
         if const_expr(self.swap):
             self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
-                                accs, coord_c, bias, epi_barrier, last_split, None)
+                                accs, coord_c, bias, epi_barrier, last_split, exchange, None)
         else:
             self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
-                                accs, coord_c, bias, epi_barrier, last_split,
+                                accs, coord_c, bias, epi_barrier, last_split, exchange,
                                 self._store_ring(thread, tiled_mma, warp_idx, s_c, g_c, atom_c, accs[0]))
 
     def _store_ring(self, thread, tiled_mma, warp_idx, s_c, g_c, atom_c, acc):
@@ -267,9 +279,12 @@ class GemmSm90:
 
     @cute.jit
     def _consume_tiles(self, args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
-                       accs, coord_c, bias, epi_barrier, last_split, store_ring):
+                       accs, coord_c, bias, epi_barrier, last_split, exchange, store_ring):
         tile_m, tile_n, _ = self.tile_mnk
         acc = accs[0]
+        # (cluster_k: the accumulators in the order the store takes them, cut into cluster_k shares)
+        shares = acc if const_expr(self.swap) else store_ring[4]
+        exchanges = Int32(0)
         k_blocks = cute.size(frag_a, mode=[2])
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -304,31 +319,39 @@ class GemmSm90:
                 acc.store(acc.load() + accs[chain].load())
 
             # ---- split-K: the last split of a tile to finish sums the others' partials ----
+            # (cluster_k: every CTA of the cluster sums and stores its share of the tile)
             store = cutlass.Boolean(True)
-            if args.splits > 1:
+            share = Int32(0)
+            if const_expr(self.cluster_k > 1):
+                share = exchange[2]
+                cluster_split_k.meet(shares, thread, exchange, self.cluster_k, CONSUMER_THREADS, exchanges)
+                exchanges += 1
+            elif args.splits > 1:
                 store = self._meet_splits(args, acc, thread, epi_barrier, last_split, tile, split)
             if store:
                 if const_expr(self.swap):
-                    self._store_transposed(args, acc, coord_c, bias, m_tile * tile_m, n_tile * tile_n)
+                    self._store_transposed(args, acc, coord_c, bias, m_tile * tile_m, n_tile * tile_n, share)
                 else:
                     g_c, atom_c, s_c, t_sc, acc_pieces, piece, piece_out, store_r2s, stores, is_store_warp = store_ring
                     pieces_done = self._epilogue(args, acc, coord_c, bias, n_tile * tile_n,
                                                  g_c[(None, None, m_tile, n_tile, batch)], atom_c, s_c, t_sc,
                                                  acc_pieces, piece, piece_out, store_r2s, stores, epi_barrier,
-                                                 is_store_warp, pieces_done)
+                                                 is_store_warp, pieces_done, share)
             linear += stride
         if const_expr(not self.swap):
             store_ring[8].producer_tail()
 
     @cute.jit
-    def _store_transposed(self, args, acc, coord_c, bias, first_row, first_token):
+    def _store_transposed(self, args, acc, coord_c, bias, first_row, first_token, share):
         """swap: element (weight row r, token t) of the tile to out[t, r], from registers (the
-        output is a sliver of the weight's bytes), with the bias of row r."""
+        output is a sliver of the weight's bytes), with the bias of row r; cluster_k: only the
+        accumulators of this CTA's ``share``."""
         out = cute.make_tensor(args.c, cute.make_layout((args.n, args.m), stride=(args.ldc, 1)))
+        share_size = cute.size(acc) // self.cluster_k
         for i in cutlass.range(cute.size(acc), unroll_full=True):
             row = first_row + coord_c[i][0]
             token = first_token + coord_c[i][1]
-            if row < args.m and token < args.n:
+            if row < args.m and token < args.n and i // share_size == share:
                 value = acc[i]
                 if args.has_bias != 0:
                     value = value + Float32(bias[row])
@@ -336,8 +359,9 @@ class GemmSm90:
 
     @cute.jit
     def _epilogue(self, args, acc, coord_c, bias, first_col, g_tile, atom_c, s_c, t_sc, acc_pieces, piece, piece_out,
-                  store_r2s, stores, epi_barrier, is_store_warp, pieces_done: Int32) -> Int32:
-        """Bias, conversion, stmatrix into the store ring, TMA stores; returns pieces stored so far."""
+                  store_r2s, stores, epi_barrier, is_store_warp, pieces_done: Int32, share: Int32) -> Int32:
+        """Bias, conversion, stmatrix into the store ring, TMA stores; returns pieces stored so far
+        (cluster_k: only the pieces of this CTA's ``share``)."""
         if args.has_bias != 0:
             last_col = args.n - 1
             for i in cutlass.range(cute.size(acc), unroll_full=True):
@@ -349,21 +373,23 @@ class GemmSm90:
         grid_shape = g_pieces.shape[1]
         grid_layout = cute.make_layout(grid_shape, stride=(grid_shape[1], 1))
         piece_count = cute.size(g_pieces, mode=[1])
+        share_pieces = piece_count // self.cluster_k
         for p in cutlass.range_constexpr(piece_count):
-            for v in cutlass.range_constexpr(cute.size(piece)):
-                piece[v] = acc_pieces[p * cute.size(piece) + v]
-            piece_out.store(piece.load().to(self.out_dtype))
-            buffer = (pieces_done + p) % launch.EPI_STAGES
-            cute.copy(store_r2s, piece_out, t_sc[(None, None, None, buffer)])
-            # the generic-proxy writes must be visible to TMA before the store reads them
-            cute.arch.fence_proxy("async.shared", space="cta")
-            epi_barrier.arrive_and_wait()
-            if is_store_warp:
-                cute.copy(atom_c, t_sc_tma[(None, buffer)], t_gc_tma[(None, grid_layout.get_hier_coord(p))])
-                stores.producer_commit()
-                stores.producer_acquire()
-            epi_barrier.arrive_and_wait()
-        return pieces_done + piece_count
+            if p // share_pieces == share:  # (a CTA-uniform test: always true without cluster_k)
+                for v in cutlass.range_constexpr(cute.size(piece)):
+                    piece[v] = acc_pieces[p * cute.size(piece) + v]
+                piece_out.store(piece.load().to(self.out_dtype))
+                buffer = (pieces_done + p - share * share_pieces) % launch.EPI_STAGES
+                cute.copy(store_r2s, piece_out, t_sc[(None, None, None, buffer)])
+                # the generic-proxy writes must be visible to TMA before the store reads them
+                cute.arch.fence_proxy("async.shared", space="cta")
+                epi_barrier.arrive_and_wait()
+                if is_store_warp:
+                    cute.copy(atom_c, t_sc_tma[(None, buffer)], t_gc_tma[(None, grid_layout.get_hier_coord(p))])
+                    stores.producer_commit()
+                    stores.producer_acquire()
+                epi_barrier.arrive_and_wait()
+        return pieces_done + share_pieces
 
     @cute.jit
     def _meet_splits(self, args, acc, thread, epi_barrier, last_split, tile, split) -> cutlass.Boolean:
