@@ -233,7 +233,9 @@ class Scale(Routine):
 def fake_gpu(monkeypatch):
     monkeypatch.setitem(ROUTINES, "scale", Scale)
     monkeypatch.setattr(runner, "missing_reason", lambda name: None)
-    timings = iter([(0.010, 0.011, 0.012), (0.020, 0.021, 0.022)] * 4)
+    # two rounds a case (cutefi, torch; then torch, cutefi): each round's first backend 1 ms slower
+    fast, slow = (0.010, 0.011, 0.012), (0.020, 0.021, 0.022)
+    timings = iter([(0.011, 0.012, 0.013), slow, (0.021, 0.022, 0.023), fast] * 2)
     monkeypatch.setattr(runner, "bench_gpu_time", lambda fn, args, **kw: GpuTime(next(timings), "cupti", False))
     from cutefi.bench import ceilings, environment
 
@@ -267,6 +269,7 @@ def test_a_run_writes_csv_json_and_png_and_fails_loudly_on_refcheck(fake_gpu, tm
     assert good["pct_of_ceiling"] == pytest.approx(100 * good["gbps"] / 4000) and good["ceiling"] == "copy"
     slower = next(r for r in rows if r["backend"] == "torch" and r["dtype"] == "bf16")
     assert slower["refcheck"] == "FAIL" and slower["vs_fastest"] == pytest.approx(21 / 11)
+    assert good["rounds"] == slower["rounds"] == 2  # (each backend's faster round: timed once first, once last)
     with csv_path.open() as handle:
         table = list(csv.DictReader(handle))
     assert len(table) == 6 and list(table[0])[:4] == ["routine", "shape", "dtype", "backend"]

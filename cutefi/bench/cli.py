@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     timing.add_argument("--warmup", type=int, default=10, help="untimed calls first (default 10)")
     timing.add_argument("--calls-per-graph", type=int, default=10, help="calls captured per graph (--timer graph)")
     timing.add_argument("--cold-l2", action="store_true", help="time every iteration with a cold L2")
+    timing.add_argument("--rounds", type=int, default=2,
+                        help="timing rounds a case, backends in order then reversed, the faster kept (default 2: "
+                             "the first backend timed after a case's inputs are made can measure slower)")
     timing.add_argument("--wall", action="store_true",
                         help="also host wall time per call, launches back to back (launch overhead included)")
     timing.add_argument("--refcheck", action="store_true",
@@ -199,7 +202,7 @@ def run_gpu(args: argparse.Namespace, plans: list, argv: Sequence[str] = ()) -> 
     from .runner import Options, time_plans
 
     options = Options(args.timer, args.iters, args.warmup, args.cold_l2, args.refcheck, args.calls_per_graph,
-                      args.wall)
+                      args.wall, args.rounds)
     rows, ceilings = time_plans(plans, options, ceilings=not args.no_ceilings, remeasure=args.remeasure_ceilings,
                                 command=["cutefi-bench", *argv])
     print(report.table(rows))

@@ -34,6 +34,11 @@ class Options:
     refcheck: bool = False
     calls_per_graph: int = 10
     wall: bool = False  # also host wall time per call, back to back (what a small-batch server sees)
+    # timing rounds a case: the backends in order, then in reverse, each reported by its faster
+    # round. The first backend timed after a case's inputs are made measured up to 20% slower
+    # on the H200 (mm_bf16 at 1 x 4096 x 4096 and 16 x 28672 x 8192, either backend first), so
+    # one round in a fixed order favours whoever comes last.
+    rounds: int = 2
 
 
 @dataclass
@@ -109,6 +114,29 @@ def compare(outputs: tuple[torch.Tensor, ...], expected: tuple[torch.Tensor, ...
     return ok, max_abs, (err_sq / ref_sq) ** 0.5 if ref_sq else float(err_sq > 0)
 
 
+def _time_rounds(implementations: dict, backends: list[str], rows: dict[str, dict], inputs: Any,
+                 options: Options) -> dict[str, Any]:
+    """Each backend's GpuTime: ``options.rounds`` rounds, alternately in order and reversed,
+    the faster round kept; a backend that raises gets ``error`` in its row instead."""
+    best: dict[str, Any] = {}
+    order = [b for b in backends if "error" not in rows[b]]
+    for round_index in range(max(1, options.rounds)):
+        for backend in order if round_index % 2 == 0 else order[::-1]:
+            if "error" in rows[backend]:
+                continue
+            try:
+                timed = bench_gpu_time(implementations[backend], inputs, timer=options.timer, iters=options.iters,
+                                       warmup=options.warmup, cold_l2=options.cold_l2,
+                                       calls_per_graph=options.calls_per_graph)
+            except Exception as exc:  # a backend refusing a shape must not stop the others
+                rows[backend]["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                best.pop(backend, None)
+                continue
+            if backend not in best or timed.median_ms < best[backend].median_ms:
+                best[backend] = timed
+    return best
+
+
 def run_plan(item: Plan, options: Options, ceilings: Ceilings | None,
              progress: Callable[[int], object] | None = None) -> list[dict[str, Any]]:
     routine, rows = item.routine, []
@@ -130,30 +158,31 @@ def run_plan(item: Plan, options: Options, ceilings: Ceilings | None,
                         progress(1)
                 continue
             cost = routine.cost(shape, dtype)
+            case_rows = {}
             for backend in item.backends:
-                row = {**case, "backend": backend, "bytes": cost.bytes, "flops": cost.flops}
+                row = case_rows[backend] = {**case, "backend": backend, "bytes": cost.bytes, "flops": cost.flops}
                 rows.append(row)
-                try:
-                    if expected is not None:
+                if expected is not None:
+                    try:
                         atol, rtol = routine.tolerance(shape, dtype)
                         outputs = as_outputs(implementations[backend](*clone_tensors(pristine)))
                         ok, max_abs, rel = compare(outputs, expected, atol, rtol)
                         row.update(refcheck="pass" if ok else "FAIL", max_abs_err=max_abs, rel_err=rel)
-                    fn = implementations[backend]
-                    timed = bench_gpu_time(fn, inputs, timer=options.timer, iters=options.iters,
-                                           warmup=options.warmup, cold_l2=options.cold_l2,
-                                           calls_per_graph=options.calls_per_graph)
+                    except Exception as exc:  # a backend refusing a shape must not stop the others
+                        row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            timed_rounds = _time_rounds(implementations, item.backends, case_rows, inputs, options)
+            for backend in item.backends:
+                row = case_rows[backend]
+                if backend in timed_rounds and "error" not in row:
+                    timed = timed_rounds[backend]
+                    row.update(timed.summary(), rounds=options.rounds)
+                    add_rates(row, routine.bound, ceilings)
                     if options.wall:  # ~0.2 s of back-to-back calls, 20 to 2000 of them
+                        fn = implementations[backend]
                         calls = int(min(2000, max(20, 200 / timed.median_ms)))
                         row["wall_us"] = wall_us(lambda fn=fn, args=inputs: fn(*args), iters=calls)
-                except Exception as exc:  # a backend refusing a shape must not stop the others
-                    row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-                else:
-                    row.update(timed.summary())
-                    add_rates(row, routine.bound, ceilings)
-                finally:
-                    if progress:
-                        progress(1)
+                if progress:
+                    progress(1)
             del inputs, expected, pristine
     mark_fastest(rows)
     return rows
