@@ -401,9 +401,10 @@ def test_split_k_on_two_streams_at_once():
 @pytest.mark.parametrize("config", [c.name for c in launch.CONFIGS if c.cluster_k > 1])
 def test_cluster_split_k(config):
     """K split over a cluster of two CTAs that sum their partials through distributed shared
-    memory: uneven splits, a split with no K at all (K of one tile), partial tiles, a bias and
-    fp16 out; the sums do not depend on which CTA finishes first (bitwise the same twice);
-    the same under CUDA-graph replay and on a side stream."""
+    memory (and over two or three such clusters, whose half-tile shares then meet in the
+    workspace): uneven splits, splits with no K at all (K of one tile), partial tiles, a bias
+    and fp16 out; the sums do not depend on which CTA finishes first (bitwise the same
+    twice); the same under CUDA-graph replay and on a side stream."""
     swapped = cutefi.gemm.plan.parse_config(config).swap
     shapes = [(16, 1000, 1032), (40, 4104, 8), (64, 264, 4096)] if swapped else \
         [(256, 4096, 4096), (200, 1000, 1032), (129, 136, 8)]
@@ -412,6 +413,12 @@ def test_cluster_split_k(config):
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         b = weight_t(k, n, torch.bfloat16)
         bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        for splits in (4, 6):  # (two and three clusters a tile: their shares meet in the workspace)
+            with override(config=config, splits=splits):
+                for _ in range(2):  # (the counters are back at zero)
+                    out = poisoned((m, n), torch.float16)
+                    cutefi.mm_bf16(a, b, bias=bias, out=out, out_dtype=torch.float16)
+                    assert_gemm(out, reference(a, b, bias), torch.bfloat16, torch.float16)
         with override(config=config):
             for out_dtype in (torch.bfloat16, torch.float16):
                 first = cutefi.mm_bf16(a, b, bias=bias, out_dtype=out_dtype)

@@ -55,6 +55,7 @@ from typing import Iterator
 from .launch import CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles
 
 SKINNY_MAX_N_HOPPER = 4096
+SKINNY_MAX_K_HOPPER = 8192
 CLUSTER_SPLIT_MAX_K = 8192  # K up to which the few-token special cases split K in a cluster
 SWAP_MAX_M = 64  # tokens up to which Hopper multiplies the weight by the tokens (one read of it)
 GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
@@ -77,14 +78,18 @@ class LaunchPlan:
 
     @property
     def workspace_elems(self) -> int:
-        """fp32 partial tiles the split-K units need (0 without split-K or with it in a cluster)."""
-        if self.splits == 1 or self.config.cluster_k > 1:
+        """fp32 partials the split-K units need: a tile a unit; in clusters, a share a unit when
+        several clusters split a tile (0 without split-K or with one cluster a tile)."""
+        if self.splits == self.config.cluster_k:
             return 0
-        return self.units * self.config.tile_m * self.config.tile_n
+        return self.units * self.config.tile_m * self.config.tile_n // self.config.cluster_k
 
     @property
     def counter_elems(self) -> int:
-        return 0 if self.splits == 1 or self.config.cluster_k > 1 else self.units // self.splits
+        """Meetings through the workspace: one a tile (in clusters: one a tile's share)."""
+        if self.splits == self.config.cluster_k:
+            return 0
+        return self.units // self.splits * self.config.cluster_k
 
 
 @dataclass(frozen=True)
@@ -238,10 +243,11 @@ def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config) -> int:
     return -(-k_tiles // per_split)  # no split left without K tiles
 
 
-def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool) -> bool:
+def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool, k: int = 4096) -> bool:
     """Whether the decode-sized kernel can take the problem, and the heuristic or override picks
-    it (on Hopper only up to ``SKINNY_MAX_N_HOPPER`` rows of weight: measured, the swapped
-    wgmma build streams larger weights faster)."""
+    it (on Hopper only up to ``SKINNY_MAX_N_HOPPER`` rows of weight, and for up to 8 tokens
+    only up to ``SKINNY_MAX_K_HOPPER`` of K: measured, the swapped wgmma build streams larger
+    weights faster: 1 x 4096 x 14336 33.1 against 35.6 µs)."""
     forced = _forced()
     fits = batch == 1 and b_k_major and m <= SKINNY_MAX_M
     if isinstance(forced, (Sm90Config, Sm80Config)):
@@ -252,7 +258,7 @@ def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool) -> bo
                              f"K-major b (an nn.Linear weight's w.t()); got M={m}, batch={batch}, "
                              f"b {'K' if b_k_major else 'N'}-major")
         return True
-    return fits and (not wgmma or n <= SKINNY_MAX_N_HOPPER)
+    return fits and (not wgmma or (n <= SKINNY_MAX_N_HOPPER and (m > 8 or k <= SKINNY_MAX_K_HOPPER)))
 
 
 def skinny_plan(m: int, n: int, k: int, sms: int) -> SkinnyPlan:
@@ -295,7 +301,7 @@ def sm80_plan(m: int, n: int, batch: int, sms: int) -> Sm80Plan:
 def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
                 wgmma: bool = True) -> LaunchPlan | SkinnyPlan | Sm80Plan:
     """The plan of one problem; ``wgmma``: the device is a Hopper (else the mma.sync kernels)."""
-    if takes_skinny(m, n, batch, b_k_major, wgmma):
+    if takes_skinny(m, n, batch, b_k_major, wgmma, k):
         return skinny_plan(m, n, k, sms)
     if isinstance(_forced(), Sm80Config) or (not wgmma and not isinstance(_forced(), Sm90Config)):
         return sm80_plan(m, n, batch, sms)
@@ -307,16 +313,17 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
     tiles_m, tiles_n = tiles(n, m, config) if config.swap else tiles(m, n, config)
     total = tiles_m * tiles_n * batch
     if config.cluster_k > 1:
-        forced = _OVERRIDE.get("splits")
-        if forced is not None and forced != config.cluster_k:
-            raise ValueError(f"GEMM config {config.name} splits K {config.cluster_k} ways, not {forced}")
-        return launch_plan_in_cluster(config, total)
+        forced = int(_OVERRIDE.get("splits", config.cluster_k))  # type: ignore[arg-type]
+        if forced % config.cluster_k:
+            raise ValueError(f"GEMM config {config.name} splits K in multiples of {config.cluster_k}, not {forced}")
+        return launch_plan_in_cluster(config, total, forced)
     splits = choose_splits(total, k, sms, config)
     paired = Sm90Config(config.tile_m, config.tile_n, 1, config.swap, 2)
-    if splits == 2 and config.cluster_m == 1 and paired in CONFIGS and _forced() is None \
+    if splits >= 2 and config.cluster_m == 1 and paired in CONFIGS and _forced() is None \
             and "splits" not in _OVERRIDE:
-        # (two splits meet faster in a cluster than through the workspace: 3-7% measured)
-        return launch_plan_in_cluster(paired, total)
+        # (splits meet faster in pairs in a cluster: 3-7% measured for two; an odd count
+        # drops one split)
+        return launch_plan_in_cluster(paired, total, splits - splits % 2)
     if splits > 1 and config.cluster_m > 1:
         raise ValueError(f"split-K needs a config without a cluster, not {config.name}")
     units = total * splits
@@ -325,11 +332,12 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
     return LaunchPlan(config, ctas, max(1, group_m // config.cluster_m), splits, units)
 
 
-def launch_plan_in_cluster(config: Sm90Config, tiles_total: int) -> LaunchPlan:
-    """Split-K in a cluster: exactly ``cluster_k`` splits, one work unit a CTA."""
-    units = tiles_total * config.cluster_k
+def launch_plan_in_cluster(config: Sm90Config, tiles_total: int, splits: int) -> LaunchPlan:
+    """Split-K in clusters: ``splits`` (a multiple of ``cluster_k``) splits a tile, one work
+    unit a CTA."""
+    units = tiles_total * splits
     group_m = int(_OVERRIDE.get("group_m", GROUP_M))  # type: ignore[arg-type]
-    return LaunchPlan(config, units, group_m, config.cluster_k, units)
+    return LaunchPlan(config, units, group_m, splits, units)
 
 
 def _env_config() -> Config | None:

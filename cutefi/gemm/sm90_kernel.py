@@ -326,6 +326,10 @@ class GemmSm90:
                 share = exchange[2]
                 cluster_split_k.meet(shares, thread, exchange, self.cluster_k, CONSUMER_THREADS, exchanges)
                 exchanges += 1
+                if args.splits > self.cluster_k:  # (several clusters a tile: their shares meet in the workspace)
+                    store = cluster_split_k.meet_groups(
+                        shares, thread, share, self.cluster_k, CONSUMER_THREADS, args.workspace, args.counters, tile,
+                        args.splits // self.cluster_k, split // self.cluster_k, last_split, epi_barrier)
             elif args.splits > 1:
                 store = self._meet_splits(args, acc, thread, epi_barrier, last_split, tile, split)
             if store:
