@@ -228,6 +228,42 @@ def test_cluster_split_k_build_meets_through_dsmem(config):
 
 
 @requires_dsl
+@pytest.mark.parametrize("dtype,config", [("fp8e4m3", Sm90Config(128, 256, 1)), ("fp8e5m2", Sm90Config(128, 256, 1)),
+                                          ("fp8e4m3", Sm90Config(128, 16, 1, True, 2))])
+def test_fp8_build_is_qgmma_fed_by_tma(dtype, config):
+    """FP8: wgmma with 8-bit operands (QGMMA, 32-deep K), 128-element K stages loaded by TMA,
+    the per-tensor scales read at the store; no spills."""
+    spec = launch.SM90_SPECS[(dtype, "bf16", "k", config)]
+    ptx, sass = _build(spec, "9.0a")
+    kind = {"fp8e4m3": "E4M3", "fp8e5m2": "E5M2"}[dtype]
+    assert f"wgmma.mma_async.sync.aligned.m64n{config.tile_n}k32.f32.{kind.lower()}.{kind.lower()}" in ptx
+    qgmma = re.findall(r"\bQGMMA\.64x%dx32\.F32\.%s\.%s\b" % (config.tile_n, kind, kind), sass)
+    assert len(qgmma) >= 4  # (a 128-element K stage: four 32-deep wgmmas)
+    assert re.search(r"\bUTMALDG\b", sass) and "scale_a" in " ".join(p.name for p in spec.launch_contract().params)
+    assert not re.search(r"\b(LDL|STL)\b", sass), "the FP8 GEMM spills"
+
+
+def test_fp8_plan_and_refusals_without_a_gpu():
+    """FP8 plans count K in 128-element stages and never take the 16-bit kernels; arguments are
+    checked before any device is touched."""
+    plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True, k_tile=128)
+    assert plan.config == Sm90Config(128, 16, 1, True, 2) and plan.splits == 4  # (32 K stages: 4 splits of 8)
+    assert launch_plan(8192, 8192, 8192, 1, H200_SMS, True, k_tile=128).config == Sm90Config(128, 256, 1)
+    with override(config="t1r2w8u4g1"), pytest.raises(ValueError, match="16-bit inputs"):
+        launch_plan(1, 4096, 4096, 1, H200_SMS, True, k_tile=128)
+    import torch
+
+    a = torch.zeros(4, 32, dtype=torch.float8_e4m3fn)
+    b = torch.zeros(16, 32, dtype=torch.float8_e5m2).t()
+    with pytest.raises(TypeError, match="share one FP8 format"):
+        cutefi.mm_fp8(a, b)
+    with pytest.raises(ValueError, match="FlashInfer's"):
+        cutefi.bmm_fp8(a[None], b[None], torch.ones(1), torch.ones(1), torch.bfloat16, backend="cublas")
+    assert cutefi.mm_fp8.is_compute_capability_supported(90) and not cutefi.mm_fp8.is_compute_capability_supported(89)
+    assert set(cutefi.bmm_fp8.supported_dtypes) == {"fp8e4m3", "fp8e5m2"}
+
+
+@requires_dsl
 @pytest.mark.parametrize("arch", ["8.0", "9.0a", "12.0a"])
 def test_decode_sized_build_streams_into_hmma(arch):
     """Every weight byte by a 16-byte load that skips L1, straight into HMMA; no spills."""

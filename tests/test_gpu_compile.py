@@ -84,6 +84,7 @@ def _samples():
     x, residual, w, gamma, beta, q, k, pos, scratch, scale = _inputs(1)
     scalars = [1.0, 13.287712379549449, 0.0, 0.0]
     s_q = torch.randn(q.shape[:2], device=q.device)  # the log-sum-exps of q as attention states
+    w2 = torch.randn(32, x.shape[1], dtype=x.dtype, device=x.device)  # an nn.Linear weight [N, K]
     return {
         "rmsnorm_out": (scratch, x, w, 1e-6, False, None),
         "rmsnorm_inplace": (x.clone(), w, 1e-6, True, True),
@@ -112,6 +113,9 @@ def _samples():
                                         torch.zeros(8, 2, 2, 16, 128, dtype=k.dtype, device=k.device),
                                         *_append_pages(k), "HND"),
         "batch_decode_out": _decode_args(k.device),
+        "gemm_mm_into": (x[:16], w2.t(), None, False, torch.empty(16, 32, dtype=x.dtype, device=x.device), "bf16"),
+        "gemm_fp8_into": (x[:16].to(torch.float8_e4m3fn), w2.to(torch.float8_e4m3fn).t(), scale, None,
+                          torch.empty(16, 32, dtype=x.dtype, device=x.device)),
     }
 
 
@@ -149,7 +153,7 @@ def test_opcheck(op):
     if op == "tma_copy_into" and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA needs sm_90+")
     args = _samples()[op]
-    if op.endswith("_quant"):
+    if op.endswith("_quant") or op == "gemm_fp8_into":
         # opcheck's schema test compares outputs with torch ops that have no FP8 kernels; the
         # mutation annotations are checked by hand instead: what is not marked is not written
         torch.library.opcheck(getattr(torch.ops.cutefi, op).default, args,

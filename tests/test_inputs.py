@@ -71,6 +71,11 @@ def _cpu_calls():
         "bmm_bf16": (lambda: cutefi.bmm_bf16(q, torch.randn(8, 64, 16).to(bf16)), "A"),
         "bmm_fp16": (lambda: cutefi.bmm_fp16(q.half(), torch.randn(8, 16, 64).half().transpose(1, 2),
                                              out_dtype=torch.bfloat16), "A"),
+        "mm_fp8": (lambda: cutefi.mm_fp8(x.to(torch.float8_e4m3fn), torch.randn(128, 64).to(torch.float8_e4m3fn).t(),
+                                         torch.ones(1), out=torch.empty(4, 128, dtype=bf16)), "a"),
+        "bmm_fp8": (lambda: cutefi.bmm_fp8(torch.randn(2, 4, 64).to(torch.float8_e5m2),
+                                           torch.randn(2, 32, 64).to(torch.float8_e5m2).transpose(1, 2),
+                                           torch.ones(1), torch.ones(1), torch.float16), "A"),
     }
 
 

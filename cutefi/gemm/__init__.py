@@ -1,4 +1,5 @@
-"""Dense GEMM family: FlashInfer's ``mm_bf16`` / ``bmm_bf16`` (and fp16 twins) on a CuTe DSL
-Hopper TMA + wgmma kernel."""
+"""Dense GEMM family: FlashInfer's ``mm_bf16`` / ``bmm_bf16`` (and fp16 twins) and, with
+per-tensor scales, ``bmm_fp8`` / ``mm_fp8``, on CuTe DSL kernels (Hopper TMA + wgmma; mma.sync
+elsewhere for 16-bit inputs)."""
 
-API = ("mm_bf16", "mm_fp16", "bmm_bf16", "bmm_fp16")
+API = ("mm_bf16", "mm_fp16", "bmm_bf16", "bmm_fp16", "bmm_fp8", "mm_fp8")

@@ -29,7 +29,7 @@ from .plan import GENERATION, SkinnyPlan, Sm80Plan, launch_plan
 _PLANS = PlanCache()
 _TORCH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 BACKENDS = ("auto", "cutefi")
-_FLASHINFER_BACKENDS = ("cudnn", "cutlass", "tgv")
+_FLASHINFER_BACKENDS = ("cudnn", "cutlass", "tgv", "cublas", "trtllm_low_latency")
 _SMS: dict[int, int] = {}
 _current_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") \
     else (lambda device: torch.cuda.current_stream(device).cuda_stream)
@@ -297,10 +297,14 @@ def _no_output(*args: object) -> None:
     return None
 
 
+def _out_for(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype: torch.dtype) -> torch.Tensor:
+    """``out``, or a new ``[..., M, N]`` output of ``out_dtype`` (traced: a fake under torch.compile)."""
+    return a.new_empty((*a.shape[:-1], b.shape[-1]), dtype=out_dtype) if out is None else out
+
+
 def _traced_mm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool, out: torch.Tensor | None,
                out_dtype: torch.dtype, dtype: str) -> torch.Tensor:
-    if out is None:
-        out = a.new_empty((*a.shape[:-1], b.shape[-1]), dtype=out_dtype)
+    out = _out_for(a, b, out, out_dtype)
     _OPS["mm_into"](a, b, bias, pdl, out, dtype)
     return out
 
@@ -314,3 +318,8 @@ for _function in (mm_bf16, bmm_bf16):
     declare(_function, (Family.MMA_SYNC,), ("bf16",))  # (Hopper: wgmma where it pays)
 for _function in (mm_fp16, bmm_fp16):
     declare(_function, (Family.MMA_SYNC,), ("fp16",))
+
+# FP8 with per-tensor scales (Hopper): defined beside, public from here like the family's others
+from .fp8_api import bmm_fp8, mm_fp8  # noqa: E402
+
+FP8_OPS = (bmm_fp8, mm_fp8)

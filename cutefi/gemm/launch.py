@@ -38,9 +38,10 @@ from ..jit.registry import register
 from ..jit.spec import KernelSpec
 
 DTYPES = ("bf16", "fp16")
+FP8_DTYPES = ("fp8e4m3", "fp8e5m2")  # Hopper builds only, K-major operands, per-tensor scales
 OUT_DTYPES = ("bf16", "fp16")
 B_MAJORS = ("k", "n")  # k: the transposed view of an [N, K] weight; n: a row-major [K, N]
-TILE_K = 64           # 128 bytes of a 16-bit row: one 128-byte swizzle atom
+TILE_K = 64           # 128 bytes of a 16-bit row: one 128-byte swizzle atom (FP8: 128 elements)
 EPI_TILE_N = 32       # columns the epilogue stores per TMA store
 EPI_STAGES = 4
 WARPGROUP = 128
@@ -50,7 +51,16 @@ BARRIER_BYTES = 1024          # mbarriers, padded so the first tile starts on 1 
 # the static shape each TMA tensor is compiled against ([L, rows, cols]): at least two tiles
 # per mode so no tile index folds away; the kernel only reads the descriptors and scalars
 PLACEHOLDER = (2, 4096, 4096)
-ALIGN_ELEMS = 8  # TMA: every row stride (and base) a multiple of 16 bytes
+ALIGN_ELEMS = 8  # TMA: every row stride (and base) a multiple of 16 bytes (16 FP8 elements)
+
+
+def tile_k(dtype: str) -> int:
+    """K of a ring stage: 128 bytes of a row (64 16-bit or 128 FP8 elements)."""
+    return 1024 // dtypes.bits(dtype)
+
+
+def align_elems(dtype: str) -> int:
+    return 128 // dtypes.bits(dtype)
 
 
 @dataclass(frozen=True)
@@ -98,7 +108,7 @@ class Sm90Config:
         return self.tile_m * self.tile_n * (self.cluster_k - 1) // self.cluster_k
 
     def stage_bytes(self, dtype: str) -> int:
-        return (self.tile_m + self.tile_n) * TILE_K * dtypes.bits(dtype) // 8
+        return (self.tile_m + self.tile_n) * 128  # (a 128-byte row of K per tile row)
 
     def epi_bytes(self, out_dtype: str) -> int:
         if self.swap:
@@ -141,10 +151,11 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
     # B's box: a multicast CTA loads 1/cluster_m of the tile; an N-major tile is loaded in
     # 64-column pieces (one 128-byte swizzle atom wide)
     b_rows = tile_n // cluster_m
-    b_box = (TILE_K, b_rows, 1) if b_major == "k" else (128 // elem, TILE_K, 1)
+    k_box = tile_k(dtype)
+    b_box = (k_box, b_rows, 1) if b_major == "k" else (128 // elem, k_box, 1)
     tma = (
-        TmaRecipe("a", dtype, box=(TILE_K, tile_m, 1), placeholder=PLACEHOLDER,
-                  swizzle=_swizzle(TILE_K * elem), l2_promotion="256B"),
+        TmaRecipe("a", dtype, box=(k_box, tile_m, 1), placeholder=PLACEHOLDER,
+                  swizzle=_swizzle(k_box * elem), l2_promotion="256B"),
         TmaRecipe("b", dtype, box=b_box, placeholder=PLACEHOLDER,
                   swizzle="128B", l2_promotion="256B"),
     )
@@ -154,8 +165,10 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
         c_params = (Param("c", "tma"),)
         tma += (TmaRecipe("c", out_dtype, box=(EPI_TILE_N, tile_m, 1), placeholder=PLACEHOLDER,
                           swizzle=_swizzle(EPI_TILE_N * dtypes.bits(out_dtype) // 8)),)
+    # FP8: out = scale_a[0] * scale_b[0] * (A @ B), the per-tensor scales read on the device
+    scales = pointers("scale_a", "scale_b", dtype="fp32") if dtype in FP8_DTYPES else ()
     return LaunchContract(
-        params=(Param("a", "tma"), Param("b", "tma"), *c_params, Param("bias", "ptr", dtype, 2),
+        params=(Param("a", "tma"), Param("b", "tma"), *c_params, *scales, Param("bias", "ptr", dtype, 2),
                 Param("workspace", "ptr", "fp32", 16), Param("counters", "ptr", "i32", 4),
                 *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias", "splits", "ctas"),
                 *(scalars("i64", "ldc") if swap else ())),
@@ -185,6 +198,13 @@ SM90_SPECS = {
     # multicast splits B's box: K-major only; a swapped build's B is the tokens (K-major)
     if b_major == "k" or (config.cluster_m == 1 and not config.swap)
 }
+# FP8 (wgmma takes 8-bit operands K-major only): the builds the plan picks without a cluster
+# along M (B multicast measured slower at 16 bits)
+FP8_CONFIGS = tuple(c for c in CONFIGS if c.cluster_m == 1 and not (c.swap and c.tile_n > 64))
+SM90_SPECS.update({
+    (dtype, out_dtype, "k", config): _sm90_spec(dtype, out_dtype, "k", config)
+    for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in FP8_CONFIGS
+})
 register(*SM90_SPECS.values())
 
 

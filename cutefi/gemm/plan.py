@@ -229,9 +229,9 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
     return Sm90Config(128, 64, 1)
 
 
-def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config) -> int:
+def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config, k_tile: int = 64) -> int:
     forced = _OVERRIDE.get("splits")
-    k_tiles = -(-k // 64)
+    k_tiles = -(-k // k_tile)
     if forced is not None:
         splits = int(forced)  # type: ignore[arg-type]
     elif config.cluster_m > 1 or 2 * tile_count > sms:
@@ -299,11 +299,15 @@ def sm80_plan(m: int, n: int, batch: int, sms: int) -> Sm80Plan:
 
 
 def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
-                wgmma: bool = True) -> LaunchPlan | SkinnyPlan | Sm80Plan:
-    """The plan of one problem; ``wgmma``: the device is a Hopper (else the mma.sync kernels)."""
-    if takes_skinny(m, n, batch, b_k_major, wgmma, k):
+                wgmma: bool = True, k_tile: int = 64) -> LaunchPlan | SkinnyPlan | Sm80Plan:
+    """The plan of one problem; ``wgmma``: the device is a Hopper (else the mma.sync kernels);
+    ``k_tile``: K of a ring stage (128 for FP8, which only the Hopper builds take)."""
+    fp8 = k_tile != 64
+    if fp8 and isinstance(_forced(), (SkinnyConfig, Sm80Config)):
+        raise ValueError(f"GEMM config {_forced().name} takes 16-bit inputs; FP8 runs on the Hopper builds")  # type: ignore[union-attr]
+    if not fp8 and takes_skinny(m, n, batch, b_k_major, wgmma, k):
         return skinny_plan(m, n, k, sms)
-    if isinstance(_forced(), Sm80Config) or (not wgmma and not isinstance(_forced(), Sm90Config)):
+    if not fp8 and (isinstance(_forced(), Sm80Config) or (not wgmma and not isinstance(_forced(), Sm90Config))):
         return sm80_plan(m, n, batch, sms)
     config = choose_config(m, n, batch, sms, b_k_major, k)
     if config.swap and (batch != 1 or not b_k_major):
@@ -317,7 +321,7 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
         if forced % config.cluster_k:
             raise ValueError(f"GEMM config {config.name} splits K in multiples of {config.cluster_k}, not {forced}")
         return launch_plan_in_cluster(config, total, forced)
-    splits = choose_splits(total, k, sms, config)
+    splits = choose_splits(total, k, sms, config, k_tile)
     paired = Sm90Config(config.tile_m, config.tile_n, 1, config.swap, 2)
     if splits >= 2 and config.cluster_m == 1 and paired in CONFIGS and _forced() is None \
             and "splits" not in _OVERRIDE:
