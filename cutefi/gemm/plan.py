@@ -19,19 +19,24 @@ a few KB per unit, the idle SMs cost the whole machine), and sizes the persisten
 CTA per SM (the ring takes all of shared memory) or fewer when there are fewer work units,
 rounded to whole clusters, and the raster group.
 
-Two splits meet in a cluster (``cluster_k`` 2: each CTA sums and stores half the tile, the
-partials crossing through distributed shared memory) wherever that build exists: 3-7% faster
-than the workspace meeting (benchmarks/results/gemm_cluster_split_h200.json). Two more cases
-take it on purpose, for K up to ``CLUSTER_SPLIT_MAX_K`` and when its CTAs fill between half
-and all of the SMs: 33-64 tokens on about 4096 weight rows (two token tiles of 32 in place of
-four workspace splits) and 129-256 rows on about 4096 columns (128 x 128 tiles in place of
-128 x 256 ones and four workspace splits: 19.8 vs 24.7 µs at 256 x 4096 x 4096). Clusters of four are not built: an H200 GPC holds fewer than 32
-of them, so 128 CTAs took two waves (1.5-3x slower).
+Splits meet in pairs inside clusters of two wherever that build exists (``cluster_k`` 2: each
+CTA sums and stores half the tile, the partials crossing through distributed shared memory;
+an odd count drops one split; with more than two splits the pairs' halves then meet through
+the workspace): 3-7% faster than the workspace meeting for two splits, 1-3% for four
+(benchmarks/results/gemm_cluster_split_h200.json, gemm_cluster_groups_h200.json). Two more
+cases take it on purpose, for K up to ``CLUSTER_SPLIT_MAX_K`` and when its CTAs fill between
+half and all of the SMs: 33-64 tokens on about 4096 weight rows (two token tiles of 32 in
+place of four workspace splits) and 129-256 rows on about 4096 columns (128 x 128 tiles in
+place of 128 x 256 ones and four workspace splits: 19.8 vs 24.7 µs at 256 x 4096 x 4096).
+Clusters of four are not built: an H200 GPC holds fewer than 32 of them, so 128 CTAs took two
+waves (1.5-3x slower).
+
+FP8 (``k_tile`` 128) plans the same Hopper builds, never the 16-bit decode or mma.sync kernels.
 
 Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight; on Hopper up
-to ``SKINNY_MAX_N_HOPPER`` weight rows) take the mma.sync weight-streaming kernel instead
-(``skinny_plan``): ``t1`` (M <= 8) or ``t2`` token
-tiles, ``SKINNY_DEFAULT`` rows, unroll and row groups, and K cut into about
+to ``SKINNY_MAX_N_HOPPER`` weight rows, and K up to ``SKINNY_MAX_K_HOPPER`` below 9 tokens)
+take the mma.sync weight-streaming kernel instead (``skinny_plan``): ``t1`` (M <= 8) or
+``t2`` token tiles, ``SKINNY_DEFAULT`` rows, unroll and row groups, and K cut into about
 ``sms / row blocks`` splits (none from half a wave of row blocks on: measured, more splits
 than that only add partial sums), each warp keeping at least ``MIN_SKINNY_STEPS`` K steps.
 

@@ -15,6 +15,12 @@ ABI, configurations and launch: ``launch.py`` (``sm90_contract``). A CTA has thr
 Tiles are taken in :class:`~cutefi.cute.tile_scheduler.GroupedRaster` order, clusters
 ``gridDim.x / cluster_m`` apart; out-of-range rows and columns (M, N, K not multiples of the
 tile) are zero-filled by TMA on load and dropped on store.
+
+Split-K: the last split of a tile to arrive sums the partials through the workspace
+(:mod:`cutefi.cute.split_k`), or, in the ``cluster_k`` builds, the two CTAs of a cluster sum
+each other's halves through distributed shared memory (:mod:`cutefi.cute.cluster_split_k`).
+FP8 builds (e4m3/e5m2, K-major operands) take 128-element K stages and multiply the fp32
+sums by the two per-tensor scales at the store.
 """
 
 from __future__ import annotations
@@ -73,7 +79,6 @@ class GemmSm90:
         # that wait, so narrow tiles spread a K step's wgmmas over 2-4 accumulator sets
         # (about 128 fp32 registers in all) and add them up before the epilogue
         self.acc_chains = {256: 1, 128: 2}.get(tile_n, 4)
-
 
     def _tiled_mma(self):
         b_mode = cute.nvgpu.OperandMajorMode.K if self.b_k_major else cute.nvgpu.OperandMajorMode.MN
