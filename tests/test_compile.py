@@ -27,7 +27,7 @@ MUTATIONS = {
     "merge_state_out": {"v_out", "s_out"}, "merge_state_in_place": {"v", "s"}, "merge_states_out": {"v_out", "s_out"},
     "append_paged_kv_cache": {"k_cache", "v_cache"}, "append_paged_kv_cache_fused": {"paged_kv_cache"},
     "batch_decode_out": {"out", "lse", "workspace"},
-    "gemm_mm_into": {"out"}, "gemm_fp8_into": {"out"},
+    "gemm_mm_into": {"out"}, "gemm_fp8_into": {"out"}, "gemm_fp8_groupwise_into": {"out"},
 }
 
 

@@ -337,3 +337,41 @@ def test_mma_sync_build_is_ldgsts_ldsm_hmma(arch, b_major):
     assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", sass)) == 4 * 8 * 2
     assert re.search(r"\bLDGSTS\.E\.BYPASS\.(LTC128B\.)?128\b", sass) and re.search(r"\bLDSM\.16\.", sass)
     assert not re.search(r"\b(LDL|STL)\b", sass), "the mma.sync GEMM spills"
+
+
+@requires_dsl
+@pytest.mark.parametrize("config", launch.BLOCK_SCALED_CONFIGS)
+def test_block_scaled_build_promotes_each_k_block(config):
+    """Block scales: each 128-element K stage's QGMMAs (four, 32 deep) start from zero (RZ,
+    !UPT) in a scratch set, kept asynchronous until the stage's one wait; the sums are promoted
+    with one FFMA an accumulator; the consumer warpgroups take turns issuing (named barriers
+    2 and 3); no spills."""
+    spec = launch.BLOCK_SCALED_SPECS[("fp8e4m3", "bf16", config)]
+    _, sass = _build(spec, "9.0a")
+    width = min(config.tile_n, 128)  # (a 256-wide tile: two 128-column slices, one after the other)
+    qgmma = re.findall(r"\bQGMMA\.64x%dx32\.F32\.E4M3\.E4M3 (R\d+), gdesc\[\w+\], (\w+)(.*);" % width, sass)
+    assert len(qgmma) == 4 * config.tile_n // width
+    for first in range(0, len(qgmma), 4):
+        stage = qgmma[first:first + 4]
+        assert stage[0][1] == "RZ" and all(src == dst for dst, src, _ in stage[1:])
+        assert [("gsb0" in rest) for _, _, rest in stage] == [False, False, False, True]  # (not serialised)
+    assert len(re.findall(r"\bFFMA\b", sass)) >= config.tile_n // 2  # (64 rows x tile_n over 128 threads)
+    assert re.search(r"BAR\.ARV 0x2, 0x100", sass) and re.search(r"BAR\.SYNC\S* 0x3, 0x100", sass)
+    assert not re.search(r"\b(LDL|STL)\b", sass), "the block-scaled FP8 GEMM spills"
+    names = [p.name for p in spec.launch_contract().params]
+    assert {"scale_rows", "sa_row", "sa_k", "sb_col", "sb_k"} <= set(names)
+
+
+def test_block_scaled_plan():
+    """128 x 256 tiles from 0.8 of a wave, 128 x 128 from an eighth, else 128 x 64; splits pair
+    in clusters."""
+    from cutefi.gemm.plan import block_scaled_plan
+
+    assert block_scaled_plan(4096, 7168, 2048, H200_SMS).config == Sm90Config(128, 256, 1)
+    assert block_scaled_plan(256, 7168, 2048, H200_SMS).config == Sm90Config(128, 128, 1)
+    small = block_scaled_plan(64, 1024, 7168, H200_SMS)
+    assert small.config == Sm90Config(128, 64, 1) and small.splits > 1
+    paired = block_scaled_plan(128, 4096, 7168, H200_SMS)
+    assert paired.config == Sm90Config(128, 128, 1, False, 2) and paired.splits % 2 == 0
+    with override(config="128x256c2"), pytest.raises(ValueError, match="no block-scaled build"):
+        block_scaled_plan(4096, 4096, 4096, H200_SMS)

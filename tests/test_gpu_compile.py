@@ -116,6 +116,10 @@ def _samples():
         "gemm_mm_into": (x[:16], w2.t(), None, False, torch.empty(16, 32, dtype=x.dtype, device=x.device), "bf16"),
         "gemm_fp8_into": (x[:16].to(torch.float8_e4m3fn), w2.to(torch.float8_e4m3fn).t(), scale, None,
                           torch.empty(16, 32, dtype=x.dtype, device=x.device)),
+        "gemm_fp8_groupwise_into": (x[:16].to(torch.float8_e4m3fn), w2.to(torch.float8_e4m3fn),
+                                    torch.rand(16, -(-x.shape[1] // 128), device=x.device) + 0.5,
+                                    torch.rand(-(-x.shape[1] // 128), 1, device=x.device) + 0.5,
+                                    None, 1, torch.empty(16, w2.shape[0], dtype=x.dtype, device=x.device)),
     }
 
 
@@ -153,7 +157,7 @@ def test_opcheck(op):
     if op == "tma_copy_into" and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA needs sm_90+")
     args = _samples()[op]
-    if op.endswith("_quant") or op == "gemm_fp8_into":
+    if op.endswith("_quant") or op.startswith("gemm_fp8"):
         # opcheck's schema test compares outputs with torch ops that have no FP8 kernels; the
         # mutation annotations are checked by hand instead: what is not marked is not written
         torch.library.opcheck(getattr(torch.ops.cutefi, op).default, args,

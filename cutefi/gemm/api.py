@@ -321,5 +321,7 @@ for _function in (mm_fp16, bmm_fp16):
 
 # FP8 with per-tensor scales (Hopper): defined beside, public from here like the family's others
 from .fp8_api import bmm_fp8, mm_fp8  # noqa: E402
+from .groupwise_api import gemm_fp8_nt_blockscaled, gemm_fp8_nt_groupwise  # noqa: E402
+from .quantize import quantize_fp8  # noqa: E402
 
-FP8_OPS = (bmm_fp8, mm_fp8)
+FP8_OPS = (bmm_fp8, mm_fp8, gemm_fp8_nt_groupwise, gemm_fp8_nt_blockscaled, quantize_fp8)

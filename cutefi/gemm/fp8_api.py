@@ -124,23 +124,31 @@ def _gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None, sc
         return out
     if (a.data_ptr() | b.data_ptr() | out.data_ptr()) & 15:
         raise ValueError("A, B and out must start on 16-byte boundaries; slice views that start mid-row are not taken")
+    m, n, k = shape[-2], shape[-1], a.shape[-1]
+    launch_hopper(kernel, grid, device, a, b, out, m, n, k, batched, scale_a=scale_a.data_ptr(),
+                  scale_b=scale_b.data_ptr())
+    return out
+
+
+def launch_hopper(kernel, grid, device: int, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, m: int, n: int,
+                  k: int, batched: bool, **scales: int) -> None:
+    """Launch an FP8 Hopper build on ``a`` [(b,) M, K] and the K-major ``b`` (``[(b,) K, N]``
+    column-major), ``out`` [(b,) M, N]: split-K scratch, and the swapped builds' operands."""
     workspace = counters = b.data_ptr()  # (not read without split-K through the workspace)
     stream = None
     if grid.workspace_elems:
         stream = _current_stream(device)
         workspace_t, counters_t = _scratch(device, stream, grid.workspace_elems, grid.counter_elems)
         workspace, counters = workspace_t.data_ptr(), counters_t.data_ptr()
-    m, n, k = shape[-2], shape[-1], a.shape[-1]
-    common = dict(scale_a=scale_a.data_ptr(), scale_b=scale_b.data_ptr(), bias=b.data_ptr(), workspace=workspace,
-                  counters=counters, k=k, has_bias=0, splits=grid.splits, group_m=grid.group_m, ctas=grid.ctas)
+    common = dict(bias=b.data_ptr(), workspace=workspace, counters=counters, k=k, has_bias=0, splits=grid.splits,
+                  group_m=grid.group_m, ctas=grid.ctas, **scales)
     b_view = _operand(b, batched, transpose=True)
     if grid.config.swap:  # the weight is A, the tokens B; out is written transposed, by pointer
         kernel.launch((grid.ctas, 1, 1), device, stream, False, a=b_view, b=_operand(a, batched),
                       c=out.data_ptr(), ldc=out.stride(-2) if m > 1 else n, batch=1, m=n, n=m, **common)
     else:
         kernel.launch((grid.ctas, 1, 1), device, stream, False, a=_operand(a, batched), b=b_view,
-                      c=_operand(out, batched), batch=shape[0] if batched else 1, m=m, n=n, **common)
-    return out
+                      c=_operand(out, batched), batch=out.shape[0] if batched else 1, m=m, n=n, **common)
 
 
 def _ones(device: int) -> torch.Tensor:

@@ -145,8 +145,11 @@ def _swizzle(row_bytes: int) -> str:
 
 
 def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int,
-                  cluster_m: int, swap: bool = False, cluster_k: int = 1) -> LaunchContract:
+                  cluster_m: int, swap: bool = False, cluster_k: int = 1, block_scaled: bool = False) -> LaunchContract:
     config = Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k)
+    if block_scaled and (dtype not in FP8_DTYPES or config not in BLOCK_SCALED_CONFIGS):
+        raise ValueError(f"block-scaled GEMM builds are FP8 {', '.join(c.name for c in BLOCK_SCALED_CONFIGS)}; "
+                         f"got {dtype} {config.name}")
     elem = dtypes.bits(dtype) // 8
     # B's box: a multicast CTA loads 1/cluster_m of the tile; an N-major tile is loaded in
     # 64-column pieces (one 128-byte swizzle atom wide)
@@ -165,8 +168,12 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
         c_params = (Param("c", "tma"),)
         tma += (TmaRecipe("c", out_dtype, box=(EPI_TILE_N, tile_m, 1), placeholder=PLACEHOLDER,
                           swizzle=_swizzle(EPI_TILE_N * dtypes.bits(out_dtype) // 8)),)
-    # FP8: out = scale_a[0] * scale_b[0] * (A @ B), the per-tensor scales read on the device
-    scales = pointers("scale_a", "scale_b", dtype="fp32") if dtype in FP8_DTYPES else ()
+    # FP8: out = scale_a[0] * scale_b[0] * (A @ B), the per-tensor scales read on the device;
+    # block_scaled: every 128-element K block of the sums promoted into fp32 registers with
+    # scale_a[row // scale_rows, k block] * scale_b[col // 128, k block] (element strides below)
+    scales = pointers("scale_a", "scale_b", dtype="fp32", align=4) if dtype in FP8_DTYPES else ()
+    if block_scaled:
+        scales += scalars("i32", "scale_rows", "sa_row", "sa_k", "sb_col", "sb_k")
     return LaunchContract(
         params=(Param("a", "tma"), Param("b", "tma"), *c_params, *scales, Param("bias", "ptr", dtype, 2),
                 Param("workspace", "ptr", "fp32", 16), Param("counters", "ptr", "i32", 4),
@@ -175,21 +182,23 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
         block=(SM90_THREADS, 1, 1),
         grid=lambda p: (p["ctas"], 1, 1),
         sample={"m": 4096, "n": 4096, "k": 4096, "batch": 1, "group_m": 8, "has_bias": 0, "splits": 1,
-                "ctas": 132, **({"ldc": 4096} if swap else {})},
+                "ctas": 132, **({"ldc": 4096} if swap else {}),
+                **({"scale_rows": 1, "sa_row": 32, "sa_k": 1, "sb_col": 32, "sb_k": 1} if block_scaled else {})},
         cluster=(cluster_m * cluster_k, 1, 1),
         smem_bytes=config.smem_bytes(dtype, out_dtype),
         tma=tma,
-        entry=f"cutefi_gemm_sm90_{dtype}_{out_dtype}_{b_major}_{config.name}",
+        entry=f"cutefi_gemm_sm90_{dtype}_{out_dtype}_{b_major}_{config.name}" + ("_bs" if block_scaled else ""),
         pdl=True,
     )
 
 
-def _sm90_spec(dtype: str, out_dtype: str, b_major: str, config: Sm90Config) -> KernelSpec:
+def _sm90_spec(dtype: str, out_dtype: str, b_major: str, config: Sm90Config, block_scaled: bool = False) -> KernelSpec:
     return KernelSpec.make("gemm.sm90", "cute", "cutefi.gemm.sm90_kernel:GemmSm90",
                            "cutefi.gemm.launch:sm90_contract", Family.WGMMA,
                            dtype=dtype, out_dtype=out_dtype, b_major=b_major, tile_m=config.tile_m,
                            tile_n=config.tile_n, cluster_m=config.cluster_m, swap=config.swap,
-                           **({"cluster_k": config.cluster_k} if config.cluster_k > 1 else {}))
+                           **({"cluster_k": config.cluster_k} if config.cluster_k > 1 else {}),
+                           **({"block_scaled": True} if block_scaled else {}))
 
 
 SM90_SPECS = {
@@ -205,7 +214,16 @@ SM90_SPECS.update({
     (dtype, out_dtype, "k", config): _sm90_spec(dtype, out_dtype, "k", config)
     for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in FP8_CONFIGS
 })
-register(*SM90_SPECS.values())
+# FP8 with block scales (DeepSeek-style 1x128 or 128x128 activation groups, 128x128 weight
+# blocks): a second fp32 set of accumulators takes each K block's sums, 128 columns at a time
+# (a 256-wide tile in two slices: the final sums and that set fit the registers)
+BLOCK_SCALED_CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 128, 1), Sm90Config(128, 64, 1),
+                        Sm90Config(128, 128, 1, False, 2))
+BLOCK_SCALED_SPECS = {
+    (dtype, out_dtype, config): _sm90_spec(dtype, out_dtype, "k", config, block_scaled=True)
+    for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in BLOCK_SCALED_CONFIGS
+}
+register(*SM90_SPECS.values(), *BLOCK_SCALED_SPECS.values())
 
 
 # ---- gemm.skinny: decode-sized M on mma.sync ------------------------------------------------

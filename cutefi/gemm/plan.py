@@ -57,7 +57,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
-from .launch import CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles
+from .launch import BLOCK_SCALED_CONFIGS, CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles
 
 SKINNY_MAX_N_HOPPER = 4096
 SKINNY_MAX_K_HOPPER = 8192
@@ -234,7 +234,8 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
     return Sm90Config(128, 64, 1)
 
 
-def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config, k_tile: int = 64) -> int:
+def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config, k_tile: int = 64,
+                  min_split_tiles: int = MIN_SPLIT_K_TILES) -> int:
     forced = _OVERRIDE.get("splits")
     k_tiles = -(-k // k_tile)
     if forced is not None:
@@ -242,7 +243,7 @@ def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config, k_tile:
     elif config.cluster_m > 1 or 2 * tile_count > sms:
         return 1
     else:
-        splits = min(sms // tile_count, k_tiles // MIN_SPLIT_K_TILES, MAX_SPLITS)
+        splits = min(sms // tile_count, k_tiles // min_split_tiles, MAX_SPLITS)
     splits = max(1, min(splits, k_tiles))
     per_split = -(-k_tiles // splits)
     return -(-k_tiles // per_split)  # no split left without K tiles
@@ -320,15 +321,44 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
                          f"w.t()); got batch={batch}, b {'K' if b_k_major else 'N'}-major")
     # (swap: the weight's rows are the tile rows, the tokens its columns)
     tiles_m, tiles_n = tiles(n, m, config) if config.swap else tiles(m, n, config)
-    total = tiles_m * tiles_n * batch
+    return _split_plan(config, tiles_m * tiles_n * batch, k, sms, k_tile, CONFIGS)
+
+
+def block_scaled_plan(m: int, n: int, k: int, sms: int) -> LaunchPlan:
+    """The plan of a block-scaled FP8 problem (one matrix, ``BLOCK_SCALED_CONFIGS``): 128 x 256
+    tiles from 0.8 of a wave of them, else 128 x 128 tiles when they give at least an eighth
+    of a wave, else 128 x 64; split-K as for the other builds (pairs in clusters of two at
+    128 x 128)."""
+    forced = _forced()
+    if forced is not None:
+        if forced not in BLOCK_SCALED_CONFIGS:
+            raise ValueError(f"GEMM config {forced.name} has no block-scaled build; built: "
+                             f"{', '.join(c.name for c in BLOCK_SCALED_CONFIGS)}")
+        config = forced
+    elif 5 * _tile_count(m, n, Sm90Config(128, 256, 1)) >= 4 * sms:
+        config = Sm90Config(128, 256, 1)  # (as for 16 bits: from 0.8 of a wave of the widest tile)
+    else:
+        config = Sm90Config(128, 128 if 8 * _tile_count(m, n, Sm90Config(128, 128, 1)) >= sms else 64, 1)
+    tiles_m, tiles_n = tiles(m, n, config)
+    return _split_plan(config, tiles_m * tiles_n, k, sms, 128, BLOCK_SCALED_CONFIGS)  # type: ignore[arg-type]
+
+
+def _tile_count(m: int, n: int, config: Sm90Config) -> int:
+    tiles_m, tiles_n = tiles(m, n, config)
+    return tiles_m * tiles_n
+
+
+def _split_plan(config: Sm90Config, total: int, k: int, sms: int, k_tile: int,
+                built: tuple[Sm90Config, ...], min_split_tiles: int = MIN_SPLIT_K_TILES) -> LaunchPlan:
+    """Split-K and the persistent grid of ``total`` output tiles of a Hopper build."""
     if config.cluster_k > 1:
         forced = int(_OVERRIDE.get("splits", config.cluster_k))  # type: ignore[arg-type]
         if forced % config.cluster_k:
             raise ValueError(f"GEMM config {config.name} splits K in multiples of {config.cluster_k}, not {forced}")
         return launch_plan_in_cluster(config, total, forced)
-    splits = choose_splits(total, k, sms, config, k_tile)
+    splits = choose_splits(total, k, sms, config, k_tile, min_split_tiles)
     paired = Sm90Config(config.tile_m, config.tile_n, 1, config.swap, 2)
-    if splits >= 2 and config.cluster_m == 1 and paired in CONFIGS and _forced() is None \
+    if splits >= 2 and config.cluster_m == 1 and paired in built and _forced() is None \
             and "splits" not in _OVERRIDE:
         # (splits meet faster in pairs in a cluster: 3-7% measured for two; an odd count
         # drops one split)

@@ -20,7 +20,10 @@ Split-K: the last split of a tile to arrive sums the partials through the worksp
 (:mod:`cutefi.cute.split_k`), or, in the ``cluster_k`` builds, the two CTAs of a cluster sum
 each other's halves through distributed shared memory (:mod:`cutefi.cute.cluster_split_k`).
 FP8 builds (e4m3/e5m2, K-major operands) take 128-element K stages and multiply the fp32
-sums by the two per-tensor scales at the store.
+sums by the two per-tensor scales at the store; the ``block_scaled`` ones (DeepSeek-style
+scales, :mod:`cutefi.cute.block_scale`) instead sum each K stage into a scratch set, 128
+columns at a time, and add it into the accumulators times that stage's scales, the two
+consumer warpgroups taking turns to issue.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warp, warpgroup
 
 from cutefi.cute import args as kernel_args
-from cutefi.cute import cluster_split_k, split_k
+from cutefi.cute import block_scale, cluster_split_k, split_k
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.pdl import wait_for_inputs
@@ -51,7 +54,7 @@ class GemmSm90:
     # 1. specialisation
     # ------------------------------------------------------------------ #
     def __init__(self, dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, cluster_m: int,
-                 swap: bool = False, cluster_k: int = 1) -> None:
+                 swap: bool = False, cluster_k: int = 1, block_scaled: bool = False) -> None:
         fp8 = dtype in launch.FP8_DTYPES
         if (dtype not in launch.DTYPES and not fp8) or out_dtype not in launch.OUT_DTYPES \
                 or b_major not in launch.B_MAJORS or (fp8 and b_major != "k"):
@@ -60,8 +63,12 @@ class GemmSm90:
         # the FP8 wgmmas' own, like cuBLAS's fast-accumulation mode: no promotion into a second
         # fp32 set yet, so the error grows with K: 3.3e-3 relative at K = 14336 against cuBLAS's
         # promoted 1.7e-3)
-        self.scaled = fp8
-        self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap, cluster_k)
+        # block_scaled: the scales of each 128-element K block multiply that block's sums as
+        # they are promoted into the fp32 accumulators (block_scale.promote)
+        self.block_scaled = block_scaled
+        self.scaled = fp8 and not block_scaled
+        self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap, cluster_k,
+                                             block_scaled)
         config = launch.Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k)
         self.cluster_k = cluster_k
         self.exchange_elems = max(config.exchange_elems, 4)
@@ -80,11 +87,29 @@ class GemmSm90:
         # (about 128 fp32 registers in all) and add them up before the epilogue
         self.acc_chains = {256: 1, 128: 2}.get(tile_n, 4)
 
-    def _tiled_mma(self):
+    def _tiled_mma(self, width: int | None = None):
+        """The wgmma of the tile (``width``: of a column slice of it)."""
         b_mode = cute.nvgpu.OperandMajorMode.K if self.b_k_major else cute.nvgpu.OperandMajorMode.MN
         return sm90_utils.make_trivial_tiled_mma(
             self.dtype, self.dtype, cute.nvgpu.OperandMajorMode.K, b_mode, Float32, (2, 1, 1),
-            tiler_mn=(64, self.tile_mnk[1]))  # two consumer warpgroups of 64 rows each
+            tiler_mn=(64, width or self.tile_mnk[1]))  # two consumer warpgroups of 64 rows each
+
+    def _block_operands(self, thread, s_a, s_b):
+        """Block scales: (MMA that overwrites, MMA that adds), A's fragment, B's fragments of the
+        tile's 128-column slices, and the scratch set a slice's sums land in (a 256-wide tile:
+        two slices, so the final sums and the scratch fit the registers; each slice is one
+        weight block)."""
+        tile_m, tile_n, tile_k = self.tile_mnk
+        width = min(tile_n, block_scale.BLOCK)
+        mmas = (self._tiled_mma(width), self._tiled_mma(width))
+        mmas[0].set(warpgroup.Field.ACCUMULATE, False)
+        mmas[1].set(warpgroup.Field.ACCUMULATE, True)
+        thr = mmas[0].get_slice(thread // launch.WARPGROUP * launch.WARPGROUP)
+        frag_a = mmas[0].make_fragment_A(thr.partition_A(s_a))
+        frag_bs = [mmas[0].make_fragment_B(thr.partition_B(
+            cute.local_tile(s_b, (width, tile_k, self.stages), (part, 0, 0)))) for part in range(tile_n // width)]
+        scratch = cute.make_rmem_tensor(thr.partition_shape_C((tile_m, width)), Float32)
+        return mmas, frag_a, frag_bs, scratch
 
     def _staged(self, kind, dtype, shape, stages: int, order):
         atom = warpgroup.make_smem_layout_atom(kind, dtype)
@@ -263,13 +288,14 @@ class GemmSm90:
         # (swap: the bias runs along the weight's rows, A's)
         bias = cute.make_tensor(args.bias, cute.make_layout(cutlass.max(args.m if const_expr(self.swap) else args.n, 1)))
         epi_barrier = pipeline.NamedBarrier(barrier_id=EPILOGUE_BARRIER, num_threads=CONSUMER_THREADS)
+        block = self._block_operands(thread, s_a, s_b) if const_expr(self.block_scaled) else None
         if const_expr(self.swap):
             self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
-                                accs, coord_c, bias, epi_barrier, last_split, exchange, None)
+                                accs, coord_c, bias, epi_barrier, last_split, exchange, None, block)
         else:
             self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
                                 accs, coord_c, bias, epi_barrier, last_split, exchange,
-                                self._store_ring(thread, tiled_mma, warp_idx, s_c, g_c, atom_c, accs[0]))
+                                self._store_ring(thread, tiled_mma, warp_idx, s_c, g_c, atom_c, accs[0]), block)
 
     def _store_ring(self, thread, tiled_mma, warp_idx, s_c, g_c, atom_c, acc):
         """The TMA-store epilogue's pieces: stmatrix copy, its views, the store ring."""
@@ -292,8 +318,8 @@ class GemmSm90:
 
     @cute.jit
     def _consume_tiles(self, args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
-                       accs, coord_c, bias, epi_barrier, last_split, exchange, store_ring):
-        tile_m, tile_n, _ = self.tile_mnk
+                       accs, coord_c, bias, epi_barrier, last_split, exchange, store_ring, block):
+        tile_m, tile_n, tile_k = self.tile_mnk
         acc = accs[0]
         # (cluster_k: the accumulators in the order the store takes them, cut into cluster_k shares)
         shares = acc if const_expr(self.swap) else store_ring[4]
@@ -302,34 +328,65 @@ class GemmSm90:
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         pieces_done = Int32(0)
+        if const_expr(self.block_scaled):
+            block_scale.first_turn(thread)
         linear = first
         while linear < raster.units:
-            m_tile, n_tile, batch, tile, split, _, k_count = raster.unit(linear)
+            m_tile, n_tile, batch, tile, split, k_begin, k_count = raster.unit(linear)
             m_tile = m_tile * self.cluster_m + cluster_coord[0]
 
-            # ---- main loop: one K step of wgmmas in flight ----------------------------
-            for chain in accs:
-                chain.fill(0.0)
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-            warpgroup.fence()
-            for k_step in cutlass.range(k_count, unroll=1):
-                ring.consumer_wait(read)
-                for k_block in cutlass.range_constexpr(k_blocks):
-                    slot = (None, None, k_block, read.index)
-                    chain = accs[k_block % self.acc_chains]
-                    cute.gemm(tiled_mma, chain, frag_a[slot], frag_b[slot], chain)
-                warpgroup.commit_group()
-                warpgroup.wait_group(1)
-                if k_step > 0:
+            if const_expr(self.block_scaled):
+                # ---- main loop, block scales: a K step's sums into the scratch set, then
+                # promoted into acc times their scales; the two warpgroups take turns issuing
+                # (one's MMAs run while the other promotes)
+                # (a K step's first wgmma overwrites the scratch set, the others add: two MMA
+                # objects set once, not one flipped inside the loops, and no zero-fill whose
+                # moves the compiler could sink past the wgmma fence and so serialise every wgmma)
+                mmas, frag_a_part, frag_b_parts, scratch = block
+                parts = len(frag_b_parts)
+                offsets = block_scale.tile_offsets(args, m_tile * tile_m, n_tile * tile_n, coord_c)
+                last_block = k_begin + k_count - 1
+                acc.fill(0.0)
+                # (scales one K step ahead: their L2 latency hides behind a step's MMAs)
+                upcoming = block_scale.load(args, offsets, k_begin, parts)
+                for k_step in cutlass.range(k_count, unroll=1):
+                    scales = upcoming
+                    upcoming = block_scale.load(args, offsets, cutlass.min(k_begin + k_step + 1, last_block), parts)
+                    ring.consumer_wait(read)
+                    for part in cutlass.range_constexpr(parts):
+                        block_scale.take_turn(thread)
+                        block_scale.issue(mmas, scratch, frag_a_part, frag_b_parts[part], read.index, k_blocks)
+                        block_scale.pass_turn(thread)
+                        warpgroup.wait_group(0)
+                        if const_expr(part == parts - 1):
+                            ring.consumer_release(read)
+                            read.advance()
+                        block_scale.promote(acc, scratch, scales[2 * part], scales[2 * part + 1],
+                                            part * cute.size(scratch))
+            else:
+                # ---- main loop: one K step of wgmmas in flight ----------------------------
+                for chain in accs:
+                    chain.fill(0.0)
+                tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+                warpgroup.fence()
+                for k_step in cutlass.range(k_count, unroll=1):
+                    ring.consumer_wait(read)
+                    for k_block in cutlass.range_constexpr(k_blocks):
+                        slot = (None, None, k_block, read.index)
+                        chain = accs[k_block % self.acc_chains]
+                        cute.gemm(tiled_mma, chain, frag_a[slot], frag_b[slot], chain)
+                    warpgroup.commit_group()
+                    warpgroup.wait_group(1)
+                    if k_step > 0:
+                        ring.consumer_release(release)
+                        release.advance()
+                    read.advance()
+                warpgroup.wait_group(0)
+                if k_count > 0:
                     ring.consumer_release(release)
                     release.advance()
-                read.advance()
-            warpgroup.wait_group(0)
-            if k_count > 0:
-                ring.consumer_release(release)
-                release.advance()
-            for chain in cutlass.range_constexpr(1, self.acc_chains):
-                acc.store(acc.load() + accs[chain].load())
+                for chain in cutlass.range_constexpr(1, self.acc_chains):
+                    acc.store(acc.load() + accs[chain].load())
 
             # ---- split-K: the last split of a tile to finish sums the others' partials ----
             # (cluster_k: every CTA of the cluster sums and stores its share of the tile)
@@ -359,6 +416,8 @@ class GemmSm90:
                                                  acc_pieces, piece, piece_out, store_r2s, stores, epi_barrier,
                                                  is_store_warp, pieces_done, share)
             linear += stride
+        if const_expr(self.block_scaled):
+            block_scale.last_turn(thread)
         if const_expr(not self.swap):
             store_ring[8].producer_tail()
 

@@ -1,0 +1,115 @@
+"""Block-scaled FP8 wgmma main loop pieces (DeepSeek-style scales, one per 128-element K block).
+
+The wgmmas of one K block (a 128-element ring stage) sum into a scratch set of fp32
+registers; once they are done, each element is added to the tile's accumulators times its
+scales, ``scale_a[row, k block] * scale_b[col block, k block]``: the FP8 MMA's own (narrower)
+accumulation then spans only 128 products, and the scales never touch the FP8 values. The two
+consumer warpgroups take turns issuing their K steps' wgmmas (named barriers), so one
+warpgroup's promotion runs while the other's MMAs do. (Two scratch sets a warpgroup, one
+promoted while the other's wgmmas run, made the compiler serialise every wgmma.)
+
+A consumer thread of the m64nNk32 wgmma holds, per 64-row warpgroup slice, rows ``r`` and
+``r + 8`` (accumulator elements ``i`` with ``(i // 2) % 2`` 0 and 1) of the columns its
+warpgroup's tile covers, 8 columns every 4 elements: a 128-column slice (one weight block) is a
+run of 64 elements. A 256-wide tile is multiplied slice by slice (a scratch set of one slice
+keeps the registers within budget), so a thread needs two scale products a K block and slice.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32
+from cutlass.cute.nvgpu import warpgroup
+
+BLOCK = 128  # elements of K (and of weight columns) one scale covers
+_FLAT = 1 << 30  # the extent the scale vectors are viewed with (indices stay below it)
+
+
+def tile_offsets(args, first_row: Int32, first_col: Int32, coord_c: cute.Tensor) -> tuple[Int32, Int32, Int32]:
+    """Where one consumer thread's scales of an output tile start: its two rows' activation
+    scales and the tile's weight block (K block 0).
+
+    ``args`` carries ``scale_a``/``scale_b`` (fp32 pointers), ``scale_rows`` (rows one activation
+    scale covers: 1 or 128), and the element strides ``sa_row``, ``sa_k`` (between activation
+    scale rows and K blocks) and ``sb_col``, ``sb_k`` (between weight column blocks and K blocks).
+    """
+    last_row = args.m - 1  # (rows past M read the last row's scale; their sums are dropped)
+    rows = [cutlass.min(first_row + coord_c[i][0], last_row) for i in (0, 2)]
+    return ((rows[0] // args.scale_rows) * args.sa_row, (rows[1] // args.scale_rows) * args.sa_row,
+            (first_col // BLOCK) * args.sb_col)
+
+
+@cute.jit
+def load(args, offsets: tuple[Int32, Int32, Int32], k_block: Int32, parts: cutlass.Constexpr[int]) -> tuple:
+    """The scale products of K block ``k_block``: rows r and r + 8 times the weight block of
+    each of the tile's ``parts`` 128-column slices."""
+    scale_a = cute.make_tensor(args.scale_a, cute.make_layout(_FLAT))
+    scale_b = cute.make_tensor(args.scale_b, cute.make_layout(_FLAT))
+    rows = (scale_a[offsets[0] + k_block * args.sa_k], scale_a[offsets[1] + k_block * args.sa_k])
+    products = []
+    for part in cutlass.range_constexpr(parts):
+        weight = scale_b[offsets[2] + part * args.sb_col + k_block * args.sb_k]
+        products += [rows[0] * weight, rows[1] * weight]
+    return tuple(products)
+
+
+# Named barriers of the issue turns (0 is __syncthreads, 1 the GEMM's epilogue barrier):
+# consumer warpgroup w waits on TURN_BARRIERS[w]; the other arrives on it once it has issued.
+TURN_BARRIERS = (2, 3)
+_PAIR = 2 * 128  # both consumer warpgroups' threads
+
+
+@cute.jit
+def first_turn(thread: Int32):
+    """Give consumer warpgroup 0 the first turn (warpgroup 1 arrives on its barrier once)."""
+    if thread >= 128:
+        cute.arch.barrier_arrive(barrier_id=TURN_BARRIERS[0], number_of_threads=_PAIR)
+
+
+@cute.jit
+def take_turn(thread: Int32):
+    """Wait until the other consumer warpgroup has issued its MMAs of the last turn: the
+    tensor cores run the warpgroups' K steps one after the other, so one warpgroup promotes
+    while the other's MMAs run (issued together, they would finish together and both promote
+    with the tensor cores idle)."""
+    if thread < 128:
+        cute.arch.barrier(barrier_id=TURN_BARRIERS[0], number_of_threads=_PAIR)
+    else:
+        cute.arch.barrier(barrier_id=TURN_BARRIERS[1], number_of_threads=_PAIR)
+
+
+@cute.jit
+def pass_turn(thread: Int32):
+    """Let the other consumer warpgroup issue (after this one's MMAs are issued)."""
+    if thread < 128:
+        cute.arch.barrier_arrive(barrier_id=TURN_BARRIERS[1], number_of_threads=_PAIR)
+    else:
+        cute.arch.barrier_arrive(barrier_id=TURN_BARRIERS[0], number_of_threads=_PAIR)
+
+
+@cute.jit
+def last_turn(thread: Int32):
+    """Take warpgroup 1's last pass (so no arrival is left on a barrier at exit)."""
+    if thread < 128:
+        cute.arch.barrier(barrier_id=TURN_BARRIERS[0], number_of_threads=_PAIR)
+
+
+@cute.jit
+def issue(mmas, scratch: cute.Tensor, frag_a, frag_b, slot: Int32, k_blocks: cutlass.Constexpr[int]):
+    """Start ``scratch = A @ B`` over ring slot ``slot``: its ``k_blocks`` wgmmas, the first with
+    ``mmas[0]`` (which overwrites: ``ACCUMULATE`` False), the rest with ``mmas[1]`` (adding), one
+    commit group."""
+    warpgroup.fence()
+    for k_block in cutlass.range_constexpr(k_blocks):
+        where = (None, None, k_block, slot)
+        cute.gemm(mmas[0] if k_block == 0 else mmas[1], scratch, frag_a[where], frag_b[where], scratch)
+    warpgroup.commit_group()
+
+
+@cute.jit
+def promote(acc: cute.Tensor, scratch: cute.Tensor, scale_r: Float32, scale_r8: Float32, first: cutlass.Constexpr[int]):
+    """``acc[first + i] += scratch[i] * scale`` of each element's row (r or r + 8; one FFMA an
+    element): a 128-column slice's sums are a run of the tile's accumulators."""
+    for i in cutlass.range_constexpr(cute.size(scratch)):
+        acc[first + i] = acc[first + i] + scratch[i] * (scale_r if (i // 2) % 2 == 0 else scale_r8)
