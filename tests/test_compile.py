@@ -28,6 +28,7 @@ MUTATIONS = {
     "append_paged_kv_cache": {"k_cache", "v_cache"}, "append_paged_kv_cache_fused": {"paged_kv_cache"},
     "batch_decode_out": {"out", "lse", "workspace"},
     "gemm_mm_into": {"out"}, "gemm_fp8_into": {"out"}, "gemm_fp8_groupwise_into": {"out"},
+    "segment_gemm_into": {"out"}, "group_gemm_fp8_into": {"out"},
 }
 
 

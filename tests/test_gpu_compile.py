@@ -120,6 +120,15 @@ def _samples():
                                     torch.rand(16, -(-x.shape[1] // 128), device=x.device) + 0.5,
                                     torch.rand(-(-x.shape[1] // 128), 1, device=x.device) + 0.5,
                                     None, 1, torch.empty(16, w2.shape[0], dtype=x.dtype, device=x.device)),
+        "segment_gemm_into": (x[:24], torch.stack([w2, -w2]), torch.tensor([0, 5, 24], dtype=torch.int32,
+                                                                            device=x.device),
+                              torch.tensor([1, 0], dtype=torch.int32, device=x.device), True,
+                              torch.empty(24, w2.shape[0], dtype=x.dtype, device=x.device)),
+        "group_gemm_fp8_into": (x[:24].to(torch.float8_e4m3fn), torch.stack([w2, -w2]).to(torch.float8_e4m3fn),
+                                torch.rand(24, -(-x.shape[1] // 128), device=x.device) + 0.5,
+                                torch.rand(2, 1, -(-x.shape[1] // 128), device=x.device) + 0.5,
+                                torch.tensor([0, 5, 24], dtype=torch.int32, device=x.device), "K",
+                                torch.empty(24, w2.shape[0], dtype=x.dtype, device=x.device)),
     }
 
 
@@ -157,7 +166,7 @@ def test_opcheck(op):
     if op == "tma_copy_into" and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA needs sm_90+")
     args = _samples()[op]
-    if op.endswith("_quant") or op.startswith("gemm_fp8"):
+    if op.endswith("_quant") or op.startswith("gemm_fp8") or op == "group_gemm_fp8_into":
         # opcheck's schema test compares outputs with torch ops that have no FP8 kernels; the
         # mutation annotations are checked by hand instead: what is not marked is not written
         torch.library.opcheck(getattr(torch.ops.cutefi, op).default, args,

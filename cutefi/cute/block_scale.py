@@ -26,7 +26,8 @@ BLOCK = 128  # elements of K (and of weight columns) one scale covers
 _FLAT = 1 << 30  # the extent the scale vectors are viewed with (indices stay below it)
 
 
-def tile_offsets(args, first_row: Int32, first_col: Int32, coord_c: cute.Tensor) -> tuple[Int32, Int32, Int32]:
+def tile_offsets(args, first_row: Int32, first_col: Int32, coord_c: cute.Tensor,
+                 weight: Int32 | None = None) -> tuple[Int32, Int32, Int32]:
     """Where one consumer thread's scales of an output tile start: its two rows' activation
     scales and the tile's weight block (K block 0).
 
@@ -36,8 +37,10 @@ def tile_offsets(args, first_row: Int32, first_col: Int32, coord_c: cute.Tensor)
     """
     last_row = args.m - 1  # (rows past M read the last row's scale; their sums are dropped)
     rows = [cutlass.min(first_row + coord_c[i][0], last_row) for i in (0, 2)]
-    return ((rows[0] // args.scale_rows) * args.sa_row, (rows[1] // args.scale_rows) * args.sa_row,
-            (first_col // BLOCK) * args.sb_col)
+    b_offset = (first_col // BLOCK) * args.sb_col
+    if weight is not None:  # (grouped: the weight's scales, ``sb_batch`` apart)
+        b_offset += weight * args.sb_batch
+    return ((rows[0] // args.scale_rows) * args.sa_row, (rows[1] // args.scale_rows) * args.sa_row, b_offset)
 
 
 @cute.jit

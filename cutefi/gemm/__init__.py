@@ -1,8 +1,8 @@
 """Dense GEMM family: FlashInfer's ``mm_bf16`` / ``bmm_bf16`` (and fp16 twins) and, with
 per-tensor scales, ``bmm_fp8`` / ``mm_fp8``, with DeepSeek-style block scales,
 ``gemm_fp8_nt_groupwise`` / ``gemm_fp8_nt_blockscaled`` (and ``quantize_fp8`` to make their
-inputs), on CuTe DSL kernels (Hopper TMA + wgmma; mma.sync
+inputs), grouped GEMMs in one launch (``SegmentGEMMWrapper``, ``group_gemm_fp8_nt_groupwise``), on CuTe DSL kernels (Hopper TMA + wgmma; mma.sync
 elsewhere for 16-bit inputs)."""
 
 API = ("mm_bf16", "mm_fp16", "bmm_bf16", "bmm_fp16", "bmm_fp8", "mm_fp8", "gemm_fp8_nt_groupwise",
-       "gemm_fp8_nt_blockscaled", "quantize_fp8")
+       "gemm_fp8_nt_blockscaled", "quantize_fp8", "SegmentGEMMWrapper", "group_gemm_fp8_nt_groupwise")

@@ -323,5 +323,7 @@ for _function in (mm_fp16, bmm_fp16):
 from .fp8_api import bmm_fp8, mm_fp8  # noqa: E402
 from .groupwise_api import gemm_fp8_nt_blockscaled, gemm_fp8_nt_groupwise  # noqa: E402
 from .quantize import quantize_fp8  # noqa: E402
+from .segment_api import SegmentGEMMWrapper, group_gemm_fp8_nt_groupwise  # noqa: E402
 
-FP8_OPS = (bmm_fp8, mm_fp8, gemm_fp8_nt_groupwise, gemm_fp8_nt_blockscaled, quantize_fp8)
+FP8_OPS = (bmm_fp8, mm_fp8, gemm_fp8_nt_groupwise, gemm_fp8_nt_blockscaled, quantize_fp8, group_gemm_fp8_nt_groupwise)
+GROUPED = (SegmentGEMMWrapper, group_gemm_fp8_nt_groupwise)

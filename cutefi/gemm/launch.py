@@ -110,18 +110,22 @@ class Sm90Config:
     def stage_bytes(self, dtype: str) -> int:
         return (self.tile_m + self.tile_n) * 128  # (a 128-byte row of K per tile row)
 
-    def epi_bytes(self, out_dtype: str) -> int:
-        if self.swap:
+    def epi_bytes(self, out_dtype: str, grouped: bool = False) -> int:
+        if self.swap or grouped:  # (stored from registers)
             return 0
         return self.tile_m * EPI_TILE_N * dtypes.bits(out_dtype) // 8 * EPI_STAGES
 
-    def stages(self, dtype: str, out_dtype: str) -> int:
-        fixed = BARRIER_BYTES + self.epi_bytes(out_dtype) + 4 * self.exchange_elems
-        return min(MAX_STAGES, (SMEM_LIMIT - fixed) // self.stage_bytes(dtype))
+    def fixed_bytes(self, out_dtype: str, grouped: bool = False) -> int:
+        """Shared memory besides the ring: barriers, the staged output, the cluster exchange,
+        a grouped build's segment prefix."""
+        prefix = 4 * (MAX_GROUPS + 1) if grouped else 0
+        return BARRIER_BYTES + self.epi_bytes(out_dtype, grouped) + 4 * self.exchange_elems + prefix
 
-    def smem_bytes(self, dtype: str, out_dtype: str) -> int:
-        return (BARRIER_BYTES + self.stages(dtype, out_dtype) * self.stage_bytes(dtype)
-                + self.epi_bytes(out_dtype) + 4 * self.exchange_elems)
+    def stages(self, dtype: str, out_dtype: str, grouped: bool = False) -> int:
+        return min(MAX_STAGES, (SMEM_LIMIT - self.fixed_bytes(out_dtype, grouped)) // self.stage_bytes(dtype))
+
+    def smem_bytes(self, dtype: str, out_dtype: str, grouped: bool = False) -> int:
+        return self.fixed_bytes(out_dtype, grouped) + self.stages(dtype, out_dtype, grouped) * self.stage_bytes(dtype)
 
 
 CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 128, 1), Sm90Config(128, 64, 1),
@@ -130,6 +134,7 @@ CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 128
            # H200 GPC holds fewer than 32 of them, so the grid takes two waves)
            *(Sm90Config(128, width, 1, True, 2) for width in (16, 32, 64)), Sm90Config(128, 128, 1, False, 2))
 MAX_STAGES = 12
+MAX_GROUPS = 1024  # segments of a grouped launch (their tile prefix sits in shared memory)
 
 
 def tiles(m: int, n: int, config: Sm90Config) -> tuple[int, int]:
@@ -145,8 +150,11 @@ def _swizzle(row_bytes: int) -> str:
 
 
 def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int,
-                  cluster_m: int, swap: bool = False, cluster_k: int = 1, block_scaled: bool = False) -> LaunchContract:
+                  cluster_m: int, swap: bool = False, cluster_k: int = 1, block_scaled: bool = False,
+                  grouped: bool = False) -> LaunchContract:
     config = Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k)
+    if grouped and config not in GROUPED_CONFIGS:
+        raise ValueError(f"grouped GEMM builds are {', '.join(c.name for c in GROUPED_CONFIGS)}; got {config.name}")
     if block_scaled and (dtype not in FP8_DTYPES or config not in BLOCK_SCALED_CONFIGS):
         raise ValueError(f"block-scaled GEMM builds are FP8 {', '.join(c.name for c in BLOCK_SCALED_CONFIGS)}; "
                          f"got {dtype} {config.name}")
@@ -162,8 +170,8 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
         TmaRecipe("b", dtype, box=b_box, placeholder=PLACEHOLDER,
                   swizzle="128B", l2_promotion="256B"),
     )
-    if swap:  # the output, transposed: stored from registers through a pointer
-        c_params: tuple[Param, ...] = (Param("c", "ptr", out_dtype, 2),)
+    if swap or grouped:  # the output (swap: transposed) stored from registers through a pointer
+        c_params: tuple[Param, ...] = (Param("c", "ptr", out_dtype, 4 if grouped else 2),)
     else:
         c_params = (Param("c", "tma"),)
         tma += (TmaRecipe("c", out_dtype, box=(EPI_TILE_N, tile_m, 1), placeholder=PLACEHOLDER,
@@ -174,31 +182,38 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
     scales = pointers("scale_a", "scale_b", dtype="fp32", align=4) if dtype in FP8_DTYPES else ()
     if block_scaled:
         scales += scalars("i32", "scale_rows", "sa_row", "sa_k", "sb_col", "sb_k")
+    # grouped: segment s is rows [seg_indptr[s], seg_indptr[s + 1]) of A and out, times weight
+    # (B's batch entry) weight_indices[s]; tile_prefix[s]: the output tiles of segments before s
+    segments = (*pointers("seg_indptr", "tile_prefix", "weight_indices", dtype="i32", align=4),
+                *scalars("i32", "groups"), *(scalars("i32", "sb_batch") if block_scaled else ())) if grouped else ()
     return LaunchContract(
         params=(Param("a", "tma"), Param("b", "tma"), *c_params, *scales, Param("bias", "ptr", dtype, 2),
                 Param("workspace", "ptr", "fp32", 16), Param("counters", "ptr", "i32", 4),
                 *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias", "splits", "ctas"),
-                *(scalars("i64", "ldc") if swap else ())),
+                *(scalars("i64", "ldc") if swap or grouped else ()), *segments),
         block=(SM90_THREADS, 1, 1),
         grid=lambda p: (p["ctas"], 1, 1),
         sample={"m": 4096, "n": 4096, "k": 4096, "batch": 1, "group_m": 8, "has_bias": 0, "splits": 1,
-                "ctas": 132, **({"ldc": 4096} if swap else {}),
-                **({"scale_rows": 1, "sa_row": 32, "sa_k": 1, "sb_col": 32, "sb_k": 1} if block_scaled else {})},
+                "ctas": 132, **({"ldc": 4096} if swap or grouped else {}),
+                **({"scale_rows": 1, "sa_row": 32, "sa_k": 1, "sb_col": 32, "sb_k": 1} if block_scaled else {}),
+                **({"groups": 8, **({"sb_batch": 1024} if block_scaled else {})} if grouped else {})},
         cluster=(cluster_m * cluster_k, 1, 1),
-        smem_bytes=config.smem_bytes(dtype, out_dtype),
+        smem_bytes=config.smem_bytes(dtype, out_dtype, grouped),
         tma=tma,
-        entry=f"cutefi_gemm_sm90_{dtype}_{out_dtype}_{b_major}_{config.name}" + ("_bs" if block_scaled else ""),
+        entry=f"cutefi_gemm_sm90_{dtype}_{out_dtype}_{b_major}_{config.name}" + ("_bs" if block_scaled else "")
+        + ("_grouped" if grouped else ""),
         pdl=True,
     )
 
 
-def _sm90_spec(dtype: str, out_dtype: str, b_major: str, config: Sm90Config, block_scaled: bool = False) -> KernelSpec:
+def _sm90_spec(dtype: str, out_dtype: str, b_major: str, config: Sm90Config, block_scaled: bool = False,
+               grouped: bool = False) -> KernelSpec:
     return KernelSpec.make("gemm.sm90", "cute", "cutefi.gemm.sm90_kernel:GemmSm90",
                            "cutefi.gemm.launch:sm90_contract", Family.WGMMA,
                            dtype=dtype, out_dtype=out_dtype, b_major=b_major, tile_m=config.tile_m,
                            tile_n=config.tile_n, cluster_m=config.cluster_m, swap=config.swap,
                            **({"cluster_k": config.cluster_k} if config.cluster_k > 1 else {}),
-                           **({"block_scaled": True} if block_scaled else {}))
+                           **({"block_scaled": True} if block_scaled else {}), **({"grouped": True} if grouped else {}))
 
 
 SM90_SPECS = {
@@ -223,7 +238,18 @@ BLOCK_SCALED_SPECS = {
     (dtype, out_dtype, config): _sm90_spec(dtype, out_dtype, "k", config, block_scaled=True)
     for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in BLOCK_SCALED_CONFIGS
 }
-register(*SM90_SPECS.values(), *BLOCK_SCALED_SPECS.values())
+# Grouped (segment) GEMM: many row segments of A, each times its own weight, one launch
+# (SegmentGEMMWrapper: 16-bit; group_gemm_fp8_nt_groupwise: FP8 block-scaled); no split-K
+GROUPED_CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 128, 1))
+GROUPED_SPECS = {
+    (dtype, out_dtype, b_major, config): _sm90_spec(dtype, out_dtype, b_major, config, grouped=True)
+    for dtype in DTYPES for out_dtype in OUT_DTYPES for b_major in B_MAJORS for config in GROUPED_CONFIGS
+}
+GROUPED_SPECS.update({
+    (dtype, out_dtype, "k", config): _sm90_spec(dtype, out_dtype, "k", config, block_scaled=True, grouped=True)
+    for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in GROUPED_CONFIGS
+})
+register(*SM90_SPECS.values(), *BLOCK_SCALED_SPECS.values(), *GROUPED_SPECS.values())
 
 
 # ---- gemm.skinny: decode-sized M on mma.sync ------------------------------------------------

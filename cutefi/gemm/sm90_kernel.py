@@ -36,7 +36,7 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warp, warpgroup
 
 from cutefi.cute import args as kernel_args
-from cutefi.cute import block_scale, cluster_split_k, split_k
+from cutefi.cute import block_scale, cluster_split_k, segments, split_k
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.pdl import wait_for_inputs
@@ -54,7 +54,7 @@ class GemmSm90:
     # 1. specialisation
     # ------------------------------------------------------------------ #
     def __init__(self, dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, cluster_m: int,
-                 swap: bool = False, cluster_k: int = 1, block_scaled: bool = False) -> None:
+                 swap: bool = False, cluster_k: int = 1, block_scaled: bool = False, grouped: bool = False) -> None:
         fp8 = dtype in launch.FP8_DTYPES
         if (dtype not in launch.DTYPES and not fp8) or out_dtype not in launch.OUT_DTYPES \
                 or b_major not in launch.B_MAJORS or (fp8 and b_major != "k"):
@@ -68,7 +68,11 @@ class GemmSm90:
         self.block_scaled = block_scaled
         self.scaled = fp8 and not block_scaled
         self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap, cluster_k,
-                                             block_scaled)
+                                             block_scaled, grouped)
+        # grouped: row segments of A, each times its own weight (cutefi.cute.segments), the
+        # output stored from registers (a segment's last tile must not write the next's rows)
+        self.grouped = grouped
+        self.staged_out = not (swap or grouped)
         config = launch.Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k)
         self.cluster_k = cluster_k
         self.exchange_elems = max(config.exchange_elems, 4)
@@ -79,7 +83,7 @@ class GemmSm90:
         self.b_k_major = b_major == "k"
         self.tile_mnk = (tile_m, tile_n, launch.tile_k(dtype))
         self.cluster_m = cluster_m
-        self.stages = config.stages(dtype, out_dtype)
+        self.stages = config.stages(dtype, out_dtype, grouped)
         self.epi_tile = (tile_m, launch.EPI_TILE_N)
         # independent accumulator chains per warpgroup: consecutive wgmmas into one
         # accumulator wait on each other, and a narrow one (n64, n128) finishes sooner than
@@ -126,7 +130,7 @@ class GemmSm90:
         else:
             b = self._staged(warpgroup.SmemLayoutAtomKind.MN_SW128, self.dtype, (tile_n, tile_k), self.stages,
                              (1, 0, 2))
-        if const_expr(self.swap):
+        if const_expr(not self.staged_out):
             return a, b, None
         c_kind = sm90_utils.get_smem_layout_atom(_ROW_MAJOR(), self.out_dtype, self.epi_tile[1])
         c = self._staged(c_kind, self.out_dtype, self.epi_tile, launch.EPI_STAGES, (0, 1, 2))
@@ -147,7 +151,7 @@ class GemmSm90:
             else cpasync.CopyBulkTensorTileG2SOp()
         atom_b, tma_b = cpasync.make_tiled_tma_atom(
             b_op, b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k), num_multicast=self.cluster_m)
-        if const_expr(self.swap):
+        if const_expr(not self.staged_out):
             kernel_args.launch(self.kernel, self.contract, args, args.replace(a=(atom_a, tma_a), b=(atom_b, tma_b)))
         else:
             c = _mode_order(args.c, (1, 2, 0))                      # [L, M, N] -> (M, N, L)
@@ -165,7 +169,7 @@ class GemmSm90:
         atom_b, tma_b = args.b
         a_smem, b_smem, c_smem = self._smem_layouts()
         atom_c = tma_c = None
-        if const_expr(not self.swap):
+        if const_expr(self.staged_out):
             atom_c, tma_c = args.c
         tile_m, tile_n, tile_k = self.tile_mnk
         tidx, _, _ = cute.arch.thread_idx()
@@ -173,15 +177,16 @@ class GemmSm90:
         if warp_idx == 0:
             cpasync.prefetch_descriptor(atom_a)
             cpasync.prefetch_descriptor(atom_b)
-            if const_expr(not self.swap):
+            if const_expr(self.staged_out):
                 cpasync.prefetch_descriptor(atom_c)
-        c_elems = 8 if const_expr(self.swap) else cute.cosize(c_smem)  # (swap: no staged output)
+        c_elems = cute.cosize(c_smem) if const_expr(self.staged_out) else 8  # (swap, grouped: none staged)
 
         @cute.struct
         class SharedStorage:
             ring_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
             exchange_full: cute.struct.MemRange[cutlass.Int64, 1]  # cluster split-K: peers' partials landed
             last_split: cute.struct.MemRange[Int32, 1]  # split-K: "this CTA sums the tile"
+            prefix: cute.struct.MemRange[Int32, launch.MAX_GROUPS + 1 if self.grouped else 1]  # grouped: units
             exchange: cute.struct.Align[cute.struct.MemRange[Float32, self.exchange_elems], 16]
             s_a: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(a_smem)], 1024]
             s_b: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(b_smem)], 1024]
@@ -190,7 +195,8 @@ class GemmSm90:
         storage = cutlass.memory.SmemAllocator().allocate(SharedStorage)
         s_a = storage.s_a.get_tensor(a_smem.outer, swizzle=a_smem.inner)
         s_b = storage.s_b.get_tensor(b_smem.outer, swizzle=b_smem.inner)
-        s_c = None if const_expr(self.swap) else storage.s_c.get_tensor(c_smem.outer, swizzle=c_smem.inner)
+        s_c = storage.s_c.get_tensor(c_smem.outer, swizzle=c_smem.inner) if const_expr(self.staged_out) else None
+        staged_prefix = storage.prefix.get_tensor(cute.make_layout(launch.MAX_GROUPS + 1 if self.grouped else 1))
 
         # ---- the ring: full barriers (TMA bytes landed), empty barriers (consumers done) ----
         cluster_layout = cute.make_layout((self.cluster_m, 1, 1))
@@ -218,7 +224,7 @@ class GemmSm90:
         g_a = cute.local_tile(tma_a, (tile_m, tile_k), (None, None, None))   # (bM, bK, tiles M, K, L)
         g_b = cute.local_tile(tma_b, (tile_n, tile_k), (None, None, None))   # (bN, bK, tiles N, K, L)
         g_c = None
-        if const_expr(not self.swap):
+        if const_expr(self.staged_out):
             g_c = cute.local_tile(tma_c, (tile_m, tile_n), (None, None, None))   # (bM, bN, tiles M, N, L)
         t_sa, t_ga = cpasync.tma_partition(atom_a, 0, cute.make_layout(1), cute.group_modes(s_a, 0, 2),
                                            cute.group_modes(g_a, 0, 2))
@@ -232,17 +238,25 @@ class GemmSm90:
 
         pipeline.pipeline_init_wait(cluster_shape_mn=(self.cluster_m * self.cluster_k, 1))
         wait_for_inputs()
+        if const_expr(self.grouped):  # (after the wait: the prefix is the last kernel's output)
+            segments.load_prefix(args.tile_prefix, staged_prefix, args.groups, tidx, launch.SM90_THREADS)
+            cute.arch.sync_threads()
+        # grouped: what a unit's A tiles and segment come from
+        groups = (staged_prefix, tma_a, atom_a, s_a) if const_expr(self.grouped) else None
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // launch.WARPGROUP)
         exchange = (storage.exchange.data_ptr(), exchange_full, rank)
         if warpgroup_idx == 0:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp_idx == 0:
-                self._produce(ring, raster, first, stride, cluster_coord, atom_a, t_sa, t_ga, atom_b, t_sb, t_gb)
+                if const_expr(self.grouped):
+                    self._produce_segments(args, ring, groups, first, stride, atom_b, t_sb, t_gb)
+                else:
+                    self._produce(ring, raster, first, stride, cluster_coord, atom_a, t_sa, t_ga, atom_b, t_sb, t_gb)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             self._consume(args, ring, raster, first, stride, cluster_coord, tidx - launch.WARPGROUP,
                           warp_idx, s_a, s_b, s_c, g_c, atom_c, storage.last_split.get_tensor(cute.make_layout(1)),
-                          exchange)
+                          exchange, groups)
 
     # ------------------------------------------------------------------ #
     # 4. producer: TMA loads into the ring
@@ -270,12 +284,41 @@ class GemmSm90:
             linear += stride
         ring.producer_tail(state)
 
+    @cute.jit
+    def _produce_segments(self, args, ring, groups, first, stride, atom_b, t_sb, t_gb):
+        """grouped: as ``_produce``, each unit's A tiles counted from its segment's first row
+        and its B tiles from its weight."""
+        staged_prefix, tma_a, atom_a, s_a = groups
+        tile_m, tile_n, tile_k = self.tile_mnk
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        k_count = (args.k + tile_k - 1) // tile_k
+        linear = first
+        while linear < staged_prefix[args.groups]:
+            m_tile, n_tile, weight, first_row, _ = segments.find_unit(
+                staged_prefix, args.seg_indptr, args.weight_indices, args.groups, tile_m, linear)
+            g_a = cute.local_tile(cute.domain_offset((first_row, 0, 0), tma_a), (tile_m, tile_k), (None, None, None))
+            _, t_ga = cpasync.tma_partition(atom_a, 0, cute.make_layout(1), cute.group_modes(s_a, 0, 2),
+                                            cute.group_modes(g_a, 0, 2))
+            t_sa, _ = cpasync.tma_partition(atom_a, 0, cute.make_layout(1), cute.group_modes(s_a, 0, 2),
+                                            cute.group_modes(g_a, 0, 2))
+            src_a = t_ga[(None, m_tile, None, 0)]
+            src_b = t_gb[(None, n_tile, None, weight)]
+            for k_step in cutlass.range(k_count, unroll=1):
+                ring.producer_acquire(state)
+                full = ring.producer_get_barrier(state)
+                cute.copy(atom_a, src_a[(None, k_step)], t_sa[(None, state.index)], tma_bar_ptr=full)
+                cute.copy(atom_b, src_b[(None, k_step)], t_sb[(None, state.index)], tma_bar_ptr=full)
+                ring.producer_commit(state)
+                state.advance()
+            linear += stride
+        ring.producer_tail(state)
+
     # ------------------------------------------------------------------ #
     # 5. consumers: wgmma over the ring, then the epilogue
     # ------------------------------------------------------------------ #
     @cute.jit
     def _consume(self, args, ring, raster, first, stride, cluster_coord, thread, warp_idx, s_a, s_b, s_c,
-                 g_c, atom_c, last_split, exchange):
+                 g_c, atom_c, last_split, exchange, groups):
         tile_m, tile_n, _ = self.tile_mnk
         tiled_mma = self._tiled_mma()
         thr_mma = tiled_mma.get_slice(thread // launch.WARPGROUP * launch.WARPGROUP)
@@ -289,13 +332,13 @@ class GemmSm90:
         bias = cute.make_tensor(args.bias, cute.make_layout(cutlass.max(args.m if const_expr(self.swap) else args.n, 1)))
         epi_barrier = pipeline.NamedBarrier(barrier_id=EPILOGUE_BARRIER, num_threads=CONSUMER_THREADS)
         block = self._block_operands(thread, s_a, s_b) if const_expr(self.block_scaled) else None
-        if const_expr(self.swap):
+        if const_expr(not self.staged_out):
             self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
-                                accs, coord_c, bias, epi_barrier, last_split, exchange, None, block)
+                                accs, coord_c, bias, epi_barrier, last_split, exchange, None, block, groups)
         else:
             self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
                                 accs, coord_c, bias, epi_barrier, last_split, exchange,
-                                self._store_ring(thread, tiled_mma, warp_idx, s_c, g_c, atom_c, accs[0]), block)
+                                self._store_ring(thread, tiled_mma, warp_idx, s_c, g_c, atom_c, accs[0]), block, groups)
 
     def _store_ring(self, thread, tiled_mma, warp_idx, s_c, g_c, atom_c, acc):
         """The TMA-store epilogue's pieces: stmatrix copy, its views, the store ring."""
@@ -318,11 +361,11 @@ class GemmSm90:
 
     @cute.jit
     def _consume_tiles(self, args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
-                       accs, coord_c, bias, epi_barrier, last_split, exchange, store_ring, block):
+                       accs, coord_c, bias, epi_barrier, last_split, exchange, store_ring, block, groups):
         tile_m, tile_n, tile_k = self.tile_mnk
         acc = accs[0]
         # (cluster_k: the accumulators in the order the store takes them, cut into cluster_k shares)
-        shares = acc if const_expr(self.swap) else store_ring[4]
+        shares = store_ring[4] if const_expr(self.staged_out) else acc
         exchanges = Int32(0)
         k_blocks = cute.size(frag_a, mode=[2])
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -330,9 +373,17 @@ class GemmSm90:
         pieces_done = Int32(0)
         if const_expr(self.block_scaled):
             block_scale.first_turn(thread)
+        units = groups[0][args.groups] if const_expr(self.grouped) else raster.units
         linear = first
-        while linear < raster.units:
-            m_tile, n_tile, batch, tile, split, k_begin, k_count = raster.unit(linear)
+        while linear < units:
+            if const_expr(self.grouped):
+                m_tile, n_tile, batch, first_row, end_row = segments.find_unit(
+                    groups[0], args.seg_indptr, args.weight_indices, args.groups, tile_m, linear)
+                first_row += m_tile * tile_m
+                tile, split, k_begin, k_count = linear, Int32(0), Int32(0), (args.k + tile_k - 1) // tile_k
+            else:
+                m_tile, n_tile, batch, tile, split, k_begin, k_count = raster.unit(linear)
+                first_row = m_tile * tile_m
             m_tile = m_tile * self.cluster_m + cluster_coord[0]
 
             if const_expr(self.block_scaled):
@@ -344,7 +395,8 @@ class GemmSm90:
                 # moves the compiler could sink past the wgmma fence and so serialise every wgmma)
                 mmas, frag_a_part, frag_b_parts, scratch = block
                 parts = len(frag_b_parts)
-                offsets = block_scale.tile_offsets(args, m_tile * tile_m, n_tile * tile_n, coord_c)
+                offsets = block_scale.tile_offsets(args, first_row, n_tile * tile_n, coord_c,
+                                                   batch if const_expr(self.grouped) else None)
                 last_block = k_begin + k_count - 1
                 acc.fill(0.0)
                 # (scales one K step ahead: their L2 latency hides behind a step's MMAs)
@@ -407,7 +459,9 @@ class GemmSm90:
                     scale_a = cute.make_tensor(args.scale_a, cute.make_layout(1))
                     scale_b = cute.make_tensor(args.scale_b, cute.make_layout(1))
                     acc.store(acc.load() * (scale_a[0] * scale_b[0]))
-                if const_expr(self.swap):
+                if const_expr(self.grouped):
+                    self._store_rows(args, acc, coord_c, first_row, end_row, n_tile * tile_n)
+                elif const_expr(self.swap):
                     self._store_transposed(args, acc, coord_c, bias, m_tile * tile_m, n_tile * tile_n, share)
                 else:
                     g_c, atom_c, s_c, t_sc, acc_pieces, piece, piece_out, store_r2s, stores, is_store_warp = store_ring
@@ -418,7 +472,7 @@ class GemmSm90:
             linear += stride
         if const_expr(self.block_scaled):
             block_scale.last_turn(thread)
-        if const_expr(not self.swap):
+        if const_expr(self.staged_out):
             store_ring[8].producer_tail()
 
     @cute.jit
@@ -436,6 +490,20 @@ class GemmSm90:
                 if args.has_bias != 0:
                     value = value + Float32(bias[row])
                 out[token, row] = value.to(self.out_dtype)
+
+    @cute.jit
+    def _store_rows(self, args, acc, coord_c, first_row, end_row, first_col):
+        """grouped: the tile's rows before ``end_row`` (its segment's) from registers into out,
+        two columns (4 bytes) a store."""
+        for i in cutlass.range(0, cute.size(acc), 2, unroll_full=True):
+            row = first_row + coord_c[i][0]
+            col = first_col + coord_c[i][1]
+            if row < end_row and col < args.n:
+                pair = cute.make_rmem_tensor(cute.make_layout(2), self.out_dtype)
+                pair[0] = acc[i].to(self.out_dtype)
+                pair[1] = acc[i + 1].to(self.out_dtype)
+                offset = cute.assume(cutlass.Int64(row) * args.ldc + col, divby=2)
+                cute.autovec_copy(pair, cute.make_tensor(args.c + offset, cute.make_layout(2)))
 
     @cute.jit
     def _epilogue(self, args, acc, coord_c, bias, first_col, g_tile, atom_c, s_c, t_sc, acc_pieces, piece, piece_out,

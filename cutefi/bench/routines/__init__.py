@@ -8,6 +8,7 @@ from .ceilings import Attention, Copy, Matmul
 from .decode import BatchDecode, SingleDecode
 from .gemm import BmmBf16, MmBf16
 from .gemm_fp8 import BmmFp8, GemmFp8Groupwise
+from .grouped import GroupGemmFp8, SegmentGemm
 from .merge import MergeStates
 from .norm import FusedAddRmsNorm, LayerNorm, RmsNorm
 from .norm_quant import FusedAddRmsNormQuant, LayerNormQuant, RmsNormQuant
@@ -16,7 +17,7 @@ from .rope import Rope
 ROUTINES: dict[str, type[Routine]] = {
     routine.name: routine for routine in (RmsNorm, FusedAddRmsNorm, LayerNorm, RmsNormQuant, FusedAddRmsNormQuant,
                                          LayerNormQuant, Rope, MergeStates, AppendPagedKvCache, BatchDecode,
-                                         SingleDecode, MmBf16, BmmBf16, BmmFp8, GemmFp8Groupwise,
+                                         SingleDecode, MmBf16, BmmBf16, BmmFp8, GemmFp8Groupwise, SegmentGemm, GroupGemmFp8,
                                          Copy, Matmul, Attention)
 }
 

@@ -1,0 +1,54 @@
+"""Work units of a grouped (segment) GEMM: segment ``s`` is rows ``[indptr[s], indptr[s + 1])``
+of A and of the output, multiplied by weight ``weight_indices[s]``.
+
+The host writes ``tile_prefix``: ``tile_prefix[s]`` is the number of output tiles of the
+segments before ``s`` (``ceil(rows / tile_m) * tiles_n`` each), so ``tile_prefix[groups]`` is
+the number of work units and the tiles of a segment are consecutive units (M tiles fastest:
+the CTAs running together share the segment's weight columns in L2). A CTA copies the prefix
+into shared memory once and finds a unit's segment by binary search there. A segment's last
+M tile reads rows of the next segment (TMA loads whole tiles); the store drops them.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32
+
+MAX_GROUPS = 1024  # segments a launch takes (the prefix lives in shared memory: 4 KB)
+_FLAT = 1 << 30
+
+
+@cute.jit
+def load_prefix(prefix_ptr: cute.Pointer, staged: cute.Tensor, groups: Int32, thread: Int32,
+                threads: cutlass.Constexpr[int]):
+    """``staged[s] = tile_prefix[s]`` for s in ``[0, groups]``; every thread takes part and the
+    caller synchronises the CTA before reading it."""
+    prefix = cute.make_tensor(prefix_ptr, cute.make_layout(_FLAT))
+    for s in cutlass.range(thread, groups + 1, threads, unroll=1):
+        staged[s] = prefix[s]
+
+
+@cute.jit
+def find_unit(staged: cute.Tensor, indptr_ptr: cute.Pointer, weights_ptr: cute.Pointer, groups: Int32,
+              tile_m: cutlass.Constexpr[int], linear: Int32):
+    """(m tile, n tile, weight, first row of the segment, its end row) of work unit ``linear``
+    (< ``staged[groups]``): the last segment whose first unit is at most ``linear`` (empty
+    segments share their successor's first unit, so they are never found)."""
+    low = Int32(0)
+    high = groups
+    while high - low > 1:
+        middle = (low + high) // 2
+        if staged[middle] <= linear:
+            low = middle
+        else:
+            high = middle
+    indptr = cute.make_tensor(indptr_ptr, cute.make_layout(_FLAT))
+    weights = cute.make_tensor(weights_ptr, cute.make_layout(_FLAT))
+    first_row = indptr[low]
+    end_row = indptr[low + 1]
+    tiles_m = (end_row - first_row + tile_m - 1) // tile_m
+    local = linear - staged[low]
+    n_tile = local // tiles_m
+    m_tile = local - n_tile * tiles_m
+    return m_tile, n_tile, weights[low], first_row, end_row

@@ -1,0 +1,254 @@
+"""Grouped (segment) GEMM in one launch: FlashInfer's ``SegmentGEMMWrapper`` (bf16/fp16, for
+multi-LoRA and MoE) and ``group_gemm_fp8_nt_groupwise`` (FP8 with DeepSeek-style block scales,
+for MoE experts), on the Hopper grouped builds (``sm90_kernel.py`` with ``grouped``).
+
+Segment ``s`` is rows ``[indptr[s], indptr[s + 1])`` of ``x`` and of the output, multiplied by
+weight ``weight_indices[s]`` (default ``s``). Segment bounds stay on the device: no host
+synchronisation, so a call can be captured in a CUDA graph. The host turns them into the
+number of output tiles before each segment (a few small torch operations) and the kernel's
+persistent CTAs walk those tiles. Rows outside every segment are not written (a new output is
+zero-filled, as FlashInfer's). Up to ``MAX_GROUPS`` segments a call. Hopper (sm_90a) only.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._capability import declare
+from .._checks import require_cuda, require_same_device, require_tensor
+from .._library import compiling, define
+from ..jit.logs import api_log
+from ..jit.lookup import device_cc, get_kernel
+from ..jit.policy import Family
+from . import launch
+from .api import _TORCH_DTYPES, _no_output, _operand, _sms
+from .fp8_api import _FP8, _OUT
+from .groupwise_api import BLOCK, _ceil, _check_options, _scale_strides
+from .launch import MAX_GROUPS, Sm90Config
+
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def _hopper(device: int, what: str) -> None:
+    if device_cc(device) != (9, 0):
+        cc = device_cc(device)
+        raise RuntimeError(f"{what} runs on Hopper (sm_90a) only for now; device {device} is sm_{cc[0]}{cc[1]}")
+
+
+def _index(name: str, tensor: torch.Tensor, length: int, device: torch.device) -> torch.Tensor:
+    """``tensor`` as contiguous int32 on ``device`` (a copy where it is not already)."""
+    require_tensor(name, tensor)
+    if tensor.dim() != 1 or tensor.shape[0] != length or tensor.dtype not in _INDEX_DTYPES:
+        raise ValueError(f"{name} must be a 1-D int32 or int64 tensor of {length} entries, got "
+                         f"{tuple(tensor.shape)} {tensor.dtype}")
+    if tensor.device != device:
+        raise ValueError(f"{name} must be on {device}, got {tensor.device}")
+    return tensor.to(torch.int32).contiguous()
+
+
+def _config(rows: int, n: int, groups: int, sms: int) -> Sm90Config:
+    """128 x 256 tiles when an estimate of their count (every segment's rows rounded up) fills
+    0.8 of a wave, else 128 x 128."""
+    wide = Sm90Config(128, 256, 1)
+    estimate = (_ceil(rows, 128) + groups) * _ceil(n, wide.tile_n)
+    return wide if 5 * estimate >= 4 * sms else Sm90Config(128, 128, 1)
+
+
+def _tile_prefix(indptr: torch.Tensor, tiles_n: int, tile_m: int) -> torch.Tensor:
+    """Output tiles before each segment (``groups + 1`` int32, the last the total)."""
+    lens = (indptr[1:] - indptr[:-1]).clamp_(min=0)
+    prefix = torch.zeros(indptr.shape[0], dtype=torch.int32, device=indptr.device)
+    torch.cumsum((lens + tile_m - 1) // tile_m * tiles_n, 0, out=prefix[1:])
+    return prefix
+
+
+def _launch(kernel, config: Sm90Config, device: int, a: torch.Tensor, weights: torch.Tensor, out: torch.Tensor,
+            indptr: torch.Tensor, weight_indices: torch.Tensor, **extra: int) -> None:
+    """``weights`` row-major ``[L, N, K]`` (a K-major build) or ``[L, K, N]`` (an N-major one)."""
+    rows, k = a.shape
+    n = out.shape[1]
+    groups = indptr.shape[0] - 1
+    prefix = _tile_prefix(indptr, _ceil(n, config.tile_n), config.tile_m)
+    ctas = min(_sms(device), (_ceil(rows, config.tile_m) + groups) * _ceil(n, config.tile_n))
+    kernel.launch((ctas, 1, 1), device, None, False, a=_operand(a, False), b=_operand(weights, True), c=out.data_ptr(),
+                  bias=a.data_ptr(), workspace=out.data_ptr(), counters=indptr.data_ptr(), m=rows, n=n, k=k, batch=1,
+                  group_m=1, has_bias=0, splits=1, ctas=ctas, ldc=out.stride(0) if rows > 1 else n,
+                  seg_indptr=indptr.data_ptr(), tile_prefix=prefix.data_ptr(),
+                  weight_indices=weight_indices.data_ptr(), groups=groups, **extra)
+
+
+def _rows_operand(name: str, tensor: torch.Tensor, align: int) -> None:
+    rows, cols = tensor.shape
+    if cols > 1 and tensor.stride(1) != 1 or rows > 1 and (tensor.stride(0) < cols or tensor.stride(0) % align):
+        raise ValueError(f"{name} {tuple(tensor.shape)} with strides {tuple(tensor.stride())} is not taken: its rows "
+                         f"must be contiguous and a multiple of 16 bytes apart")
+    if tensor.data_ptr() % 16:
+        raise ValueError(f"{name} must start on a 16-byte boundary")
+
+
+class SegmentGEMMWrapper:
+    """FlashInfer's segment GEMM: ``y[seg] = x[seg] @ W[weight_indices[seg]]`` for every segment
+    in one launch. ``weights`` is ``[num_weights, d_out, d_in]`` when ``weight_column_major``
+    (nn.Linear weights), else ``[num_weights, d_in, d_out]``; bf16 or fp16 like ``x``."""
+
+    def __init__(self, float_workspace_buffer: torch.Tensor, backend: str = "auto") -> None:
+        require_tensor("float_workspace_buffer", float_workspace_buffer)
+        if backend not in ("auto", "cutefi"):
+            raise ValueError(f"backend must be 'auto' or 'cutefi' (cutefi runs its own kernels), got {backend!r}")
+        self._float_workspace_buffer = float_workspace_buffer  # (kept for FlashInfer's API; not used)
+
+    def reset_workspace_buffer(self, float_workspace_buffer: torch.Tensor, int_workspace_buffer: torch.Tensor) -> None:
+        self._float_workspace_buffer = float_workspace_buffer
+
+    @api_log
+    def run(self, x: torch.Tensor, weights: torch.Tensor, batch_size: int, weight_column_major: bool,
+            out: torch.Tensor | None = None, seg_lens: torch.Tensor | None = None,
+            seg_indptr: torch.Tensor | None = None, weight_indices: torch.Tensor | None = None) -> torch.Tensor:
+        require_tensor("x", x)
+        require_tensor("weights", weights)
+        if x.dtype not in _TORCH_DTYPES or weights.dtype != x.dtype:
+            raise TypeError(f"x and weights must both be bfloat16 or float16, got {x.dtype} and {weights.dtype}")
+        if x.dim() != 2 or weights.dim() != 3:
+            raise ValueError(f"x must be 2-D [rows, d_in] and weights 3-D; got {tuple(x.shape)}, {tuple(weights.shape)}")
+        if not 1 <= batch_size <= MAX_GROUPS:
+            raise ValueError(f"batch_size (segments) must be in [1, {MAX_GROUPS}], got {batch_size}")
+        d_in = x.shape[1]
+        d_out, w_in = (weights.shape[1], weights.shape[2]) if weight_column_major else (weights.shape[2], weights.shape[1])
+        if w_in != d_in:
+            raise ValueError(f"weights {tuple(weights.shape)} (weight_column_major={weight_column_major}) do not take "
+                             f"d_in={d_in}")
+        if d_in % 8 or d_out % 8:
+            raise ValueError(f"d_in and d_out must be multiples of 8 (16-byte rows, for TMA); got {d_in}, {d_out}")
+        device = require_cuda("x", x)
+        _hopper(device, "SegmentGEMMWrapper")
+        indptr = self._indptr(x, batch_size, seg_lens, seg_indptr)
+        chosen = _index("weight_indices", weight_indices, batch_size, x.device) if weight_indices is not None \
+            else torch.arange(batch_size, dtype=torch.int32, device=x.device)
+        if out is None:
+            out = torch.zeros(x.shape[0], d_out, dtype=x.dtype, device=x.device)
+        elif tuple(out.shape) != (x.shape[0], d_out) or out.dtype != x.dtype:
+            raise ValueError(f"out must be {(x.shape[0], d_out)} {x.dtype}, got {tuple(out.shape)} {out.dtype}")
+        require_same_device(("x", x), ("weights", weights), ("out", out))
+        for name, tensor in (("x", x), ("out", out)):
+            _rows_operand(name, tensor, 8)
+        inner = weights.stride(2) if weights.shape[2] > 1 else 1
+        if inner != 1 or weights.stride(1) % 8 or (weights.shape[0] > 1 and weights.stride(0) % 8) \
+                or weights.data_ptr() % 16:
+            raise ValueError(f"weights {tuple(weights.shape)} with strides {tuple(weights.stride())} is not taken: "
+                             f"its last dimension must be contiguous, the others 16-byte multiples")
+        if x.shape[0] == 0:
+            return out
+        if compiling():
+            _OPS["segment"](x, weights, indptr, chosen, weight_column_major, out)
+        else:
+            _segment_into(x, weights, indptr, chosen, weight_column_major, out)
+        return out
+
+    forward = run
+
+    @staticmethod
+    def _indptr(x: torch.Tensor, batch_size: int, seg_lens: torch.Tensor | None,
+                seg_indptr: torch.Tensor | None) -> torch.Tensor:
+        if seg_indptr is not None:
+            return _index("seg_indptr", seg_indptr, batch_size + 1, x.device)
+        if seg_lens is None:
+            raise ValueError("either seg_lens or seg_indptr must be given")
+        lens = _index("seg_lens", seg_lens, batch_size, x.device)
+        indptr = torch.zeros(batch_size + 1, dtype=torch.int32, device=x.device)
+        torch.cumsum(lens, 0, out=indptr[1:])
+        return indptr
+
+
+@api_log
+def group_gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
+                                m_indptr: torch.Tensor, scale_granularity_mnk: tuple[int, int, int] = (1, 128, 128),
+                                scale_major_mode: str = "MN", mma_sm: int = 1, out: torch.Tensor | None = None,
+                                out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Segment ``s`` (rows ``[m_indptr[s], m_indptr[s + 1])`` of ``a`` [cum_m, K]) times expert
+    ``b[s]`` (``b`` [experts, N, K]) with block scales: ``a_scale`` ``[cum_m, K/128]`` ("K") or
+    ``[K/128, cum_m]`` ("MN"), ``b_scale`` ``[experts, N/128, K/128]`` ("K") or
+    ``[experts, K/128, N/128]`` ("MN"); output ``[cum_m, N]`` bf16 (or ``out_dtype`` / ``out``)."""
+    granularity = _check_options(scale_major_mode, mma_sm, scale_granularity_mnk, "auto")
+    if granularity != (1, BLOCK, BLOCK):
+        raise ValueError(f"group_gemm_fp8_nt_groupwise takes scale_granularity_mnk (1, 128, 128), got {granularity}")
+    if scale_major_mode is None:
+        raise ValueError("scale_major_mode must be 'K' or 'MN'")
+    for name, tensor, rank in (("a", a, 2), ("b", b, 3)):
+        require_tensor(name, tensor)
+        if tensor.dim() != rank or tensor.dtype not in _FP8:
+            raise TypeError(f"{name} must be a {rank}-D float8_e4m3fn or float8_e5m2 tensor, got "
+                            f"{tuple(tensor.shape)} {tensor.dtype}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"a and b must share one FP8 format, got {a.dtype} and {b.dtype}")
+    (rows, k), (experts, n, k_b) = a.shape, b.shape
+    if k != k_b or k % 16 or n % 8:
+        raise ValueError(f"a {tuple(a.shape)} and b {tuple(b.shape)}: K must match and be a multiple of 16, N of 8")
+    out_dtype = out.dtype if out is not None else (out_dtype or torch.bfloat16)
+    if out_dtype not in _OUT:
+        raise TypeError(f"the output dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
+    groups = m_indptr.shape[0] - 1 if isinstance(m_indptr, torch.Tensor) and m_indptr.dim() == 1 else -1
+    if not 1 <= groups <= min(experts, MAX_GROUPS):
+        raise ValueError(f"m_indptr must be 1-D with experts + 1 = {experts + 1} entries (at most {MAX_GROUPS + 1})")
+    device = require_cuda("a", a)
+    _hopper(device, "group_gemm_fp8_nt_groupwise")
+    indptr = _index("m_indptr", m_indptr, groups + 1, a.device)
+    k_blocks, n_blocks = _ceil(k, BLOCK), _ceil(n, BLOCK)
+    k_major = scale_major_mode == "K"
+    sa_row, sa_k = _scale_strides("a_scale", a_scale, rows, k_blocks, k_major)
+    require_tensor("b_scale", b_scale)
+    if b_scale.dim() != 3 or b_scale.shape[0] != experts:
+        raise ValueError(f"b_scale must be [experts={experts}, ...], got {tuple(b_scale.shape)}")
+    sb_col, sb_k = _scale_strides("b_scale", b_scale[0], n_blocks, k_blocks, k_major)
+    if out is None:
+        out = torch.zeros(rows, n, dtype=out_dtype, device=a.device)
+    elif tuple(out.shape) != (rows, n):
+        raise ValueError(f"out must be {(rows, n)}, got {tuple(out.shape)}")
+    require_same_device(("a", a), ("b", b), ("a_scale", a_scale), ("b_scale", b_scale), ("out", out))
+    for name, tensor, align in (("a", a, 16), ("out", out, 8)):
+        _rows_operand(name, tensor, align)
+    if (b.stride(2) != 1 and k > 1) or b.stride(1) % 16 or b.stride(0) % 16 or b.data_ptr() % 16:
+        raise ValueError(f"b {tuple(b.shape)} with strides {tuple(b.stride())} is not taken: rows of K contiguous, "
+                         f"16-byte multiples apart")
+    if (a_scale.data_ptr() | b_scale.data_ptr()) & 3:
+        raise ValueError("a_scale and b_scale must start on 4-byte boundaries")
+    if rows == 0:
+        return out
+    (_OPS["fp8"] if compiling() else _fp8_into)(a, b, a_scale, b_scale, indptr, scale_major_mode, out)
+    return out
+
+
+# ---- the launches, and the ops torch.compile records (arguments checked by the callers) -----
+def _segment_into(x: torch.Tensor, weights: torch.Tensor, indptr: torch.Tensor, chosen: torch.Tensor,
+                  weight_column_major: bool, out: torch.Tensor) -> None:
+    device = x.get_device()
+    config = _config(x.shape[0], out.shape[1], indptr.shape[0] - 1, _sms(device))
+    dtype = _TORCH_DTYPES[x.dtype]
+    kernel = get_kernel(launch.GROUPED_SPECS[(dtype, dtype, "k" if weight_column_major else "n", config)], device)
+    _launch(kernel, config, device, x, weights, out, indptr, chosen)
+
+
+def _fp8_into(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor, indptr: torch.Tensor,
+              scale_major_mode: str, out: torch.Tensor) -> None:
+    device = a.get_device()
+    (rows, k), (_, n, _) = a.shape, b.shape
+    k_major = scale_major_mode == "K"
+    sa_row, sa_k = _scale_strides("a_scale", a_scale, rows, _ceil(k, BLOCK), k_major)
+    sb_col, sb_k = _scale_strides("b_scale", b_scale[0], _ceil(n, BLOCK), _ceil(k, BLOCK), k_major)
+    groups = indptr.shape[0] - 1
+    config = _config(rows, n, groups, _sms(device))
+    kernel = get_kernel(launch.GROUPED_SPECS[(_FP8[a.dtype], _OUT[out.dtype], "k", config)], device)
+    _launch(kernel, config, device, a, b, out, indptr, torch.arange(groups, dtype=torch.int32, device=a.device),
+            scale_a=a_scale.data_ptr(), scale_b=b_scale.data_ptr(), scale_rows=1, sa_row=sa_row, sa_k=sa_k,
+            sb_col=sb_col, sb_k=sb_k, sb_batch=b_scale.stride(0))
+
+
+_OPS = {
+    "segment": define("segment_gemm_into(Tensor x, Tensor weights, Tensor seg_indptr, Tensor weight_indices, "
+                      "bool weight_column_major, Tensor(a!) out) -> ()", _segment_into, _no_output),
+    "fp8": define("group_gemm_fp8_into(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor m_indptr, "
+                  "str scale_major_mode, Tensor(a!) out) -> ()", _fp8_into, _no_output),
+}
+
+
+declare(SegmentGEMMWrapper, (Family.WGMMA,), ("bf16", "fp16"))
+declare(group_gemm_fp8_nt_groupwise, (Family.WGMMA,), ("fp8e4m3", "fp8e5m2"))
