@@ -111,7 +111,7 @@ class Sm90Config:
         return (self.tile_m + self.tile_n) * 128  # (a 128-byte row of K per tile row)
 
     def epi_bytes(self, out_dtype: str, grouped: bool = False) -> int:
-        if self.swap or grouped:  # (stored from registers)
+        if self.swap:  # (stored from registers)
             return 0
         return self.tile_m * EPI_TILE_N * dtypes.bits(out_dtype) // 8 * EPI_STAGES
 
@@ -170,8 +170,8 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
         TmaRecipe("b", dtype, box=b_box, placeholder=PLACEHOLDER,
                   swizzle="128B", l2_promotion="256B"),
     )
-    if swap or grouped:  # the output (swap: transposed) stored from registers through a pointer
-        c_params: tuple[Param, ...] = (Param("c", "ptr", out_dtype, 4 if grouped else 2),)
+    if swap:  # the output, transposed: stored from registers through a pointer
+        c_params: tuple[Param, ...] = (Param("c", "ptr", out_dtype, 2),)
     else:
         c_params = (Param("c", "tma"),)
         tma += (TmaRecipe("c", out_dtype, box=(EPI_TILE_N, tile_m, 1), placeholder=PLACEHOLDER,
@@ -183,8 +183,10 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
     if block_scaled:
         scales += scalars("i32", "scale_rows", "sa_row", "sa_k", "sb_col", "sb_k")
     # grouped: segment s is rows [seg_indptr[s], seg_indptr[s + 1]) of A and out, times weight
-    # (B's batch entry) weight_indices[s]; tile_prefix[s]: the output tiles of segments before s
-    segments = (*pointers("seg_indptr", "tile_prefix", "weight_indices", dtype="i32", align=4),
+    # (B's batch entry) weight_indices[s]; tile_prefix[s]: the output tiles of segments before s;
+    # c_rows: out again, for the tiles that cross a segment's end (stored row by row)
+    segments = (Param("c_rows", "ptr", out_dtype, 4),
+                *pointers("seg_indptr", "tile_prefix", "weight_indices", dtype="i32", align=4),
                 *scalars("i32", "groups"), *(scalars("i32", "sb_batch") if block_scaled else ())) if grouped else ()
     return LaunchContract(
         params=(Param("a", "tma"), Param("b", "tma"), *c_params, *scales, Param("bias", "ptr", dtype, 2),

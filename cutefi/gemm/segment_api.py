@@ -70,7 +70,8 @@ def _launch(kernel, config: Sm90Config, device: int, a: torch.Tensor, weights: t
     groups = indptr.shape[0] - 1
     prefix = _tile_prefix(indptr, _ceil(n, config.tile_n), config.tile_m)
     ctas = min(_sms(device), (_ceil(rows, config.tile_m) + groups) * _ceil(n, config.tile_n))
-    kernel.launch((ctas, 1, 1), device, None, False, a=_operand(a, False), b=_operand(weights, True), c=out.data_ptr(),
+    kernel.launch((ctas, 1, 1), device, None, False, a=_operand(a, False), b=_operand(weights, True),
+                  c=_operand(out, False), c_rows=out.data_ptr(),
                   bias=a.data_ptr(), workspace=out.data_ptr(), counters=indptr.data_ptr(), m=rows, n=n, k=k, batch=1,
                   group_m=1, has_bias=0, splits=1, ctas=ctas, ldc=out.stride(0) if rows > 1 else n,
                   seg_indptr=indptr.data_ptr(), tile_prefix=prefix.data_ptr(),

@@ -69,10 +69,11 @@ class GemmSm90:
         self.scaled = fp8 and not block_scaled
         self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap, cluster_k,
                                              block_scaled, grouped)
-        # grouped: row segments of A, each times its own weight (cutefi.cute.segments), the
-        # output stored from registers (a segment's last tile must not write the next's rows)
+        # grouped: row segments of A, each times its own weight (cutefi.cute.segments); a tile
+        # that crosses its segment's end is stored from registers (it must not write the next
+        # segment's rows), the others through the staged TMA-store epilogue
         self.grouped = grouped
-        self.staged_out = not (swap or grouped)
+        self.staged_out = not swap
         config = launch.Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k)
         self.cluster_k = cluster_k
         self.exchange_elems = max(config.exchange_elems, 4)
@@ -179,7 +180,7 @@ class GemmSm90:
             cpasync.prefetch_descriptor(atom_b)
             if const_expr(self.staged_out):
                 cpasync.prefetch_descriptor(atom_c)
-        c_elems = cute.cosize(c_smem) if const_expr(self.staged_out) else 8  # (swap, grouped: none staged)
+        c_elems = cute.cosize(c_smem) if const_expr(self.staged_out) else 8  # (swap: none staged)
 
         @cute.struct
         class SharedStorage:
@@ -242,7 +243,7 @@ class GemmSm90:
             segments.load_prefix(args.tile_prefix, staged_prefix, args.groups, tidx, launch.SM90_THREADS)
             cute.arch.sync_threads()
         # grouped: what a unit's A tiles and segment come from
-        groups = (staged_prefix, tma_a, atom_a, s_a) if const_expr(self.grouped) else None
+        groups = (staged_prefix, tma_a, atom_a, s_a, tma_c) if const_expr(self.grouped) else None
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // launch.WARPGROUP)
         exchange = (storage.exchange.data_ptr(), exchange_full, rank)
         if warpgroup_idx == 0:
@@ -288,7 +289,7 @@ class GemmSm90:
     def _produce_segments(self, args, ring, groups, first, stride, atom_b, t_sb, t_gb):
         """grouped: as ``_produce``, each unit's A tiles counted from its segment's first row
         and its B tiles from its weight."""
-        staged_prefix, tma_a, atom_a, s_a = groups
+        staged_prefix, tma_a, atom_a, s_a, _ = groups
         tile_m, tile_n, tile_k = self.tile_mnk
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         k_count = (args.k + tile_k - 1) // tile_k
@@ -383,7 +384,7 @@ class GemmSm90:
                 tile, split, k_begin, k_count = linear, Int32(0), Int32(0), (args.k + tile_k - 1) // tile_k
             else:
                 m_tile, n_tile, batch, tile, split, k_begin, k_count = raster.unit(linear)
-                first_row = m_tile * tile_m
+                first_row, end_row = m_tile * tile_m, args.m
             m_tile = m_tile * self.cluster_m + cluster_coord[0]
 
             if const_expr(self.block_scaled):
@@ -459,16 +460,20 @@ class GemmSm90:
                     scale_a = cute.make_tensor(args.scale_a, cute.make_layout(1))
                     scale_b = cute.make_tensor(args.scale_b, cute.make_layout(1))
                     acc.store(acc.load() * (scale_a[0] * scale_b[0]))
-                if const_expr(self.grouped):
-                    self._store_rows(args, acc, coord_c, first_row, end_row, n_tile * tile_n)
-                elif const_expr(self.swap):
+                if const_expr(self.swap):
                     self._store_transposed(args, acc, coord_c, bias, m_tile * tile_m, n_tile * tile_n, share)
+                elif const_expr(self.grouped):
+                    if first_row + tile_m > end_row:  # (crosses its segment's end: row by row)
+                        self._store_rows(args, acc, coord_c, first_row, end_row, n_tile * tile_n)
+                    else:  # (a whole tile inside its segment, from its first row)
+                        g_tile = cute.local_tile(cute.domain_offset((first_row, 0, 0), groups[4]), (tile_m, tile_n),
+                                                 (None, None, None))[(None, None, 0, n_tile, 0)]
+                        pieces_done = self._epilogue(args, acc, coord_c, bias, n_tile * tile_n, g_tile, store_ring,
+                                                     epi_barrier, pieces_done, share)
                 else:
-                    g_c, atom_c, s_c, t_sc, acc_pieces, piece, piece_out, store_r2s, stores, is_store_warp = store_ring
                     pieces_done = self._epilogue(args, acc, coord_c, bias, n_tile * tile_n,
-                                                 g_c[(None, None, m_tile, n_tile, batch)], atom_c, s_c, t_sc,
-                                                 acc_pieces, piece, piece_out, store_r2s, stores, epi_barrier,
-                                                 is_store_warp, pieces_done, share)
+                                                 store_ring[0][(None, None, m_tile, n_tile, batch)], store_ring,
+                                                 epi_barrier, pieces_done, share)
             linear += stride
         if const_expr(self.block_scaled):
             block_scale.last_turn(thread)
@@ -503,13 +508,14 @@ class GemmSm90:
                 pair[0] = acc[i].to(self.out_dtype)
                 pair[1] = acc[i + 1].to(self.out_dtype)
                 offset = cute.assume(cutlass.Int64(row) * args.ldc + col, divby=2)
-                cute.autovec_copy(pair, cute.make_tensor(args.c + offset, cute.make_layout(2)))
+                cute.autovec_copy(pair, cute.make_tensor(args.c_rows + offset, cute.make_layout(2)))
 
     @cute.jit
-    def _epilogue(self, args, acc, coord_c, bias, first_col, g_tile, atom_c, s_c, t_sc, acc_pieces, piece, piece_out,
-                  store_r2s, stores, epi_barrier, is_store_warp, pieces_done: Int32, share: Int32) -> Int32:
-        """Bias, conversion, stmatrix into the store ring, TMA stores; returns pieces stored so far
-        (cluster_k: only the pieces of this CTA's ``share``)."""
+    def _epilogue(self, args, acc, coord_c, bias, first_col, g_tile, store_ring, epi_barrier, pieces_done: Int32,
+                  share: Int32) -> Int32:
+        """Bias, conversion, stmatrix into the store ring, TMA stores of ``g_tile``; returns pieces
+        stored so far (cluster_k: only the pieces of this CTA's ``share``)."""
+        _, atom_c, s_c, t_sc, acc_pieces, piece, piece_out, store_r2s, stores, is_store_warp = store_ring
         if args.has_bias != 0:
             last_col = args.n - 1
             for i in cutlass.range(cute.size(acc), unroll_full=True):
