@@ -22,8 +22,7 @@ each other's halves through distributed shared memory (:mod:`cutefi.cute.cluster
 FP8 builds (e4m3/e5m2, K-major operands) take 128-element K stages and multiply the fp32
 sums by the two per-tensor scales at the store; the ``block_scaled`` ones (DeepSeek-style
 scales, :mod:`cutefi.cute.block_scale`) instead sum each K stage into a scratch set, 128
-columns at a time, and add it into the accumulators times that stage's scales, the two
-consumer warpgroups taking turns to issue.
+columns at a time, and add it into the accumulators times that stage's scales.
 """
 
 from __future__ import annotations
@@ -372,8 +371,6 @@ class GemmSm90:
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         pieces_done = Int32(0)
-        if const_expr(self.block_scaled):
-            block_scale.first_turn(thread)
         units = groups[0][args.groups] if const_expr(self.grouped) else raster.units
         linear = first
         while linear < units:
@@ -389,8 +386,8 @@ class GemmSm90:
 
             if const_expr(self.block_scaled):
                 # ---- main loop, block scales: a K step's sums into the scratch set, then
-                # promoted into acc times their scales; the two warpgroups take turns issuing
-                # (one's MMAs run while the other promotes)
+                # promoted into acc times their scales (one warpgroup's MMAs run while the
+                # other promotes)
                 # (a K step's first wgmma overwrites the scratch set, the others add: two MMA
                 # objects set once, not one flipped inside the loops, and no zero-fill whose
                 # moves the compiler could sink past the wgmma fence and so serialise every wgmma)
@@ -407,9 +404,7 @@ class GemmSm90:
                     upcoming = block_scale.load(args, offsets, cutlass.min(k_begin + k_step + 1, last_block), parts)
                     ring.consumer_wait(read)
                     for part in cutlass.range_constexpr(parts):
-                        block_scale.take_turn(thread)
                         block_scale.issue(mmas, scratch, frag_a_part, frag_b_parts[part], read.index, k_blocks)
-                        block_scale.pass_turn(thread)
                         warpgroup.wait_group(0)
                         if const_expr(part == parts - 1):
                             ring.consumer_release(read)
@@ -475,8 +470,6 @@ class GemmSm90:
                                                  store_ring[0][(None, None, m_tile, n_tile, batch)], store_ring,
                                                  epi_barrier, pieces_done, share)
             linear += stride
-        if const_expr(self.block_scaled):
-            block_scale.last_turn(thread)
         if const_expr(self.staged_out):
             store_ring[8].producer_tail()
 
