@@ -116,11 +116,8 @@ def _gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None, sc
         if scale.device != a.device or scale.dtype != torch.float32 or scale.numel() != 1:
             _check_scale(name, scale)
             raise ValueError(f"{name} must be on {a.device}, got {scale.device}")
-    if out is None:
-        out = torch.empty(shape, dtype=out_dtype, device=a.device)
-    if kernel is None:  # an empty dimension
-        if out.numel():
-            out.zero_()
+    out, empty = output_for(kernel, shape, out, out_dtype, a.device)
+    if empty:
         return out
     if (a.data_ptr() | b.data_ptr() | out.data_ptr()) & 15:
         raise ValueError("A, B and out must start on 16-byte boundaries; slice views that start mid-row are not taken")
@@ -128,6 +125,19 @@ def _gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None, sc
     launch_hopper(kernel, grid, device, a, b, out, m, n, k, batched, scale_a=scale_a.data_ptr(),
                   scale_b=scale_b.data_ptr())
     return out
+
+
+def output_for(kernel, shape: tuple, out: torch.Tensor | None, out_dtype: torch.dtype,
+               device: torch.device) -> tuple[torch.Tensor, bool]:
+    """(``out``, or a new output; whether there is nothing to launch: an empty dimension, the
+    output zero-filled)."""
+    if out is None:
+        out = torch.empty(shape, dtype=out_dtype, device=device)
+    if kernel is None:
+        if out.numel():
+            out.zero_()
+        return out, True
+    return out, False
 
 
 def launch_hopper(kernel, grid, device: int, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, m: int, n: int,

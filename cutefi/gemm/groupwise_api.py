@@ -29,7 +29,7 @@ from ..jit.lookup import device_cc, get_kernel
 from ..jit.policy import Family
 from . import launch
 from .api import _PLANS, _check_backend, _no_output
-from .fp8_api import _FP8, _OUT, launch_hopper
+from .fp8_api import _FP8, _OUT, launch_hopper, output_for
 from .plan import GENERATION, block_scaled_plan
 
 BLOCK = 128
@@ -123,11 +123,8 @@ def _groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale:
     if found is None:
         found = _PLANS.put(key, _plan(a, b, a_scale, b_scale, scale_major_mode, granularity, out, out_dtype))
     kernel, device, shape, grid, strides = found
-    if out is None:
-        out = torch.empty(shape, dtype=out_dtype, device=a.device)
-    if kernel is None:  # an empty dimension
-        if out.numel():
-            out.zero_()
+    out, empty = output_for(kernel, shape, out, out_dtype, a.device)
+    if empty:
         return out
     if (a.data_ptr() | b.data_ptr() | out.data_ptr()) & 15 or (a_scale.data_ptr() | b_scale.data_ptr()) & 3:
         raise ValueError("a, b and out must start on 16-byte boundaries (slice views that start mid-row are not "
