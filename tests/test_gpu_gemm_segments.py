@@ -134,3 +134,22 @@ def test_refusals():
         wrapper.run(x, weights, 2, False, seg_lens=torch.tensor([4, 4], device="cuda"))
     with pytest.raises(TypeError, match="bfloat16 or float16"):
         wrapper.run(x.float(), weights, 2, True, seg_lens=torch.tensor([4, 4], device="cuda"))
+
+
+def test_segment_bounds_past_the_rows_write_nothing_outside_out():
+    """Segment bounds are not checked on the host (that would synchronise): bounds past x's rows
+    (or before row 0) must not write outside out. out is a window of a poisoned buffer."""
+    gen = torch.Generator(device="cuda").manual_seed(8)
+    x = torch.randn(200, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    weights = torch.randn(2, 64, 128, device="cuda", dtype=torch.bfloat16, generator=gen) / 8
+    buffer = torch.full((600, 64), float("nan"), device="cuda", dtype=torch.bfloat16)
+    out = buffer[200:400]
+    wrapper = cutefi.SegmentGEMMWrapper(torch.empty(1 << 20, dtype=torch.int8, device="cuda"))
+    wrapper.run(x, weights, 2, True, out=out, seg_indptr=torch.tensor([150, 190, 330], device="cuda"))
+    torch.cuda.synchronize()
+    assert torch.isnan(buffer[:200]).all() and torch.isnan(buffer[400:]).all(), "written outside out"
+    _check_rows(out, x[150:190].float() @ weights[0].float().t(), slice(150, 190))
+    _check_rows(out, x[190:200].float() @ weights[1].float().t(), slice(190, 200))
+    wrapper.run(x, weights, 2, True, out=out, seg_indptr=torch.tensor([-70, 10, 20], device="cuda"))
+    torch.cuda.synchronize()
+    assert torch.isnan(buffer[:200]).all() and torch.isnan(buffer[400:]).all(), "written outside out"

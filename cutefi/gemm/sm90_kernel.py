@@ -378,6 +378,7 @@ class GemmSm90:
                 m_tile, n_tile, batch, first_row, end_row = segments.find_unit(
                     groups[0], args.seg_indptr, args.weight_indices, args.groups, tile_m, linear)
                 first_row += m_tile * tile_m
+                end_row = cutlass.min(end_row, args.m)  # (bounds past out's rows are not written)
                 tile, split, k_begin, k_count = linear, Int32(0), Int32(0), (args.k + tile_k - 1) // tile_k
             else:
                 m_tile, n_tile, batch, tile, split, k_begin, k_count = raster.unit(linear)
@@ -496,7 +497,7 @@ class GemmSm90:
         for i in cutlass.range(0, cute.size(acc), 2, unroll_full=True):
             row = first_row + coord_c[i][0]
             col = first_col + coord_c[i][1]
-            if row < end_row and col < args.n:
+            if row >= 0 and row < end_row and col < args.n:
                 pair = cute.make_rmem_tensor(cute.make_layout(2), self.out_dtype)
                 pair[0] = acc[i].to(self.out_dtype)
                 pair[1] = acc[i + 1].to(self.out_dtype)
