@@ -80,6 +80,32 @@ def test_compiled_attention_merges_match_eager():
         assert torch.equal(want, have)
 
 
+@pytest.mark.skipif(torch.cuda.get_device_capability() != (9, 0), reason="FP8 and grouped GEMMs: Hopper only")
+def test_compiled_fp8_and_grouped_gemms_match_eager():
+    """quantize_fp8 -> gemm_fp8_nt_groupwise, group_gemm_fp8_nt_groupwise and a segment GEMM in
+    one torch.compile(fullgraph=True) graph, against eager on the same inputs."""
+    seg = cutefi.SegmentGEMMWrapper(torch.empty(1 << 20, dtype=torch.int8, device="cuda"))
+
+    def moe_block(x, w, experts, indptr):
+        a, a_scale = cutefi.quantize_fp8(x, group_shape=(1, 128))
+        b, b_scale = cutefi.quantize_fp8(w, group_shape=(128, 128))
+        dense = cutefi.gemm_fp8_nt_groupwise(a, b, a_scale, b_scale, "K")
+        grouped = cutefi.group_gemm_fp8_nt_groupwise(a, torch.stack([b, b]), a_scale, torch.stack([b_scale, b_scale]),
+                                                     indptr, scale_major_mode="K")
+        lora = seg.run(x.to(torch.bfloat16), experts, 2, True, seg_indptr=indptr)
+        return dense, grouped, lora
+
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    x = torch.randn(96, 256, device="cuda", generator=gen)
+    w = torch.randn(128, 256, device="cuda", generator=gen)
+    experts = torch.randn(2, 64, 256, device="cuda", dtype=torch.bfloat16, generator=gen)
+    indptr = torch.tensor([0, 40, 96], dtype=torch.int32, device="cuda")
+    expected = moe_block(x, w, experts, indptr)
+    got = torch.compile(moe_block, fullgraph=True)(x, w, experts, indptr)
+    for want, have in zip(expected, got):
+        assert torch.equal(want, have)
+
+
 def _samples():
     x, residual, w, gamma, beta, q, k, pos, scratch, scale = _inputs(1)
     scalars = [1.0, 13.287712379549449, 0.0, 0.0]

@@ -83,8 +83,13 @@ def _rows_operand(name: str, tensor: torch.Tensor, align: int) -> None:
     if cols > 1 and tensor.stride(1) != 1 or rows > 1 and (tensor.stride(0) < cols or tensor.stride(0) % align):
         raise ValueError(f"{name} {tuple(tensor.shape)} with strides {tuple(tensor.stride())} is not taken: its rows "
                          f"must be contiguous and a multiple of 16 bytes apart")
-    if tensor.data_ptr() % 16:
-        raise ValueError(f"{name} must start on a 16-byte boundary")
+
+
+def _check_pointers(tensors: tuple[tuple[str, torch.Tensor, int], ...]) -> None:
+    """Each tensor starts on its boundary (checked in the launch: torch.compile traces no pointers)."""
+    for name, tensor, align in tensors:
+        if tensor.data_ptr() % align:
+            raise ValueError(f"{name} must start on a {align}-byte boundary")
 
 
 class SegmentGEMMWrapper:
@@ -120,8 +125,7 @@ class SegmentGEMMWrapper:
                              f"d_in={d_in}")
         if d_in % 8 or d_out % 8:
             raise ValueError(f"d_in and d_out must be multiples of 8 (16-byte rows, for TMA); got {d_in}, {d_out}")
-        device = require_cuda("x", x)
-        _hopper(device, "SegmentGEMMWrapper")
+        require_cuda("x", x)
         indptr = self._indptr(x, batch_size, seg_lens, seg_indptr)
         chosen = _index("weight_indices", weight_indices, batch_size, x.device) if weight_indices is not None \
             else torch.arange(batch_size, dtype=torch.int32, device=x.device)
@@ -133,8 +137,7 @@ class SegmentGEMMWrapper:
         for name, tensor in (("x", x), ("out", out)):
             _rows_operand(name, tensor, 8)
         inner = weights.stride(2) if weights.shape[2] > 1 else 1
-        if inner != 1 or weights.stride(1) % 8 or (weights.shape[0] > 1 and weights.stride(0) % 8) \
-                or weights.data_ptr() % 16:
+        if inner != 1 or weights.stride(1) % 8 or (weights.shape[0] > 1 and weights.stride(0) % 8):
             raise ValueError(f"weights {tuple(weights.shape)} with strides {tuple(weights.stride())} is not taken: "
                              f"its last dimension must be contiguous, the others 16-byte multiples")
         if x.shape[0] == 0:
@@ -190,8 +193,7 @@ def group_gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch
     groups = m_indptr.shape[0] - 1 if isinstance(m_indptr, torch.Tensor) and m_indptr.dim() == 1 else -1
     if not 1 <= groups <= min(experts, MAX_GROUPS):
         raise ValueError(f"m_indptr must be 1-D with experts + 1 = {experts + 1} entries (at most {MAX_GROUPS + 1})")
-    device = require_cuda("a", a)
-    _hopper(device, "group_gemm_fp8_nt_groupwise")
+    require_cuda("a", a)
     indptr = _index("m_indptr", m_indptr, groups + 1, a.device)
     k_blocks, n_blocks = _ceil(k, BLOCK), _ceil(n, BLOCK)
     k_major = scale_major_mode == "K"
@@ -207,11 +209,9 @@ def group_gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch
     require_same_device(("a", a), ("b", b), ("a_scale", a_scale), ("b_scale", b_scale), ("out", out))
     for name, tensor, align in (("a", a, 16), ("out", out, 8)):
         _rows_operand(name, tensor, align)
-    if (b.stride(2) != 1 and k > 1) or b.stride(1) % 16 or b.stride(0) % 16 or b.data_ptr() % 16:
+    if (b.stride(2) != 1 and k > 1) or b.stride(1) % 16 or b.stride(0) % 16:
         raise ValueError(f"b {tuple(b.shape)} with strides {tuple(b.stride())} is not taken: rows of K contiguous, "
                          f"16-byte multiples apart")
-    if (a_scale.data_ptr() | b_scale.data_ptr()) & 3:
-        raise ValueError("a_scale and b_scale must start on 4-byte boundaries")
     if rows == 0:
         return out
     (_OPS["fp8"] if compiling() else _fp8_into)(a, b, a_scale, b_scale, indptr, scale_major_mode, out)
@@ -222,6 +222,8 @@ def group_gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch
 def _segment_into(x: torch.Tensor, weights: torch.Tensor, indptr: torch.Tensor, chosen: torch.Tensor,
                   weight_column_major: bool, out: torch.Tensor) -> None:
     device = x.get_device()
+    _hopper(device, "SegmentGEMMWrapper")  # (here, not in run: torch.compile traces run, not this)
+    _check_pointers((("x", x, 16), ("weights", weights, 16), ("out", out, 16)))
     config = _config(x.shape[0], out.shape[1], indptr.shape[0] - 1, _sms(device))
     dtype = _TORCH_DTYPES[x.dtype]
     kernel = get_kernel(launch.GROUPED_SPECS[(dtype, dtype, "k" if weight_column_major else "n", config)], device)
@@ -231,6 +233,8 @@ def _segment_into(x: torch.Tensor, weights: torch.Tensor, indptr: torch.Tensor, 
 def _fp8_into(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor, indptr: torch.Tensor,
               scale_major_mode: str, out: torch.Tensor) -> None:
     device = a.get_device()
+    _hopper(device, "group_gemm_fp8_nt_groupwise")
+    _check_pointers((("a", a, 16), ("b", b, 16), ("out", out, 16), ("a_scale", a_scale, 4), ("b_scale", b_scale, 4)))
     (rows, k), (_, n, _) = a.shape, b.shape
     k_major = scale_major_mode == "K"
     sa_row, sa_k = _scale_strides("a_scale", a_scale, rows, _ceil(k, BLOCK), k_major)
