@@ -76,12 +76,24 @@ def _cpu_calls():
         "bmm_fp8": (lambda: cutefi.bmm_fp8(torch.randn(2, 4, 64).to(torch.float8_e5m2),
                                            torch.randn(2, 32, 64).to(torch.float8_e5m2).transpose(1, 2),
                                            torch.ones(1), torch.ones(1), torch.float16), "A"),
+        "gemm_fp8_nt_groupwise": (lambda: cutefi.gemm_fp8_nt_groupwise(
+            x.to(torch.float8_e4m3fn), torch.randn(128, 64).to(torch.float8_e4m3fn), torch.ones(4, 1),
+            torch.ones(1, 1), "K"), "a"),
+        "gemm_fp8_nt_blockscaled": (lambda: cutefi.gemm_fp8_nt_blockscaled(
+            x.to(torch.float8_e5m2), torch.randn(128, 64).to(torch.float8_e5m2), torch.ones(1, 1), torch.ones(1, 1),
+            out=torch.empty(4, 128, dtype=torch.float16)), "a"),
+        "group_gemm_fp8_nt_groupwise": (lambda: cutefi.group_gemm_fp8_nt_groupwise(
+            x.to(torch.float8_e4m3fn), torch.randn(2, 128, 64).to(torch.float8_e4m3fn), torch.ones(4, 1),
+            torch.ones(2, 1, 1), torch.tensor([0, 1, 4], dtype=i32), scale_major_mode="K"), "a"),
+        "SegmentGEMMWrapper": (lambda: cutefi.SegmentGEMMWrapper(torch.empty(16, dtype=torch.int8)).run(
+            x, torch.randn(2, 32, 64).to(bf16), 2, True, seg_lens=torch.tensor([1, 3])), "x"),
     }
 
 
 # torch ops that run wherever their tensors are (as FlashInfer's do): no device check; and
-# fast_decode_plan, which plans a wrapper whose constructor checked the device
-DEVICE_AGNOSTIC = {"get_seq_lens", "get_batch_indices_positions", "fast_decode_plan"}
+# fast_decode_plan, which plans a wrapper whose constructor checked the device; quantize_fp8
+# (torch operations, a helper to make FP8 inputs: CPU tensors are fine)
+DEVICE_AGNOSTIC = {"get_seq_lens", "get_batch_indices_positions", "fast_decode_plan", "quantize_fp8"}
 
 
 @pytest.mark.parametrize("op", list(_cpu_calls()))
