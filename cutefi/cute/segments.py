@@ -15,8 +15,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32
 
-MAX_GROUPS = 1024  # segments a launch takes (the prefix lives in shared memory: 4 KB)
-_FLAT = 1 << 30
+_FLAT = 1 << 30  # (the extent the index vectors are viewed with; launch.MAX_GROUPS bounds the segments)
 
 
 @cute.jit
