@@ -85,6 +85,10 @@ def _cpu_calls():
         "group_gemm_fp8_nt_groupwise": (lambda: cutefi.group_gemm_fp8_nt_groupwise(
             x.to(torch.float8_e4m3fn), torch.randn(2, 128, 64).to(torch.float8_e4m3fn), torch.ones(4, 1),
             torch.ones(2, 1, 1), torch.tensor([0, 1, 4], dtype=i32), scale_major_mode="K"), "a"),
+        "single_prefill_with_kv_cache": (lambda: cutefi.single_prefill_with_kv_cache(q, k, k, causal=True), "q"),
+        "BatchPrefillWithRaggedKVCacheWrapper": (
+            lambda: cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1024, dtype=torch.uint8)),
+            "float_workspace_buffer"),
         "SegmentGEMMWrapper": (lambda: cutefi.SegmentGEMMWrapper(torch.empty(16, dtype=torch.int8)).run(
             x, torch.randn(2, 32, 64).to(bf16), 2, True, seg_lens=torch.tensor([1, 3])), "x"),
     }

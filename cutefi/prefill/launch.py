@@ -1,0 +1,101 @@
+"""Launch contracts of the prefill attention family (pure Python, no cutlass import).
+
+``prefill.sm90`` (Hopper, ``sm90_kernel.py``): FlashAttention-3's structure. A CTA holds
+``TILE_M`` = 128 query rows of one (request, q head): a producer warp TMA-loads the Q tile
+once and the request's K and V tiles (``tile_n`` tokens each) into a ``stages``-deep ring;
+two consumer warpgroups own 64 rows each and, per KV tile, compute S = Q K^T (wgmma, both
+operands in shared memory), the online softmax in registers (base 2), and O += P V (wgmma
+with P from registers). Persistent CTAs walk the plan's work units (``plan.py``), the most
+expensive first.
+
+Tensors are passed as ``[heads, tokens, head_dim]`` views (any token and head strides that are
+multiples of 16 bytes): q, k and v through TMA descriptors (``PLACEHOLDER`` is their compiled
+shape; the loader encodes the real ones), out and lse through pointers with strides (a tile's
+rows past its request's end are not stored: they belong to the next request). KV tiles that
+cross the request's end are loaded from the next request's rows (or zero-filled past the
+tensor) and masked.
+
+Work units: the plan's ``work`` array is int32 ``[WORK_ROWS, pairs]`` (row-major) describing
+(request, q tile) pairs: q_begin (the request's first q row), qo_len, kv_begin, kv_len,
+m_block (the q tile). Unit ``u`` is pair ``u // heads``, q head ``u % heads`` (kv head
+``head // group``). Causal masks are aligned to the end of the KV (q row ``r`` sees keys
+``<= r + kv_len - qo_len``); ``window_left >= 0`` also hides keys ``< r + kv_len - qo_len -
+window_left``. Scores become base-2 logits: ``s = S * q_mult``, or with a soft cap ``s =
+cap_scale * tanh(S * q_mult)``. lse is base 2 (FlashInfer's).
+"""
+
+from __future__ import annotations
+
+from ..jit.contract import LaunchContract, Param, TmaRecipe, pointers, scalars
+from ..jit.policy import Family
+from ..jit.registry import register
+from ..jit.spec import KernelSpec
+
+DTYPES = ("bf16", "fp16")
+HEAD_DIMS = (64, 128, 256)
+TILE_M = 128           # q rows of a CTA: two consumer warpgroups of 64
+WARPGROUP = 128
+THREADS = 3 * WARPGROUP  # producer warpgroup + two consumers
+BOX_COLS = 64          # head-dim elements of a TMA box: one 128-byte swizzle row (16-bit)
+SMEM_LIMIT = 227 * 1024
+BARRIER_BYTES = 1024
+MAX_STAGES = 4
+WORK_ROWS = 5          # q_begin, qo_len, kv_begin, kv_len, m_block
+PLACEHOLDER_TOKENS = 4096
+OUT_STRIDES = ("out_stride_token", "out_stride_head", "lse_stride_token", "lse_stride_head")
+
+
+def tile_n(head_dim: int) -> int:
+    """KV tokens a tile: S (64 x tile_n fp32) and O (64 x head_dim fp32) share a consumer's
+    registers, so the widest head dim takes the narrowest tile."""
+    return {64: 128, 128: 128, 256: 64}[head_dim]
+
+
+def q_bytes(head_dim: int) -> int:
+    return TILE_M * head_dim * 2
+
+
+def stage_bytes(head_dim: int) -> int:
+    """A ring stage: one K and one V tile."""
+    return 2 * tile_n(head_dim) * head_dim * 2
+
+
+def stages(head_dim: int) -> int:
+    return min(MAX_STAGES, (SMEM_LIMIT - BARRIER_BYTES - q_bytes(head_dim)) // stage_bytes(head_dim))
+
+
+def smem_bytes(head_dim: int) -> int:
+    return BARRIER_BYTES + q_bytes(head_dim) + stages(head_dim) * stage_bytes(head_dim)
+
+
+def sm90_contract(dtype: str, head_dim: int) -> LaunchContract:
+    if dtype not in DTYPES or head_dim not in HEAD_DIMS:
+        raise ValueError(f"prefill sm90 builds are {DTYPES} x head_dim {HEAD_DIMS}; got {dtype}, {head_dim}")
+    placeholder = (4, PLACEHOLDER_TOKENS, head_dim)
+    tma = tuple(TmaRecipe(name, dtype, box=(BOX_COLS, rows, 1), placeholder=placeholder, swizzle="128B",
+                          l2_promotion="256B")
+                for name, rows in (("q", TILE_M), ("k", tile_n(head_dim)), ("v", tile_n(head_dim))))
+    return LaunchContract(
+        params=(Param("q", "tma"), Param("k", "tma"), Param("v", "tma"), Param("out", "ptr", dtype, 4),
+                Param("lse", "ptr", "fp32", 4), Param("work", "ptr", "i32", 4),
+                *scalars("i32", "units", "heads", "group", "causal", "window_left", "write_lse", "ctas"),
+                *scalars("f32", "q_mult", "cap_scale"), *scalars("i64", *OUT_STRIDES)),
+        block=(THREADS, 1, 1),
+        grid=lambda p: (p["ctas"], 1, 1),
+        sample={"units": 1024, "heads": 32, "group": 4, "causal": 1, "window_left": -1, "write_lse": 1,
+                "ctas": 132, "q_mult": 0.1275, "cap_scale": 0.0,
+                **{name: 4096 for name in OUT_STRIDES}},
+        smem_bytes=smem_bytes(head_dim),
+        tma=tma,
+        entry=f"cutefi_prefill_sm90_{dtype}_d{head_dim}",
+        pdl=True,
+    )
+
+
+SM90_SPECS = {
+    (dtype, head_dim): KernelSpec.make("prefill.sm90", "cute", "cutefi.prefill.sm90_kernel:PrefillSm90",
+                                       "cutefi.prefill.launch:sm90_contract", Family.WGMMA, dtype=dtype,
+                                       head_dim=head_dim)
+    for dtype in DTYPES for head_dim in HEAD_DIMS
+}
+register(*SM90_SPECS.values())

@@ -1,0 +1,398 @@
+"""Hopper (sm_90a) prefill attention: TMA loads, wgmma for S = Q K^T and O += P V, online
+softmax in registers, warp-specialised and persistent, in CuTe DSL.
+
+ABI, tiles and launch: ``launch.py`` (``sm90_contract``). A CTA has three warpgroups:
+
+  0. producer: one warp walks this CTA's work units and, per unit, TMA-loads the Q tile into
+     its buffer (a one-slot ring, freed when both consumers are done with it), then the
+     unit's K and V tiles, last tile first, into two ``stages``-deep rings (K and V have their
+     own barriers, so S = Q K^T starts before V has landed);
+  1-2. consumers: each owns 64 of the tile's 128 q rows and, per KV tile: S = Q K^T (both
+     operands in shared memory, fp32 accumulators), the mask where the tile needs one, the
+     online softmax (base 2; O rescaled by the change of each row's maximum), P converted to
+     the 16-bit type in registers, where it already sits as the A operand of O += P V (V's
+     tile seen transposed: MN-major B); then the epilogue: O / rowsum and the base-2 lse,
+     stored from registers (rows past the request's end are never written).
+
+KV tiles are taken from the last one down: the tiles that need a mask (the request's end,
+the causal diagonal) come first and the loop over the rest carries no mask code.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass import Float32, Int32, Int64, const_expr
+from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
+
+from cutefi.cute import args as kernel_args
+from cutefi.cute.args import KernelArgs
+from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.pdl import wait_for_inputs
+from cutefi.prefill import launch
+
+PRODUCER_REGS = 24
+CONSUMER_REGS = 240
+CONSUMER_THREADS = 2 * launch.WARPGROUP
+ROWS = 64  # q rows of a consumer warpgroup (the wgmma's M)
+NEG_INF = float("-inf")
+
+
+class PrefillSm90:
+    # ------------------------------------------------------------------ #
+    # 1. specialisation
+    # ------------------------------------------------------------------ #
+    def __init__(self, dtype: str, head_dim: int) -> None:
+        self.contract = launch.sm90_contract(dtype, head_dim)
+        self.dtype = cute_dtype(dtype)
+        self.head_dim = head_dim
+        self.tile_n = launch.tile_n(head_dim)
+        self.stages = launch.stages(head_dim)
+
+    def _tiled_mma(self, width: int, b_major, a_source):
+        """One 64-row wgmma atom per consumer warpgroup (the two split the tile's rows)."""
+        return sm90_utils.make_trivial_tiled_mma(self.dtype, self.dtype, OperandMajorMode.K, b_major, Float32,
+                                                 (launch.TILE_M // ROWS, 1, 1), (ROWS, width), a_source)
+
+    def _smem_layouts(self):
+        """(Q (128, d, 1), K/V (tile_n, d, stages)): row-major tiles as TMA writes them,
+        128-byte swizzled, K-major for S = Q K^T (V is read through a transposed view)."""
+        atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, self.dtype)
+        q = cute.tile_to_shape(atom, (launch.TILE_M, self.head_dim, 1), order=(0, 1, 2))
+        kv = cute.tile_to_shape(atom, (self.tile_n, self.head_dim, self.stages), order=(0, 1, 2))
+        return q, kv
+
+    # ------------------------------------------------------------------ #
+    # 2. host side: TMA atoms over the (tokens, head_dim, heads) views
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def __call__(self, args: KernelArgs):
+        q_smem, kv_smem = self._smem_layouts()
+        load = cpasync.CopyBulkTensorTileG2SOp()
+        atom_q, tma_q = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.q), cute.slice_(q_smem, (None, None, 0)),
+                                                    (launch.TILE_M, self.head_dim))
+        kv_stage = cute.slice_(kv_smem, (None, None, 0))
+        atom_k, tma_k = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.k), kv_stage,
+                                                    (self.tile_n, self.head_dim))
+        atom_v, tma_v = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.v), kv_stage,
+                                                    (self.tile_n, self.head_dim))
+        kernel_args.launch(self.kernel, self.contract, args,
+                           args.replace(q=(atom_q, tma_q), k=(atom_k, tma_k), v=(atom_v, tma_v)))
+
+    # ------------------------------------------------------------------ #
+    # 3. the kernel: setup, then the producer or a consumer
+    # ------------------------------------------------------------------ #
+    @cute.kernel
+    def kernel(self, args: KernelArgs):
+        atom_q, tma_q = args.q
+        atom_k, tma_k = args.k
+        atom_v, tma_v = args.v
+        q_smem, kv_smem = self._smem_layouts()
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        if warp_idx == 0:
+            cpasync.prefetch_descriptor(atom_q)
+            cpasync.prefetch_descriptor(atom_k)
+            cpasync.prefetch_descriptor(atom_v)
+
+        @cute.struct
+        class SharedStorage:
+            q_barriers: cute.struct.MemRange[cutlass.Int64, 2]
+            k_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            v_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            s_q: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(q_smem)], 1024]
+            s_k: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(kv_smem)], 1024]
+            s_v: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(kv_smem)], 1024]
+
+        storage = cutlass.memory.SmemAllocator().allocate(SharedStorage)
+        s_q = storage.s_q.get_tensor(q_smem.outer, swizzle=q_smem.inner)
+        s_k = storage.s_k.get_tensor(kv_smem.outer, swizzle=kv_smem.inner)
+        s_v = storage.s_v.get_tensor(kv_smem.outer, swizzle=kv_smem.inner)
+        q_ring = self._ring(storage.q_barriers, 1, cute.size_in_bytes(self.dtype, cute.slice_(q_smem, (None, None, 0))))
+        tile_bytes = cute.size_in_bytes(self.dtype, cute.slice_(kv_smem, (None, None, 0)))
+        k_ring = self._ring(storage.k_barriers, self.stages, tile_bytes)
+        v_ring = self._ring(storage.v_barriers, self.stages, tile_bytes)
+        pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
+        pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
+        wait_for_inputs()
+        warpgroup_idx = cute.arch.make_warp_uniform(tidx // launch.WARPGROUP)
+        if warpgroup_idx == 0:
+            cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+            if warp_idx == 0:
+                self._produce(args, (q_ring, k_ring, v_ring), (atom_q, tma_q, s_q), (atom_k, tma_k, s_k),
+                              (atom_v, tma_v, s_v))
+        else:
+            cute.arch.setmaxregister_increase(CONSUMER_REGS)
+            self._consume(args, (q_ring, k_ring, v_ring), s_q, s_k, s_v, tidx - launch.WARPGROUP)
+
+    def _ring(self, barriers, stages: int, tx_bytes):
+        """A TMA ring: full barriers (bytes landed), empty ones (every consumer warp done)."""
+        return pipeline.PipelineTmaAsync.create(
+            barrier_storage=barriers.data_ptr(), num_stages=stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_THREADS // 32),
+            tx_count=tx_bytes, cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)), defer_sync=True)
+
+    @cute.jit
+    def _unit(self, args, unit):
+        """(q_begin, qo_len, kv_begin, kv_len, m_block, head) of work unit ``unit``."""
+        pair = unit // args.heads
+        pairs = args.units // args.heads
+        work = cute.make_tensor(args.work, cute.make_layout((launch.WORK_ROWS, pairs), stride=(pairs, 1)))
+        return work[0, pair], work[1, pair], work[2, pair], work[3, pair], work[4, pair], unit - pair * args.heads
+
+    @cute.jit
+    def _kv_tiles(self, args, qo_len, kv_len, m_block):
+        """[first, end) KV tiles the unit's rows see (``plan.kv_tile_range``)."""
+        first_row = m_block * launch.TILE_M
+        last_row = cutlass.min(first_row + launch.TILE_M, qo_len) - 1
+        end = kv_len
+        if args.causal != 0:
+            end = cutlass.min(kv_len, last_row + kv_len - qo_len + 1)
+        start = Int32(0)
+        if args.window_left >= 0:
+            start = cutlass.max(first_row + kv_len - qo_len - args.window_left, 0)
+        end_tile = cutlass.max((end + self.tile_n - 1) // self.tile_n, 0)
+        return cutlass.min(start // self.tile_n, end_tile), end_tile
+
+    # ------------------------------------------------------------------ #
+    # 4. producer: TMA loads
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def _produce(self, args, rings, q_parts, k_parts, v_parts):
+        q_ring, k_ring, v_ring = rings
+        atom_q, tma_q, s_q = q_parts
+        d, tile_n = self.head_dim, self.tile_n
+        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
+        k_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        v_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        unit = cute.arch.block_idx()[0]
+        while unit < args.units:
+            q_begin, qo_len, kv_begin, kv_len, m_block, head = self._unit(args, unit)
+            kv_head = head // args.group
+            first, end = self._kv_tiles(args, qo_len, kv_len, m_block)
+            # (the request's rows from its first: a tile past its end reads the next request's
+            # rows or TMA's zeros, which the consumers mask or do not store)
+            t_sq, t_gq = _tma_view(atom_q, s_q, cute.domain_offset((q_begin, 0, 0), tma_q), (launch.TILE_M, d))
+            q_ring.producer_acquire(q_state)
+            cute.copy(atom_q, t_gq[(None, m_block, 0, head)], t_sq[(None, 0)],
+                      tma_bar_ptr=q_ring.producer_get_barrier(q_state))
+            q_ring.producer_commit(q_state)
+            q_state.advance()
+            k_atom, tma_k, s_k = k_parts
+            v_atom, tma_v, s_v = v_parts
+            t_sk, t_gk = _tma_view(k_atom, s_k, cute.domain_offset((kv_begin, 0, 0), tma_k), (tile_n, d))
+            t_sv, t_gv = _tma_view(v_atom, s_v, cute.domain_offset((kv_begin, 0, 0), tma_v), (tile_n, d))
+            for i in cutlass.range(end - first, unroll=1):
+                n = end - 1 - i
+                k_ring.producer_acquire(k_state)
+                cute.copy(k_atom, t_gk[(None, n, 0, kv_head)], t_sk[(None, k_state.index)],
+                          tma_bar_ptr=k_ring.producer_get_barrier(k_state))
+                k_ring.producer_commit(k_state)
+                k_state.advance()
+                v_ring.producer_acquire(v_state)
+                cute.copy(v_atom, t_gv[(None, n, 0, kv_head)], t_sv[(None, v_state.index)],
+                          tma_bar_ptr=v_ring.producer_get_barrier(v_state))
+                v_ring.producer_commit(v_state)
+                v_state.advance()
+            unit += cute.arch.grid_dim()[0]
+        q_ring.producer_tail(q_state)
+        k_ring.producer_tail(k_state)
+        v_ring.producer_tail(v_state)
+
+    # ------------------------------------------------------------------ #
+    # 5. consumers: S = Q K^T, softmax, O += P V, epilogue
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def _consume(self, args, rings, s_q, s_k, s_v, thread):
+        q_ring, k_ring, v_ring = rings
+        d, tile_n = self.head_dim, self.tile_n
+        mma_qk = self._tiled_mma(tile_n, OperandMajorMode.K, warpgroup.OperandSource.SMEM)
+        mma_pv = self._tiled_mma(d, OperandMajorMode.MN, warpgroup.OperandSource.RMEM)
+        # wgmma operands are partitioned per warpgroup, accumulator coordinates per thread
+        wg_first = thread // launch.WARPGROUP * launch.WARPGROUP
+        wg_qk, wg_pv = mma_qk.get_slice(wg_first), mma_pv.get_slice(wg_first)
+        frag_q = wg_qk.make_fragment_A(wg_qk.partition_A(s_q[(None, None, 0)]))
+        frag_k = wg_qk.make_fragment_B(wg_qk.partition_B(s_k))
+        frag_v = wg_pv.make_fragment_B(wg_pv.partition_B(_transposed(s_v)))
+        frag_p = wg_pv.make_fragment_A(wg_pv.partition_shape_A((launch.TILE_M, tile_n)))
+        acc_s = cute.make_rmem_tensor(wg_qk.partition_shape_C((launch.TILE_M, tile_n)), Float32)
+        acc_o = cute.make_rmem_tensor(wg_pv.partition_shape_C((launch.TILE_M, d)), Float32)
+        coord_s = _rows_view(mma_qk.get_slice(thread).partition_C(cute.make_identity_tensor((launch.TILE_M, tile_n))))
+        coord_o = mma_pv.get_slice(thread).partition_C(cute.make_identity_tensor((launch.TILE_M, d)))
+        row_max = cute.make_rmem_tensor(cute.make_layout(2), Float32)
+        row_sum = cute.make_rmem_tensor(cute.make_layout(2), Float32)
+        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
+        kv_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        unit = cute.arch.block_idx()[0]
+        while unit < args.units:
+            q_begin, qo_len, kv_begin, kv_len, m_block, head = self._unit(args, unit)
+            first, end = self._kv_tiles(args, qo_len, kv_len, m_block)
+            first_row = m_block * launch.TILE_M
+            # (scores as base-2 logits s * mult; a soft cap turns s into cap * tanh first)
+            mult = args.q_mult
+            if args.cap_scale != Float32(0.0):
+                mult = Float32(1.0)
+            row_max.fill(NEG_INF)
+            row_sum.fill(0.0)
+            acc_o.fill(0.0)
+            q_ring.consumer_wait(q_state)
+            for i in cutlass.range(end - first, unroll=1):
+                n = end - 1 - i
+                k_ring.consumer_wait(kv_state)
+                _gemm(mma_qk, acc_s, frag_q, frag_k[(None, None, None, kv_state.index)], True)
+                k_ring.consumer_release(kv_state)
+                self._softmax(args, acc_s, acc_o, coord_s, row_max, row_sum, mult, first_row + 0, n * tile_n,
+                              qo_len, kv_len)
+                frag_p.store(cute.make_tensor(acc_s.iterator, _acc_as_a(acc_s.layout)).load().to(self.dtype))
+                v_ring.consumer_wait(kv_state)
+                _gemm(mma_pv, acc_o, frag_p, frag_v[(None, None, None, kv_state.index)], False)
+                v_ring.consumer_release(kv_state)
+                kv_state.advance()
+            q_ring.consumer_release(q_state)
+            q_state.advance()
+            self._epilogue(args, acc_o, coord_o, row_max, row_sum, mult, q_begin, qo_len, first_row, head)
+            unit += cute.arch.grid_dim()[0]
+
+    @cute.jit
+    def _softmax(self, args, acc_s, acc_o, coord_s, row_max, row_sum, mult, first_row, first_col, qo_len, kv_len):
+        """The online softmax of one KV tile on this thread's two rows: scores masked where the
+        tile needs it, each row's new maximum (shared by the quad of threads holding the row),
+        P = 2^(s * mult - max * mult) in place of S, the rows' running sums (per thread;
+        summed over the quad at the end) and O rescaled."""
+        s_rows = _rows_view(acc_s)
+        o_rows = _rows_view(acc_o)
+        columns = cute.size(s_rows, mode=[1])
+        if args.cap_scale != Float32(0.0):
+            for r in cutlass.range_constexpr(2):
+                for c in cutlass.range_constexpr(columns):
+                    s_rows[r, c] = args.cap_scale * cute.math.tanh(s_rows[r, c] * args.q_mult, fastmath=True)
+        shift = kv_len - qo_len  # (q row r is key position r + shift)
+        # a mask where some key of the tile is past the end, after a row's diagonal, or before
+        # a row's window (the tile's rows span first_row .. first_row + TILE_M - 1)
+        needs_mask = first_col + self.tile_n > kv_len
+        if args.causal != 0:
+            needs_mask = needs_mask or first_col + self.tile_n - 1 > first_row + shift
+        if args.window_left >= 0:
+            needs_mask = needs_mask or first_col < first_row + launch.TILE_M - 1 + shift - args.window_left
+        if needs_mask:
+            for r in cutlass.range_constexpr(2):
+                row = first_row + coord_s[r, 0][0]
+                high = kv_len  # keys [low, high) are visible to the row
+                if args.causal != 0:
+                    high = cutlass.min(high, row + shift + 1)
+                low = Int32(0)
+                if args.window_left >= 0:
+                    low = row + shift - args.window_left
+                for c in cutlass.range_constexpr(columns):
+                    col = first_col + coord_s[r, c][1]
+                    s_rows[r, c] = cutlass.select_(col < high, s_rows[r, c], Float32(NEG_INF))
+                    s_rows[r, c] = cutlass.select_(col >= low, s_rows[r, c], Float32(NEG_INF))
+        for r in cutlass.range_constexpr(2):
+            tile_max = s_rows[r, 0]
+            for c in cutlass.range_constexpr(1, columns):
+                tile_max = cute.arch.fmax(tile_max, s_rows[r, c])
+            tile_max = cute.arch.fmax(tile_max, cute.arch.shuffle_sync_bfly(tile_max, offset=1))
+            tile_max = cute.arch.fmax(tile_max, cute.arch.shuffle_sync_bfly(tile_max, offset=2))
+            new_max = cute.arch.fmax(row_max[r], tile_max)
+            # 0 while every key so far is masked: 2^(-inf - 0) = 0, never NaN
+            ref = cutlass.select_(new_max == Float32(NEG_INF), Float32(0.0), new_max * mult)
+            rescale = cute.math.exp2(row_max[r] * mult - ref, fastmath=True)
+            total = row_sum[r] * rescale
+            for c in cutlass.range_constexpr(columns):
+                p = cute.math.exp2(s_rows[r, c] * mult - ref, fastmath=True)
+                s_rows[r, c] = p
+                total = total + p
+            row_sum[r] = total
+            row_max[r] = new_max
+            for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
+                o_rows[r, c] = o_rows[r, c] * rescale
+
+    @cute.jit
+    def _epilogue(self, args, acc_o, coord_o, row_max, row_sum, mult, q_begin, qo_len, first_row, head):
+        """O / rowsum into ``out`` (two elements a store) and the rows' base-2 lse, for the rows
+        before the request's end; rows with no visible key get 0 and -inf."""
+        o_rows = _rows_view(acc_o)
+        coord_rows = _rows_view(coord_o)
+        lse = cute.make_rmem_tensor(cute.make_layout(2), Float32)
+        for r in cutlass.range_constexpr(2):
+            total = row_sum[r]
+            total = total + cute.arch.shuffle_sync_bfly(total, offset=1)
+            total = total + cute.arch.shuffle_sync_bfly(total, offset=2)
+            nonempty = total > Float32(0.0)
+            inv = cutlass.select_(nonempty, cute.arch.rcp_approx(total), Float32(0.0))
+            lse[r] = cutlass.select_(nonempty, row_max[r] * mult + cute.math.log2(total, fastmath=True),
+                                     Float32(NEG_INF))
+            for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
+                o_rows[r, c] = o_rows[r, c] * inv
+        head_offset = Int64(head) * args.out_stride_head
+        pair = cute.make_rmem_tensor(cute.make_layout(2), self.dtype)
+        for r in cutlass.range_constexpr(2):
+            row = first_row + coord_rows[r, 0][0]
+            if row < qo_len:
+                token = Int64(q_begin + row)
+                row_offset = token * args.out_stride_token + head_offset
+                for c in cutlass.range_constexpr(0, cute.size(o_rows, mode=[1]), 2):
+                    pair[0] = o_rows[r, c].to(self.dtype)
+                    pair[1] = o_rows[r, c + 1].to(self.dtype)
+                    offset = cute.assume(row_offset + coord_rows[r, c][1], divby=2)
+                    cute.autovec_copy(pair, cute.make_tensor(args.out + offset, cute.make_layout(2)))
+                if args.write_lse != 0 and coord_rows[r, 0][1] == 0:
+                    lse_at = token * args.lse_stride_token + Int64(head) * args.lse_stride_head
+                    cute.make_tensor(args.lse + lse_at, cute.make_layout(1))[0] = lse[r]
+
+
+@cute.jit
+def _gemm(tiled_mma, acc, frag_a, frag_b, zero_init: cutlass.Constexpr):
+    """acc (+)= A B over the fragments' K blocks on one warpgroup, waited for. A fresh atom
+    per call: its accumulate flag is set here, in this scope (a flag flipped on a shared
+    object inside the dynamic loops leaves an SSA value out of its scope)."""
+    warpgroup.fence()
+    atom = cute.make_mma_atom(tiled_mma.op)
+    atom.set(warpgroup.Field.ACCUMULATE, not zero_init)
+    for k in cutlass.range_constexpr(cute.size(frag_a.shape[2])):
+        cute.gemm(atom, acc, frag_a[(None, None, k)], frag_b[(None, None, k)], acc)
+        atom.set(warpgroup.Field.ACCUMULATE, True)
+    warpgroup.commit_group()
+    warpgroup.wait_group(0)
+
+
+def _tma_view(atom, smem, coords, tile):
+    """(smem, gmem) TMA partitions of ``coords`` tiled by ``tile``: gmem (TMA, tiles along
+    tokens, 1, heads), smem (TMA, stage)."""
+    tiles = cute.local_tile(coords, tile, (None, None, None))
+    return cpasync.tma_partition(atom, 0, cute.make_layout(1), cute.group_modes(smem, 0, 2),
+                                 cute.group_modes(tiles, 0, 2))
+
+
+def _tokens_dim_heads(tensor: cute.Tensor) -> cute.Tensor:
+    """[heads, tokens, head_dim] -> (tokens, head_dim, heads): the same memory."""
+    return cute.make_tensor(tensor.iterator, cute.select(tensor.layout, mode=[1, 2, 0]))
+
+
+def _transposed(tensor: cute.Tensor) -> cute.Tensor:
+    """(rows, cols, stages) seen as (cols, rows, stages): V's tile as the MN-major B of P V."""
+    shape = (tensor.shape[1], tensor.shape[0], *tensor.shape[2:])
+    return cute.composition(tensor, cute.make_ordered_layout(shape, order=(1, 0, *range(2, cute.rank(tensor)))))
+
+
+def _rows_view(tensor: cute.Tensor) -> cute.Tensor:
+    """A wgmma accumulator fragment ((2, 2, N/8), M, N) seen as (rows, columns) of this thread:
+    ((2, M), (2, N/8, N)); the four threads of a quad hold the same rows."""
+    layout = tensor.layout
+    return cute.make_tensor(tensor.iterator, cute.make_layout(
+        ((layout.shape[0][1], layout.shape[1]), (layout.shape[0][0], layout.shape[0][2], layout.shape[2])),
+        stride=((layout.stride[0][1], layout.stride[1]), (layout.stride[0][0], layout.stride[0][2], layout.stride[2]))))
+
+
+def _acc_as_a(layout):
+    """((2, 2, N/8), 1, 1) accumulators -> ((2, 2, 2), 1, N/16) A-operand values: a thread
+    holds the same elements of P as of S, two 8-column groups per K block."""
+    divided = cute.logical_divide(layout, ((None, None, 2), None, None))
+    return cute.make_layout(
+        ((divided.shape[0][0], divided.shape[0][1], divided.shape[0][2][0]), divided.shape[1],
+         (divided.shape[0][2][1], divided.shape[2])),
+        stride=((divided.stride[0][0], divided.stride[0][1], divided.stride[0][2][0]), divided.stride[1],
+                (divided.stride[0][2][1], divided.stride[2])))

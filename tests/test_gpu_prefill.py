@@ -1,0 +1,195 @@
+"""GPU tier: prefill attention on Hopper (single_prefill_with_kv_cache and the ragged-KV
+wrapper) against a float32 reference written here: causal (aligned to the end of the KV) and
+not, append (qo_len < kv_len), more queries than keys (rows with nothing to see: 0 and lse
+-inf), sliding window, soft cap, GQA groups, every head_dim, NHD and HND, ragged batches with
+lengths 1 and ones that end inside a tile, CUDA graphs and a side stream. Fresh random inputs;
+given outputs are poisoned (NaN) first, so a row never written is seen."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import cutefi
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0), reason="prefill: Hopper only")]
+
+LN2 = math.log(2.0)
+
+
+def reference(q, k, v, causal=False, window_left=-1, sm_scale=None, cap=None, kv_layout="NHD"):
+    """(out, base-2 lse) in float32: q [qo, H, d], k/v [kv, Hk, d] (NHD) or [Hk, kv, d] (HND)."""
+    if kv_layout == "HND":
+        k, v = k.transpose(0, 1), v.transpose(0, 1)
+    q, k, v = q.float(), k.float(), v.float()
+    qo, heads, d = q.shape
+    kv = k.shape[0]
+    group = heads // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    s = torch.einsum("qhd,khd->hqk", q, k) * (sm_scale if sm_scale is not None else d**-0.5)
+    if cap:
+        s = cap * torch.tanh(s / cap)
+    rows = torch.arange(qo, device=q.device)[:, None] + (kv - qo)
+    cols = torch.arange(kv, device=q.device)[None, :]
+    visible = torch.ones(qo, kv, dtype=torch.bool, device=q.device)
+    if causal:
+        visible &= cols <= rows
+    if window_left >= 0:
+        visible &= cols >= rows - window_left
+    s = s.masked_fill(~visible, -math.inf)
+    lse = torch.logsumexp(s, dim=-1)  # [H, qo]
+    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
+    out = torch.einsum("hqk,khd->qhd", p, v)
+    return out, (lse / LN2).transpose(0, 1)
+
+
+def _check(out, lse, ref_out, ref_lse):
+    assert not torch.isnan(out).any(), "NaN in out: a row was never written"
+    err = (out.float() - ref_out).abs().max().item()
+    scale = ref_out.abs().max().item()
+    assert err <= 1.5e-2 * max(scale, 1.0), f"max error {err:.3e} (output scale {scale:.2f})"
+    if lse is not None:
+        finite = torch.isfinite(ref_lse)
+        assert torch.equal(torch.isfinite(lse), finite), "lse: -inf rows differ"
+        torch.testing.assert_close(lse[finite], ref_lse[finite], rtol=1e-3, atol=1e-3)
+
+
+def _qkv(qo, kv, heads, kv_heads, d, dtype, layout="NHD", seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(qo, heads, d, device="cuda", dtype=dtype, generator=gen)
+    shape = (kv, kv_heads, d) if layout == "NHD" else (kv_heads, kv, d)
+    k = torch.randn(shape, device="cuda", dtype=dtype, generator=gen)
+    v = torch.randn(shape, device="cuda", dtype=dtype, generator=gen)
+    return q, k, v
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("qo,kv", [(1, 1), (7, 300), (128, 128), (200, 1000), (1000, 200), (513, 777)])
+def test_single(head_dim, causal, qo, kv):
+    q, k, v = _qkv(qo, kv, 8, 2, head_dim, torch.bfloat16, seed=qo * 7 + kv)
+    out, lse = cutefi.single_prefill_with_kv_cache(q, k, v, causal=causal, return_lse=True)
+    _check(out, lse, *reference(q, k, v, causal))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("heads,kv_heads", [(4, 4), (32, 8), (8, 1)])
+def test_single_layouts_and_groups(dtype, layout, heads, kv_heads):
+    q, k, v = _qkv(300, 450, heads, kv_heads, 128, dtype, layout, seed=heads)
+    out, lse = cutefi.single_prefill_with_kv_cache(q, k, v, causal=True, kv_layout=layout, return_lse=True)
+    _check(out, lse, *reference(q, k, v, True, kv_layout=layout))
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("window_left,cap,sm_scale", [(100, None, None), (0, None, None), (300, 30.0, None),
+                                                      (-1, 5.0, 0.3), (-1, None, 0.02)])
+def test_single_window_cap_scale(head_dim, window_left, cap, sm_scale):
+    q, k, v = _qkv(333, 1200, 4, 2, head_dim, torch.bfloat16, seed=head_dim + window_left)
+    out, lse = cutefi.single_prefill_with_kv_cache(q, k, v, causal=True, window_left=window_left,
+                                                   logits_soft_cap=cap, sm_scale=sm_scale, return_lse=True)
+    _check(out, lse, *reference(q, k, v, True, window_left, sm_scale, cap))
+
+
+def _ragged(lens_q, lens_kv, heads, kv_heads, d, dtype, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(sum(lens_q), heads, d, device="cuda", dtype=dtype, generator=gen)
+    k = torch.randn(sum(lens_kv), kv_heads, d, device="cuda", dtype=dtype, generator=gen)
+    v = torch.randn(sum(lens_kv), kv_heads, d, device="cuda", dtype=dtype, generator=gen)
+    indptr = lambda lens: torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    return q, k, v, indptr(lens_q), indptr(lens_kv)
+
+
+def _ragged_reference(q, k, v, qo_indptr, kv_indptr, causal, window_left=-1):
+    outs, lses = [], []
+    for b in range(qo_indptr.shape[0] - 1):
+        qs, qe, ks, ke = qo_indptr[b].item(), qo_indptr[b + 1].item(), kv_indptr[b].item(), kv_indptr[b + 1].item()
+        o, s = reference(q[qs:qe], k[ks:ke], v[ks:ke], causal, window_left)
+        outs.append(o)
+        lses.append(s)
+    return torch.cat(outs), torch.cat(lses)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_ragged(head_dim, causal):
+    lens_q = [1, 17, 128, 300, 1, 129, 64]
+    lens_kv = [1, 40, 128, 300, 900, 129, 1000]  # append where kv > qo
+    q, k, v, qo_indptr, kv_indptr = _ragged(lens_q, lens_kv, 16, 4, head_dim, torch.bfloat16, head_dim)
+    wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    wrapper.plan(qo_indptr, kv_indptr, 16, 4, head_dim, causal=causal, q_data_type=torch.bfloat16)
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full(q.shape[:2], float("nan"), device="cuda")
+    result = wrapper.run(q, k, v, out=out, lse=lse, return_lse=True)
+    assert result[0] is out and result[1] is lse
+    _check(out, lse, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, causal))
+
+
+def test_ragged_rows_of_other_requests_untouched():
+    """A tile past a request's end holds the next request's rows: it must not overwrite them,
+    and rows after the batch's last request stay as they were."""
+    lens = [5, 3, 130]
+    q, k, v, qo_indptr, kv_indptr = _ragged(lens, lens, 4, 4, 128, torch.float16, 9)
+    q = torch.cat([q, torch.randn(10, 4, 128, device="cuda", dtype=q.dtype)])  # 10 rows outside every request
+    wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    wrapper.plan(qo_indptr, kv_indptr, 4, 4, 128, causal=True, q_data_type="float16")
+    out = torch.full_like(q, float("nan"))
+    wrapper.run(q, k, v, out=out)
+    _check(out[:138], None, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, True))
+    assert torch.isnan(out[138:]).all()
+
+
+def test_cuda_graph_replay_after_replan():
+    """Capture run() once, plan a new layout of the same batch size, refill the inputs in
+    place and replay: the work array keeps its address and size."""
+    lens_q, lens_kv = [100, 1, 300], [400, 50, 300]
+    lens_q2, lens_kv2 = [200, 150, 51], [200, 500, 49]
+    q, k, v, qo_indptr, kv_indptr = _ragged(lens_q, lens_kv, 8, 8, 128, torch.bfloat16, 5)
+    wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"),
+                                                          use_cuda_graph=True)
+    wrapper.plan(qo_indptr, kv_indptr, 8, 8, 128, causal=True, q_data_type=torch.bfloat16)
+    out = torch.full_like(q, float("nan"))
+    wrapper.run(q, k, v, out=out)  # (loads the kernel outside the capture)
+    _check(out, None, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, True))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        wrapper.run(q, k, v, out=out)
+    q2, k2, v2, qo2, kv2 = _ragged(lens_q2, lens_kv2, 8, 8, 128, torch.bfloat16, 6)
+    wrapper.plan(qo2, kv2, 8, 8, 128, causal=True, q_data_type=torch.bfloat16)
+    q[:q2.shape[0]].copy_(q2)
+    k[:k2.shape[0]].copy_(k2)
+    v[:v2.shape[0]].copy_(v2)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _check(out[:q2.shape[0]], None, *_ragged_reference(q2, k2, v2, qo2, kv2, True))
+
+
+def test_side_stream():
+    q, k, v = _qkv(512, 2048, 8, 8, 128, torch.bfloat16, seed=11)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(1 << 20)  # the inputs are rewritten behind a sleep on this stream
+        q2 = q * 2
+        out = cutefi.single_prefill_with_kv_cache(q2, k, v, causal=True)
+    torch.cuda.current_stream().wait_stream(stream)
+    _check(out, None, *reference(q * 2, k, v, True))
+
+
+def test_refusals():
+    q, k, v = _qkv(8, 8, 4, 4, 96 + 32, torch.bfloat16)
+    with pytest.raises(NotImplementedError, match="custom_mask"):
+        cutefi.single_prefill_with_kv_cache(q, k, v, custom_mask=torch.ones(8, 8, dtype=torch.bool, device="cuda"))
+    with pytest.raises(NotImplementedError, match="pos_encoding_mode"):
+        cutefi.single_prefill_with_kv_cache(q, k, v, pos_encoding_mode="ROPE_LLAMA")
+    with pytest.raises(ValueError, match="head_dim"):
+        cutefi.single_prefill_with_kv_cache(q[..., :96], k[..., :96], v[..., :96])
+    with pytest.raises(ValueError, match="multiple of num_kv_heads"):
+        cutefi.single_prefill_with_kv_cache(q[:, :3], k, v)
+    padded = torch.randn(8, 4, 130, device="cuda", dtype=torch.bfloat16)[..., :128]  # rows 260 bytes apart
+    with pytest.raises(ValueError, match="16-byte"):
+        cutefi.single_prefill_with_kv_cache(q, padded, v)

@@ -1,0 +1,102 @@
+"""CPU tier: the prefill family without a GPU: the work partition (every (request, q tile)
+once, most KV tiles first, the KV tile range against a brute-force mask), the argument checks
+that run before any device is touched, and the Hopper builds' SASS (both GEMMs on HGMMA, Q/K/V
+by TMA, no local memory)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import cutefi
+from cutefi.prefill import launch, plan
+
+from conftest import requires_dsl
+
+
+def _visible_tiles(qo_len, kv_len, m_block, causal, window_left, tile_n):
+    """The KV tiles holding a key some row of the q tile sees, by brute force."""
+    rows = np.arange(m_block * launch.TILE_M, min((m_block + 1) * launch.TILE_M, qo_len)) + kv_len - qo_len
+    cols = np.arange(kv_len)
+    visible = np.ones((rows.size, kv_len), dtype=bool)
+    if causal:
+        visible &= cols[None, :] <= rows[:, None]
+    if window_left >= 0:
+        visible &= cols[None, :] >= rows[:, None] - window_left
+    return {c // tile_n for c in cols[visible.any(axis=0)]}
+
+
+@pytest.mark.parametrize("head_dim", launch.HEAD_DIMS)
+def test_kv_tile_range_covers_exactly_the_visible_tiles(head_dim):
+    rng = np.random.default_rng(head_dim)
+    tile_n = launch.tile_n(head_dim)
+    for _ in range(300):
+        qo_len, kv_len = int(rng.integers(1, 700)), int(rng.integers(0, 900))
+        causal, window_left = bool(rng.integers(2)), int(rng.choice([-1, 0, 5, 130, 600]))
+        for m_block in range(-(-qo_len // launch.TILE_M)):
+            first, end = plan.kv_tile_range(np.array(qo_len), np.array(kv_len), np.array(m_block), causal,
+                                            window_left, tile_n)
+            seen = _visible_tiles(qo_len, kv_len, m_block, causal, window_left, tile_n)
+            # the range holds every visible tile; a gap-free range may hold masked ones between them
+            assert seen <= set(range(int(first), int(end)))
+            if seen:
+                assert int(first) == min(seen) and int(end) == max(seen) + 1
+
+
+def test_partition_orders_pairs_by_cost():
+    qo = np.array([0, 1, 300, 1300, 1300 + 4096])
+    kv = np.array([0, 1, 400, 1400, 1400 + 4096])
+    part = plan.partition(qo, kv, True, -1, 128)
+    q_begin, qo_len, kv_begin, kv_len, m_block = part.work
+    assert part.work.dtype == np.int32 and part.pairs == 1 + 3 + 8 + 32
+    pairs = set(zip(q_begin.tolist(), m_block.tolist()))
+    assert len(pairs) == part.pairs  # every (request, q tile) once
+    first, end = plan.kv_tile_range(qo_len, kv_len, m_block, True, -1, 128)
+    cost = end - first
+    assert (cost[:-1] >= cost[1:]).all() and part.tiles == cost.sum()
+
+
+def test_checks_before_the_device():
+    bf16 = torch.bfloat16
+    q, k = torch.randn(8, 4, 64).to(bf16), torch.randn(8, 2, 64).to(bf16)
+    with pytest.raises(NotImplementedError, match="custom_mask"):
+        cutefi.single_prefill_with_kv_cache(q, k, k, custom_mask=torch.ones(8, 8, dtype=torch.bool))
+    with pytest.raises(NotImplementedError, match="pos_encoding_mode"):
+        cutefi.single_prefill_with_kv_cache(q, k, k, pos_encoding_mode="ALIBI")
+    with pytest.raises(ValueError, match="head_dim must be one of"):
+        cutefi.single_prefill_with_kv_cache(q[..., :32], k[..., :32], k[..., :32])
+    with pytest.raises(ValueError, match="multiple of num_kv_heads"):
+        cutefi.single_prefill_with_kv_cache(q[:, :3], k, k)
+    with pytest.raises(TypeError, match="k and v must have q's dtype"):
+        cutefi.single_prefill_with_kv_cache(q, k.half(), k.half())
+    with pytest.raises(ValueError, match="kv_layout"):
+        cutefi.single_prefill_with_kv_cache(q, k, k, kv_layout="NDH")
+    with pytest.raises(ValueError, match="sm_scale must be > 0"):
+        cutefi.single_prefill_with_kv_cache(q, k, k, sm_scale=0.0)
+    with pytest.raises(ValueError, match="backend"):
+        cutefi.single_prefill_with_kv_cache(q, k, k, backend="fa3")
+    assert cutefi.single_prefill_with_kv_cache.is_compute_capability_supported(90)
+    assert not cutefi.single_prefill_with_kv_cache.is_compute_capability_supported(80)
+
+
+@requires_dsl
+@pytest.mark.parametrize("head_dim", launch.HEAD_DIMS)
+def test_sm90_sass(head_dim):
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
+    from cutefi.jit.targets import Target
+
+    artifact = build(launch.SM90_SPECS[("bf16", head_dim)], Target.parse("9.0a"))
+    try:
+        sass = disassemble(artifact.cubin)
+    except DisassemblerNotFoundError as error:
+        pytest.skip(str(error))
+    tile_n = launch.tile_n(head_dim)
+    qk = re.findall(r"\bHGMMA\.64x%dx16\.F32\.BF16 R\d+, gdesc" % tile_n, sass)  # S = Q K^T: smem operands
+    pv = re.findall(r"\bHGMMA\.64x%dx16\.F32\.BF16 R\d+, R\d+" % head_dim, sass)  # O += P V: P from registers
+    assert len(qk) == head_dim // 16 and len(pv) == tile_n // 16, (len(qk), len(pv))
+    assert len(re.findall(r"\bUTMALDG\b", sass)) == 3 * head_dim // launch.BOX_COLS  # Q, K, V boxes
+    assert not re.search(r"\b(LDL|STL)\b", sass), "the prefill kernel spills"
