@@ -54,7 +54,7 @@ def test_partition_orders_pairs_by_cost():
     assert part.work.dtype == np.int32 and part.pairs == 1 + 3 + 8 + 32
     pairs = set(zip(q_begin.tolist(), m_block.tolist()))
     assert len(pairs) == part.pairs  # every (request, q tile) once
-    first, end = plan.kv_tile_range(qo_len, kv_len, m_block, True, -1, 128)
+    first, end = plan.kv_tile_range(qo_len, kv_len, m_block, True, -1, launch.tile_n(128))
     cost = end - first
     assert (cost[:-1] >= cost[1:]).all() and part.tiles == cost.sum()
 
@@ -97,6 +97,8 @@ def test_sm90_sass(head_dim):
     tile_n = launch.tile_n(head_dim)
     qk = re.findall(r"\bHGMMA\.64x%dx16\.F32\.BF16 R\d+, gdesc" % tile_n, sass)  # S = Q K^T: smem operands
     pv = re.findall(r"\bHGMMA\.64x%dx16\.F32\.BF16 R\d+, R\d+" % head_dim, sass)  # O += P V: P from registers
-    assert len(qk) == head_dim // 16 and len(pv) == tile_n // 16, (len(qk), len(pv))
+    # (S = Q K^T issued for a unit's first KV tile and in the loop; O += P V in the loop and for
+    # the last tile: each GEMM's K blocks appear twice)
+    assert len(qk) == 2 * head_dim // 16 and len(pv) == 2 * tile_n // 16, (len(qk), len(pv))
     assert len(re.findall(r"\bUTMALDG\b", sass)) == 3 * head_dim // launch.BOX_COLS  # Q, K, V boxes
     assert not re.search(r"\b(LDL|STL)\b", sass), "the prefill kernel spills"

@@ -10,6 +10,7 @@ BACKENDS: dict[str, str] = {
     "torch": "PyTorch eager",
     "torch.compile": "PyTorch inductor (torch.compile, one graph per shape)",
     "cudnn": "cuDNN, through torch's scaled_dot_product_attention",
+    "flash": "FlashAttention-2, torch's own build (scaled_dot_product_attention's flash backend)",
     "cublas": "cuBLAS, through torch.matmul",
     "flashinfer": "FlashInfer (when importable)",
 }
@@ -29,6 +30,8 @@ def missing_reason(backend: str) -> str | None:
 
         if not hasattr(SDPBackend, "CUDNN_ATTENTION") or not torch.backends.cudnn.is_available():
             return "this torch build has no cuDNN attention"
+    if backend == "flash" and not torch.backends.cuda.is_flash_attention_available():
+        return "this torch build has no flash attention"
     if backend == "flashinfer" and importlib.util.find_spec("flashinfer") is None:
         return "flashinfer is not installed (pip install flashinfer-python)"
     return None

@@ -17,8 +17,8 @@ tensor) and masked.
 
 Work units: the plan's ``work`` array is int32 ``[WORK_ROWS, pairs]`` (row-major) describing
 (request, q tile) pairs: q_begin (the request's first q row), qo_len, kv_begin, kv_len,
-m_block (the q tile). Unit ``u`` is pair ``u // heads``, q head ``u % heads`` (kv head
-``head // group``). Causal masks are aligned to the end of the KV (q row ``r`` sees keys
+m_block (the q tile), the most expensive first. Unit ``u`` is q head ``u // pairs`` (kv head
+``head // group``), pair ``u % pairs``: the CTAs running at once share a head's K and V in L2. Causal masks are aligned to the end of the KV (q row ``r`` sees keys
 ``<= r + kv_len - qo_len``); ``window_left >= 0`` also hides keys ``< r + kv_len - qo_len -
 window_left``. Scores become base-2 logits: ``s = S * q_mult``, or with a soft cap ``s =
 cap_scale * tanh(S * q_mult)``. lse is base 2 (FlashInfer's).
@@ -26,7 +26,7 @@ cap_scale * tanh(S * q_mult)``. lse is base 2 (FlashInfer's).
 
 from __future__ import annotations
 
-from ..jit.contract import LaunchContract, Param, TmaRecipe, pointers, scalars
+from ..jit.contract import LaunchContract, Param, TmaRecipe, scalars
 from ..jit.policy import Family
 from ..jit.registry import register
 from ..jit.spec import KernelSpec
@@ -48,7 +48,7 @@ OUT_STRIDES = ("out_stride_token", "out_stride_head", "lse_stride_token", "lse_s
 def tile_n(head_dim: int) -> int:
     """KV tokens a tile: S (64 x tile_n fp32) and O (64 x head_dim fp32) share a consumer's
     registers, so the widest head dim takes the narrowest tile."""
-    return {64: 128, 128: 128, 256: 64}[head_dim]
+    return {64: 128, 128: 112, 256: 64}[head_dim]
 
 
 def q_bytes(head_dim: int) -> int:

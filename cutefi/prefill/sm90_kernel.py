@@ -37,6 +37,7 @@ PRODUCER_REGS = 24
 CONSUMER_REGS = 240
 CONSUMER_THREADS = 2 * launch.WARPGROUP
 ROWS = 64  # q rows of a consumer warpgroup (the wgmma's M)
+TURN_BARRIER = 2  # named barriers 2, 3: the consumers' turns to issue wgmmas (0 is __syncthreads)
 NEG_INF = float("-inf")
 
 
@@ -137,11 +138,13 @@ class PrefillSm90:
 
     @cute.jit
     def _unit(self, args, unit):
-        """(q_begin, qo_len, kv_begin, kv_len, m_block, head) of work unit ``unit``."""
-        pair = unit // args.heads
+        """(q_begin, qo_len, kv_begin, kv_len, m_block, head) of work unit ``unit``: head-major,
+        so the CTAs running at once read the same heads' K and V (L2 hits)."""
         pairs = args.units // args.heads
+        head = unit // pairs
+        pair = unit - head * pairs
         work = cute.make_tensor(args.work, cute.make_layout((launch.WORK_ROWS, pairs), stride=(pairs, 1)))
-        return work[0, pair], work[1, pair], work[2, pair], work[3, pair], work[4, pair], unit - pair * args.heads
+        return work[0, pair], work[1, pair], work[2, pair], work[3, pair], work[4, pair], head
 
     @cute.jit
     def _kv_tiles(self, args, qo_len, kv_len, m_block):
@@ -226,6 +229,13 @@ class PrefillSm90:
         row_sum = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
         kv_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        v_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        rescale = cute.make_rmem_tensor(cute.make_layout(2), Float32)
+        # ping-pong: the two consumers take turns to issue their wgmmas, so one's softmax runs
+        # while the other's GEMMs hold the tensor cores (the first consumer starts)
+        warpgroup_idx = cute.arch.make_warp_uniform(thread // launch.WARPGROUP)
+        if warpgroup_idx == 0:
+            cute.arch.barrier_arrive(barrier_id=TURN_BARRIER, number_of_threads=CONSUMER_THREADS)
         unit = cute.arch.block_idx()[0]
         while unit < args.units:
             q_begin, qo_len, kv_begin, kv_len, m_block, head = self._unit(args, unit)
@@ -239,31 +249,60 @@ class PrefillSm90:
             row_sum.fill(0.0)
             acc_o.fill(0.0)
             q_ring.consumer_wait(q_state)
-            for i in cutlass.range(end - first, unroll=1):
-                n = end - 1 - i
+            # intra-warpgroup overlap: S of tile j is computed while O += P V of tile j - 1
+            # runs (both wgmma groups in flight); tile j's softmax overlaps that P V
+            if end > first:
                 k_ring.consumer_wait(kv_state)
-                _gemm(mma_qk, acc_s, frag_q, frag_k[(None, None, None, kv_state.index)], True)
+                _take_turn(warpgroup_idx)
+                _gemm(mma_qk, acc_s, frag_q, frag_k[(None, None, None, kv_state.index)], True, -1)
+                _pass_turn(warpgroup_idx)
+                warpgroup.wait_group(0)
                 k_ring.consumer_release(kv_state)
-                self._softmax(args, acc_s, acc_o, coord_s, row_max, row_sum, mult, first_row + 0, n * tile_n,
+                self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, (end - 1) * tile_n,
                               qo_len, kv_len)
                 frag_p.store(cute.make_tensor(acc_s.iterator, _acc_as_a(acc_s.layout)).load().to(self.dtype))
-                v_ring.consumer_wait(kv_state)
-                _gemm(mma_pv, acc_o, frag_p, frag_v[(None, None, None, kv_state.index)], False)
-                v_ring.consumer_release(kv_state)
                 kv_state.advance()
-            q_ring.consumer_release(q_state)
+                for i in cutlass.range(1, end - first, unroll=1):
+                    k_ring.consumer_wait(kv_state)
+                    v_ring.consumer_wait(v_state)
+                    _take_turn(warpgroup_idx)
+                    _gemm(mma_qk, acc_s, frag_q, frag_k[(None, None, None, kv_state.index)], True, -1)
+                    _gemm(mma_pv, acc_o, frag_p, frag_v[(None, None, None, v_state.index)], False, -1)
+                    _pass_turn(warpgroup_idx)
+                    warpgroup.wait_group(1)  # (S has landed; P V may still run)
+                    k_ring.consumer_release(kv_state)
+                    self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row,
+                                  (end - 1 - i) * tile_n, qo_len, kv_len)
+                    warpgroup.wait_group(0)
+                    v_ring.consumer_release(v_state)
+                    o_rows = _rows_view(acc_o)
+                    for r in cutlass.range_constexpr(2):
+                        for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
+                            o_rows[r, c] = o_rows[r, c] * rescale[r]
+                    frag_p.store(cute.make_tensor(acc_s.iterator, _acc_as_a(acc_s.layout)).load().to(self.dtype))
+                    kv_state.advance()
+                    v_state.advance()
+                q_ring.consumer_release(q_state)
+                v_ring.consumer_wait(v_state)
+                _take_turn(warpgroup_idx)
+                _gemm(mma_pv, acc_o, frag_p, frag_v[(None, None, None, v_state.index)], False, -1)
+                _pass_turn(warpgroup_idx)
+                warpgroup.wait_group(0)
+                v_ring.consumer_release(v_state)
+                v_state.advance()
+            else:
+                q_ring.consumer_release(q_state)
             q_state.advance()
             self._epilogue(args, acc_o, coord_o, row_max, row_sum, mult, q_begin, qo_len, first_row, head)
             unit += cute.arch.grid_dim()[0]
 
     @cute.jit
-    def _softmax(self, args, acc_s, acc_o, coord_s, row_max, row_sum, mult, first_row, first_col, qo_len, kv_len):
+    def _softmax(self, args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, first_col, qo_len, kv_len):
         """The online softmax of one KV tile on this thread's two rows: scores masked where the
         tile needs it, each row's new maximum (shared by the quad of threads holding the row),
         P = 2^(s * mult - max * mult) in place of S, the rows' running sums (per thread;
-        summed over the quad at the end) and O rescaled."""
+        summed over the quad at the end), and in ``rescale`` the factor O's rows take."""
         s_rows = _rows_view(acc_s)
-        o_rows = _rows_view(acc_o)
         columns = cute.size(s_rows, mode=[1])
         if args.cap_scale != Float32(0.0):
             for r in cutlass.range_constexpr(2):
@@ -299,16 +338,14 @@ class PrefillSm90:
             new_max = cute.arch.fmax(row_max[r], tile_max)
             # 0 while every key so far is masked: 2^(-inf - 0) = 0, never NaN
             ref = cutlass.select_(new_max == Float32(NEG_INF), Float32(0.0), new_max * mult)
-            rescale = cute.math.exp2(row_max[r] * mult - ref, fastmath=True)
-            total = row_sum[r] * rescale
+            rescale[r] = cute.math.exp2(row_max[r] * mult - ref, fastmath=True)
+            total = row_sum[r] * rescale[r]
             for c in cutlass.range_constexpr(columns):
                 p = cute.math.exp2(s_rows[r, c] * mult - ref, fastmath=True)
                 s_rows[r, c] = p
                 total = total + p
             row_sum[r] = total
             row_max[r] = new_max
-            for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
-                o_rows[r, c] = o_rows[r, c] * rescale
 
     @cute.jit
     def _epilogue(self, args, acc_o, coord_o, row_max, row_sum, mult, q_begin, qo_len, first_row, head):
@@ -328,25 +365,28 @@ class PrefillSm90:
             for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
                 o_rows[r, c] = o_rows[r, c] * inv
         head_offset = Int64(head) * args.out_stride_head
-        pair = cute.make_rmem_tensor(cute.make_layout(2), self.dtype)
+        columns = cute.size(o_rows, mode=[1])
+        # (a thread's columns of a row: pairs 8 apart from its first, 2 * (lane % 4): the
+        # wgmma accumulator layout; the stores then take one base address a row)
+        values = cute.make_rmem_tensor(cute.make_layout((2, columns // 2)), self.dtype)
         for r in cutlass.range_constexpr(2):
             row = first_row + coord_rows[r, 0][0]
             if row < qo_len:
                 token = Int64(q_begin + row)
-                row_offset = token * args.out_stride_token + head_offset
-                for c in cutlass.range_constexpr(0, cute.size(o_rows, mode=[1]), 2):
-                    pair[0] = o_rows[r, c].to(self.dtype)
-                    pair[1] = o_rows[r, c + 1].to(self.dtype)
-                    offset = cute.assume(row_offset + coord_rows[r, c][1], divby=2)
-                    cute.autovec_copy(pair, cute.make_tensor(args.out + offset, cute.make_layout(2)))
+                for c in cutlass.range_constexpr(columns):
+                    values[c % 2, c // 2] = o_rows[r, c].to(self.dtype)
+                start = cute.assume(token * args.out_stride_token + head_offset + coord_rows[r, 0][1], divby=2)
+                cute.autovec_copy(values, cute.make_tensor(args.out + start, cute.make_layout(
+                    (2, columns // 2), stride=(1, 8))))
                 if args.write_lse != 0 and coord_rows[r, 0][1] == 0:
                     lse_at = token * args.lse_stride_token + Int64(head) * args.lse_stride_head
                     cute.make_tensor(args.lse + lse_at, cute.make_layout(1))[0] = lse[r]
 
 
 @cute.jit
-def _gemm(tiled_mma, acc, frag_a, frag_b, zero_init: cutlass.Constexpr):
-    """acc (+)= A B over the fragments' K blocks on one warpgroup, waited for. A fresh atom
+def _gemm(tiled_mma, acc, frag_a, frag_b, zero_init: cutlass.Constexpr, wait: cutlass.Constexpr):
+    """acc (+)= A B over the fragments' K blocks on one warpgroup, committed as one group;
+    ``wait`` >= 0: then wait until at most that many groups are in flight. A fresh atom
     per call: its accumulate flag is set here, in this scope (a flag flipped on a shared
     object inside the dynamic loops leaves an SSA value out of its scope)."""
     warpgroup.fence()
@@ -356,7 +396,18 @@ def _gemm(tiled_mma, acc, frag_a, frag_b, zero_init: cutlass.Constexpr):
         cute.gemm(atom, acc, frag_a[(None, None, k)], frag_b[(None, None, k)], acc)
         atom.set(warpgroup.Field.ACCUMULATE, True)
     warpgroup.commit_group()
-    warpgroup.wait_group(0)
+    if const_expr(wait >= 0):
+        warpgroup.wait_group(wait)
+
+
+def _take_turn(warpgroup_idx):
+    """Wait until it is this consumer warpgroup's turn to issue wgmmas."""
+    cute.arch.barrier(barrier_id=TURN_BARRIER + warpgroup_idx, number_of_threads=CONSUMER_THREADS)
+
+
+def _pass_turn(warpgroup_idx):
+    """Give the other consumer warpgroup its turn."""
+    cute.arch.barrier_arrive(barrier_id=TURN_BARRIER + 1 - warpgroup_idx, number_of_threads=CONSUMER_THREADS)
 
 
 def _tma_view(atom, smem, coords, tile):

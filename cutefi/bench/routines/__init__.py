@@ -12,12 +12,13 @@ from .grouped import GroupGemmFp8, SegmentGemm
 from .merge import MergeStates
 from .norm import FusedAddRmsNorm, LayerNorm, RmsNorm
 from .norm_quant import FusedAddRmsNormQuant, LayerNormQuant, RmsNormQuant
+from .prefill import BatchPrefill, SinglePrefill
 from .rope import Rope
 
 ROUTINES: dict[str, type[Routine]] = {
     routine.name: routine for routine in (RmsNorm, FusedAddRmsNorm, LayerNorm, RmsNormQuant, FusedAddRmsNormQuant,
                                          LayerNormQuant, Rope, MergeStates, AppendPagedKvCache, BatchDecode,
-                                         SingleDecode, MmBf16, BmmBf16, BmmFp8, GemmFp8Groupwise, SegmentGemm, GroupGemmFp8,
+                                         SingleDecode, BatchPrefill, SinglePrefill, MmBf16, BmmBf16, BmmFp8, GemmFp8Groupwise, SegmentGemm, GroupGemmFp8,
                                          Copy, Matmul, Attention)
 }
 

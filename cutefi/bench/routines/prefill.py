@@ -1,0 +1,172 @@
+"""Prefill attention routines (compute bound): many query tokens over a KV sequence.
+
+``batch_prefill``: cutefi's BatchPrefillWithRaggedKVCacheWrapper over ``batch`` requests of
+``seq_len`` queries and keys each (``ragged=1``: lengths uniform in [128, seq_len], seeded),
+planned outside the timing; peers: torch's SDPA over the padded batch ``[batch, heads, seq_len,
+head_dim]`` (cuDNN's kernel, FlashAttention-2's, and the one torch picks; ragged batches run
+one SDPA call a request), and FlashInfer's wrapper when it imports. ``single_prefill``:
+single_prefill_with_kv_cache, one request, against the same peers.
+
+FLOPs: 4 * heads * head_dim per visible (query, key) pair, counting L^2 / 2 pairs for a causal
+square request (FlashAttention's and cuDNN's convention); bytes: q, k, v and out once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import cutefi
+
+from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, flashinfer_module, randn
+
+
+def _lengths(shape: dict[str, int]) -> list[int]:
+    batch, seq_len = shape.get("batch", 1), shape["seq_len"]
+    if not shape.get("ragged"):
+        return [seq_len] * batch
+    g = torch.Generator().manual_seed(batch * 7919 + seq_len)
+    return torch.randint(min(128, seq_len), seq_len + 1, (batch,), generator=g).tolist()
+
+
+def _indptr(lengths: list[int]) -> torch.Tensor:
+    return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+
+
+def _sdpa(backend=None):
+    """SDPA over each request (padded batch when lengths are equal): q/k/v [b, heads, L, d]."""
+    def one(q, k, v, causal):
+        if backend is None:
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+        with torch.nn.attention.sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+
+    def run(state, q, k, v):
+        causal = state["causal"]
+        if state["dense"] is not None:
+            dq, dk, dv = state["dense"]
+            return one(dq, dk, dv, causal).transpose(1, 2).reshape(q.shape)
+        outs = []
+        for start, end in zip(state["indptr"][:-1].tolist(), state["indptr"][1:].tolist()):
+            outs.append(one(q[start:end].transpose(0, 1)[None], k[start:end].transpose(0, 1)[None],
+                            v[start:end].transpose(0, 1)[None], causal)[0].transpose(0, 1))
+        return torch.cat(outs)
+
+    return run
+
+
+class BatchPrefill(Routine):
+    name = "batch_prefill"
+    help = "BatchPrefillWithRaggedKVCacheWrapper: batch x seq_len (q = kv), vs SDPA (cuDNN, FA2)"
+    bound = "compute"
+    optional_backends = ("flashinfer",)
+    flags = (
+        ShapeFlag("batch", (1, 4, 16), (4,), "requests"),
+        ShapeFlag("seq_len", (1024, 4096, 8192, 16384), (4096,), "query and key tokens a request (the longest if ragged)"),
+        ShapeFlag("qo_heads", (32,), (32,), "query heads"),
+        ShapeFlag("kv_heads", (32,), (32,), "KV heads"),
+        ShapeFlag("head_dim", (128,), (128,), "head dimension", minimum=64),
+        ShapeFlag("causal", (1,), (1,), "1: causal mask, 0: none", minimum=0),
+        ShapeFlag("ragged", (0,), (0,), "1: lengths uniform in [128, seq_len]", minimum=0),
+    )
+    atol = 2e-2
+    rtol = 2e-2
+
+    def check_shape(self, shape: dict[str, int]) -> None:
+        if shape["qo_heads"] % shape["kv_heads"]:
+            raise BenchInputError("qo_heads must be a multiple of kv_heads")
+        if shape["head_dim"] not in (64, 128, 256):
+            raise BenchInputError("head_dim must be 64, 128 or 256")
+
+    def backends(self) -> dict[str, Backend]:
+        sdpa = torch.nn.attention.SDPBackend
+        found: dict[str, Backend] = {
+            "cutefi": lambda state, q, k, v: state["cutefi"].run(q, k, v),
+            "torch": _sdpa(),
+            "cudnn": _sdpa([sdpa.CUDNN_ATTENTION]),
+            "flash": _sdpa([sdpa.FLASH_ATTENTION]),
+        }
+        if flashinfer_module() is not None:
+            found["flashinfer"] = lambda state, q, k, v: state["flashinfer"].run(q, k, v)
+        return found
+
+    def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
+        lengths = _lengths(shape)
+        heads, kv_heads, d = shape["qo_heads"], shape["kv_heads"], shape["head_dim"]
+        total = sum(lengths)
+        q = randn(total, heads, d, dtype=dtype)
+        k = randn(total, kv_heads, d, dtype=dtype)
+        v = randn(total, kv_heads, d, dtype=dtype)
+        indptr = _indptr(lengths)
+        causal = bool(shape["causal"])
+        dense = None
+        if len(set(lengths)) == 1:  # the peers' padded batch: the same memory, [b, heads, L, d] views
+            b, n = len(lengths), lengths[0]
+            dense = tuple(t.view(b, n, t.shape[1], d).transpose(1, 2) for t in (q, k, v))
+        state: dict[str, Any] = {"indptr": indptr, "causal": causal, "dense": dense, "lengths": lengths}
+        wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+        wrapper.plan(indptr, indptr, heads, kv_heads, d, causal=causal, q_data_type=dtype)
+        state["cutefi"] = wrapper
+        flashinfer = flashinfer_module()
+        if flashinfer is not None:
+            fi = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8,
+                                                                             device="cuda"))
+            fi.plan(indptr.cuda(), indptr.cuda(), heads, kv_heads, d, causal=causal, q_data_type=dtype)
+            state["flashinfer"] = fi
+        return state, q, k, v
+
+    def reference(self, inputs: tuple[Any, ...], shape: dict[str, int]) -> tuple[torch.Tensor, ...]:
+        """float32 attention a request and a few heads at a time (the scores of all heads of a
+        16k request would not fit)."""
+        state, q, k, v = inputs
+        group = shape["qo_heads"] // shape["kv_heads"]
+        out = torch.empty(q.shape, device="cuda")
+        scale = q.shape[-1] ** -0.5
+        indptr = state["indptr"].tolist()
+        for start, end in zip(indptr[:-1], indptr[1:]):
+            n = end - start
+            heads_at_once = max(1, (1 << 30) // (4 * n * n))
+            visible = torch.ones(n, n, dtype=torch.bool, device="cuda")
+            if state["causal"]:
+                visible = torch.tril(visible)
+            for h0 in range(0, q.shape[1], heads_at_once):
+                h1 = min(q.shape[1], h0 + heads_at_once)
+                qh = q[start:end, h0:h1].float().transpose(0, 1)
+                kh = k[start:end].float().repeat_interleave(group, 1)[:, h0:h1].transpose(0, 1)
+                vh = v[start:end].float().repeat_interleave(group, 1)[:, h0:h1].transpose(0, 1)
+                s = (qh @ kh.transpose(1, 2) * scale).masked_fill(~visible, float("-inf"))
+                out[start:end, h0:h1] = (torch.softmax(s, -1) @ vh).transpose(0, 1)
+        return (out,)
+
+    def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
+        elem = torch.empty((), dtype=dtype).element_size()
+        lengths = _lengths(shape)
+        pairs = sum(n * n for n in lengths) / (2 if shape["causal"] else 1)
+        flops = int(4 * pairs * shape["qo_heads"] * shape["head_dim"])
+        tokens = sum(lengths)
+        qo_bytes = 2 * tokens * shape["qo_heads"] * shape["head_dim"] * elem
+        kv_bytes = 2 * tokens * shape["kv_heads"] * shape["head_dim"] * elem
+        return Cost(bytes=qo_bytes + kv_bytes, flops=flops)
+
+
+class SinglePrefill(BatchPrefill):
+    name = "single_prefill"
+    help = "single_prefill_with_kv_cache: one request of seq_len queries and keys (NHD), vs SDPA (cuDNN, FA2)"
+    optional_backends = ("flashinfer",)
+    flags = (
+        ShapeFlag("seq_len", (2048, 8192, 16384), (16384,), "query and key tokens"),
+        ShapeFlag("qo_heads", (32,), (32,), "query heads"),
+        ShapeFlag("kv_heads", (32,), (32,), "KV heads"),
+        ShapeFlag("head_dim", (128,), (128,), "head dimension", minimum=64),
+        ShapeFlag("causal", (1,), (1,), "1: causal mask, 0: none", minimum=0),
+    )
+
+    def backends(self) -> dict[str, Backend]:
+        found = super().backends()
+        found["cutefi"] = lambda state, q, k, v: cutefi.single_prefill_with_kv_cache(q, k, v, causal=state["causal"])
+        if "flashinfer" in found:
+            fi = flashinfer_module()
+            found["flashinfer"] = lambda state, q, k, v: fi.single_prefill_with_kv_cache(q, k, v,
+                                                                                        causal=state["causal"])
+        return found
