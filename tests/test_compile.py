@@ -29,7 +29,7 @@ MUTATIONS = {
     "batch_decode_out": {"out", "lse", "workspace"},
     "gemm_mm_into": {"out"}, "gemm_fp8_into": {"out"}, "gemm_fp8_groupwise_into": {"out"},
     "segment_gemm_into": {"out"}, "group_gemm_fp8_into": {"out"},
-    "prefill_out": {"out", "lse"}, "single_prefill_out": {"out", "lse"},
+    "prefill_out": {"out", "lse", "counter"}, "single_prefill_out": {"out", "lse"},
 }
 
 

@@ -193,3 +193,20 @@ def test_refusals():
     padded = torch.randn(8, 4, 130, device="cuda", dtype=torch.bfloat16)[..., :128]  # rows 260 bytes apart
     with pytest.raises(ValueError, match="16-byte"):
         cutefi.single_prefill_with_kv_cache(q, padded, v)
+
+
+def test_unit_counter_is_back_to_zero_between_launches():
+    """The CTAs take units from a counter that each launch leaves at zero: runs back to back
+    (and ones with fewer units than SMs) give the same output, and the counter reads 0."""
+    lens = [700, 5, 1300]
+    q, k, v, qo_indptr, kv_indptr = _ragged(lens, lens, 8, 2, 64, torch.bfloat16, 21)
+    wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    wrapper.plan(qo_indptr, kv_indptr, 8, 2, 64, causal=True, q_data_type=torch.bfloat16)
+    first = wrapper.run(q, k, v)
+    for _ in range(5):
+        assert torch.equal(wrapper.run(q, k, v), first)
+    torch.cuda.synchronize()
+    assert wrapper._counter.item() == 0
+    _check(first, None, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, True))
+    small = cutefi.single_prefill_with_kv_cache(q[:5], k[:5], v[:5])  # 8 units: fewer than the SMs
+    _check(small, None, *reference(q[:5], k[:5], v[:5]))

@@ -115,8 +115,10 @@ def _output(name: str, tensor, shape, dtype, like: torch.Tensor) -> torch.Tensor
 
 
 # ---- the launch ------------------------------------------------------------------------------------
-def _launch(q, k, v, out, lse, work, kv_layout: str, sizes, scales, pdl: bool) -> None:
-    """Run the kernel on checked tensors: q/out [tokens, heads, d], k/v in ``kv_layout``."""
+def _launch(q, k, v, out, lse, work, counter, kv_layout: str, sizes, scales, pdl: bool) -> None:
+    """Run the kernel on checked tensors: q/out [tokens, heads, d], k/v in ``kv_layout``;
+    ``counter``: the int32 the CTAs take units from (zero between launches: the kernel puts
+    it back; launches sharing one must not overlap in time)."""
     p = dict(zip(SIZES, sizes))
     units = p["pairs"] * p["heads"]
     if units == 0 or q.shape[0] == 0:
@@ -131,7 +133,7 @@ def _launch(q, k, v, out, lse, work, kv_layout: str, sizes, scales, pdl: bool) -
     ctas = min(units, device_info(device).sms)
     kernel.launch((ctas, 1, 1), device, None, pdl, q=q.transpose(0, 1), k=_heads_first(k, kv_layout),
                   v=_heads_first(v, kv_layout), out=out.data_ptr(), lse=lse.data_ptr() if lse is not None else 0,
-                  work=work.data_ptr(), units=units, heads=p["heads"], group=p["group"], causal=p["causal"],
+                  work=work.data_ptr(), counter=counter.data_ptr(), units=units, heads=p["heads"], group=p["group"], causal=p["causal"],
                   window_left=p["window_left"], write_lse=int(lse is not None), ctas=ctas, q_mult=scales[0],
                   cap_scale=scales[1], out_stride_token=out.stride(0), out_stride_head=out.stride(1),
                   lse_stride_token=lse.stride(0) if lse is not None else 0,
@@ -139,7 +141,21 @@ def _launch(q, k, v, out, lse, work, kv_layout: str, sizes, scales, pdl: bool) -
 
 
 _OP = define("prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, Tensor work, "
-             "str kv_layout, int[] sizes, float[] scales, bool pdl) -> ()", _launch, lambda *args: None)
+             "Tensor(c!) counter, str kv_layout, int[] sizes, float[] scales, bool pdl) -> ()", _launch,
+             lambda *args: None)
+_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def _stream_counter(device: int) -> torch.Tensor:
+    """The unit counter of single-request launches on this device's current stream (one a
+    stream: launches on one stream never overlap)."""
+    key = (device, torch._C._cuda_getCurrentRawStream(device))
+    counter = _COUNTERS.get(key)
+    if counter is None:
+        if len(_COUNTERS) > 1024:
+            _COUNTERS.clear()
+        counter = _COUNTERS[key] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{device}")
+    return counter
 
 
 class _WorkCache:
@@ -169,8 +185,8 @@ def _single(q, k, v, out, lse, causal: bool, kv_layout: str, window_left: int, s
     kv_len = k.shape[0 if kv_layout == "NHD" else 1]
     work, pairs = _SINGLE_WORK.get(device, q.shape[0], kv_len, causal, window_left, q.shape[2])
     heads, kv_heads = q.shape[1], k.shape[1 if kv_layout == "NHD" else 0]
-    _launch(q, k, v, out, lse, work, kv_layout, [pairs, heads, heads // kv_heads, int(causal), window_left],
-            scales, pdl)
+    _launch(q, k, v, out, lse, work, _stream_counter(device), kv_layout,
+            [pairs, heads, heads // kv_heads, int(causal), window_left], scales, pdl)
 
 
 _SINGLE_OP = define("single_prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, bool causal, "
@@ -237,6 +253,7 @@ class BatchPrefillWithRaggedKVCacheWrapper:
         self._use_cuda_graph = bool(require_flag("use_cuda_graph", use_cuda_graph))
         self._plan: dict | None = None
         self._work: torch.Tensor | None = None
+        self._counter = torch.zeros(1, dtype=torch.int32, device=f"cuda:{self.device}")  # (runs must not overlap)
         self._capacity = 0
 
     @property
@@ -324,9 +341,9 @@ class BatchPrefillWithRaggedKVCacheWrapper:
         pdl = enable_pdl is None or bool(enable_pdl)
         sizes = [p[name] for name in SIZES]
         if compiling():
-            _OP(q, k, v, out, lse, self._work, self._kv_layout, sizes, p["scales"], pdl)
+            _OP(q, k, v, out, lse, self._work, self._counter, self._kv_layout, sizes, p["scales"], pdl)
         else:
-            _launch(q, k, v, out, lse, self._work, self._kv_layout, sizes, p["scales"], pdl)
+            _launch(q, k, v, out, lse, self._work, self._counter, self._kv_layout, sizes, p["scales"], pdl)
         return (out, lse) if return_lse else out
 
     forward = run

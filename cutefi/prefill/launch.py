@@ -22,6 +22,11 @@ m_block (the q tile), the most expensive first. Unit ``u`` is q head ``u // pair
 ``<= r + kv_len - qo_len``); ``window_left >= 0`` also hides keys ``< r + kv_len - qo_len -
 window_left``. Scores become base-2 logits: ``s = S * q_mult``, or with a soft cap ``s =
 cap_scale * tanh(S * q_mult)``. lse is base 2 (FlashInfer's).
+
+Scheduling: a CTA's first unit is its index; later ones come from ``counter`` (an int32 that
+is zero between launches: each CTA takes units with an atomic add until it gets one past the
+end, and the launch's last fetch puts it back to zero), so the CTAs running at once hold
+neighbouring units and one that finishes early takes more.
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ def sm90_contract(dtype: str, head_dim: int) -> LaunchContract:
     return LaunchContract(
         params=(Param("q", "tma"), Param("k", "tma"), Param("v", "tma"), Param("out", "ptr", dtype, 4),
                 Param("lse", "ptr", "fp32", 4), Param("work", "ptr", "i32", 4),
+                Param("counter", "ptr", "i32", 4),
                 *scalars("i32", "units", "heads", "group", "causal", "window_left", "write_lse", "ctas"),
                 *scalars("f32", "q_mult", "cap_scale"), *scalars("i64", *OUT_STRIDES)),
         block=(THREADS, 1, 1),

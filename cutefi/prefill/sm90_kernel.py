@@ -101,6 +101,7 @@ class PrefillSm90:
         @cute.struct
         class SharedStorage:
             q_barriers: cute.struct.MemRange[cutlass.Int64, 2]
+            unit_slots: cute.struct.MemRange[Int32, 2]  # the units of the Q tiles in flight
             k_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
             v_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
             s_q: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(q_smem)], 1024]
@@ -111,6 +112,7 @@ class PrefillSm90:
         s_q = storage.s_q.get_tensor(q_smem.outer, swizzle=q_smem.inner)
         s_k = storage.s_k.get_tensor(kv_smem.outer, swizzle=kv_smem.inner)
         s_v = storage.s_v.get_tensor(kv_smem.outer, swizzle=kv_smem.inner)
+        unit_slots = storage.unit_slots.get_tensor(cute.make_layout(2))
         q_ring = self._ring(storage.q_barriers, 1, cute.size_in_bytes(self.dtype, cute.slice_(q_smem, (None, None, 0))))
         tile_bytes = cute.size_in_bytes(self.dtype, cute.slice_(kv_smem, (None, None, 0)))
         k_ring = self._ring(storage.k_barriers, self.stages, tile_bytes)
@@ -123,10 +125,10 @@ class PrefillSm90:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp_idx == 0:
                 self._produce(args, (q_ring, k_ring, v_ring), (atom_q, tma_q, s_q), (atom_k, tma_k, s_k),
-                              (atom_v, tma_v, s_v))
+                              (atom_v, tma_v, s_v), unit_slots)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
-            self._consume(args, (q_ring, k_ring, v_ring), s_q, s_k, s_v, tidx - launch.WARPGROUP)
+            self._consume(args, (q_ring, k_ring, v_ring), s_q, s_k, s_v, tidx - launch.WARPGROUP, unit_slots)
 
     def _ring(self, barriers, stages: int, tx_bytes):
         """A TMA ring: full barriers (bytes landed), empty ones (every consumer warp done)."""
@@ -164,15 +166,20 @@ class PrefillSm90:
     # 4. producer: TMA loads
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _produce(self, args, rings, q_parts, k_parts, v_parts):
+    def _produce(self, args, rings, q_parts, k_parts, v_parts, unit_slots):
         q_ring, k_ring, v_ring = rings
         atom_q, tma_q, s_q = q_parts
         d, tile_n = self.head_dim, self.tile_n
         q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
         k_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         v_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        ctas = cute.arch.grid_dim()[0]
         unit = cute.arch.block_idx()[0]
+        taken = Int32(0)
         while unit < args.units:
+            # (the unit's index travels with its Q tile: written before the Q slot's arrival)
+            unit_slots[taken % 2] = unit
+            cute.arch.sync_warp()
             q_begin, qo_len, kv_begin, kv_len, m_block, head = self._unit(args, unit)
             kv_head = head // args.group
             first, end = self._kv_tiles(args, qo_len, kv_len, m_block)
@@ -200,16 +207,39 @@ class PrefillSm90:
                           tma_bar_ptr=v_ring.producer_get_barrier(v_state))
                 v_ring.producer_commit(v_state)
                 v_state.advance()
-            unit += cute.arch.grid_dim()[0]
+            unit = self._next_unit(args, ctas)
+            taken += 1
+        # the end: unit -1, with the first Q tile (any valid one) so the slot's barrier completes
+        unit_slots[taken % 2] = Int32(-1)
+        cute.arch.sync_warp()
+        t_sq, t_gq = _tma_view(atom_q, s_q, tma_q, (launch.TILE_M, d))
+        q_ring.producer_acquire(q_state)
+        cute.copy(atom_q, t_gq[(None, 0, 0, 0)], t_sq[(None, 0)], tma_bar_ptr=q_ring.producer_get_barrier(q_state))
+        q_ring.producer_commit(q_state)
+        q_state.advance()
         q_ring.producer_tail(q_state)
         k_ring.producer_tail(k_state)
         v_ring.producer_tail(v_state)
+
+    @cute.jit
+    def _next_unit(self, args, ctas):
+        """A CTA's next work unit: its first is its index, the later ones come from the launch's
+        counter in order (dynamic: the CTAs running at once hold neighbouring units, so they
+        share K/V in L2, and a CTA done early takes more). The launch's ``units`` fetches take
+        the values 0 .. units - 1 (each CTA's last fetch is the one past the end); the one
+        that takes units - 1 zeroes the counter for the next launch."""
+        fetched = Int32(0)
+        if cute.arch.lane_idx() == 0:
+            fetched = cute.arch.atomic_add(args.counter, Int32(1), sem="relaxed", scope="gpu")
+            if fetched == args.units - 1:
+                cute.make_tensor(args.counter, cute.make_layout(1))[0] = Int32(0)
+        return ctas + cute.arch.shuffle_sync(fetched, 0)
 
     # ------------------------------------------------------------------ #
     # 5. consumers: S = Q K^T, softmax, O += P V, epilogue
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _consume(self, args, rings, s_q, s_k, s_v, thread):
+    def _consume(self, args, rings, s_q, s_k, s_v, thread, unit_slots):
         q_ring, k_ring, v_ring = rings
         d, tile_n = self.head_dim, self.tile_n
         mma_qk = self._tiled_mma(tile_n, OperandMajorMode.K, warpgroup.OperandSource.SMEM)
@@ -236,8 +266,10 @@ class PrefillSm90:
         warpgroup_idx = cute.arch.make_warp_uniform(thread // launch.WARPGROUP)
         if warpgroup_idx == 0:
             cute.arch.barrier_arrive(barrier_id=TURN_BARRIER, number_of_threads=CONSUMER_THREADS)
-        unit = cute.arch.block_idx()[0]
-        while unit < args.units:
+        taken = Int32(0)
+        q_ring.consumer_wait(q_state)
+        unit = unit_slots[0]
+        while unit >= 0:
             q_begin, qo_len, kv_begin, kv_len, m_block, head = self._unit(args, unit)
             first, end = self._kv_tiles(args, qo_len, kv_len, m_block)
             first_row = m_block * launch.TILE_M
@@ -248,7 +280,6 @@ class PrefillSm90:
             row_max.fill(NEG_INF)
             row_sum.fill(0.0)
             acc_o.fill(0.0)
-            q_ring.consumer_wait(q_state)
             # intra-warpgroup overlap: S of tile j is computed while O += P V of tile j - 1
             # runs (both wgmma groups in flight); tile j's softmax overlaps that P V
             if end > first:
@@ -294,7 +325,10 @@ class PrefillSm90:
                 q_ring.consumer_release(q_state)
             q_state.advance()
             self._epilogue(args, acc_o, coord_o, row_max, row_sum, mult, q_begin, qo_len, first_row, head)
-            unit += cute.arch.grid_dim()[0]
+            taken += 1
+            q_ring.consumer_wait(q_state)
+            unit = unit_slots[taken % 2]
+        q_ring.consumer_release(q_state)  # (the end marker's Q tile)
 
     @cute.jit
     def _softmax(self, args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, first_col, qo_len, kv_len):
