@@ -2,7 +2,7 @@
 
 ``prefill.sm90`` (Hopper, ``sm90_kernel.py``): FlashAttention-3's structure. A CTA holds
 ``TILE_M`` = 128 query rows of one (request, q head): a producer warp TMA-loads the Q tile
-once and the request's K and V tiles (``tile_n`` tokens each) into a ``stages``-deep ring;
+once and the request's K and V tiles (``tile_n`` tokens each) into two rings (``RINGS``);
 two consumer warpgroups own 64 rows each and, per KV tile, compute S = Q K^T (wgmma, both
 operands in shared memory), the online softmax in registers (base 2), and O += P V (wgmma
 with P from registers). Persistent CTAs walk the plan's work units (``plan.py``), the most
@@ -44,7 +44,6 @@ THREADS = 3 * WARPGROUP  # producer warpgroup + two consumers
 BOX_COLS = 64          # head-dim elements of a TMA box: one 128-byte swizzle row (16-bit)
 SMEM_LIMIT = 227 * 1024
 BARRIER_BYTES = 1024
-MAX_STAGES = 4
 WORK_ROWS = 5          # q_begin, qo_len, kv_begin, kv_len, m_block
 PLACEHOLDER_TOKENS = 4096
 OUT_STRIDES = ("out_stride_token", "out_stride_head", "lse_stride_token", "lse_stride_head")
@@ -60,22 +59,31 @@ def q_bytes(head_dim: int) -> int:
     return TILE_M * head_dim * 2
 
 
-def stage_bytes(head_dim: int) -> int:
-    """A ring stage: one K and one V tile."""
-    return 2 * tile_n(head_dim) * head_dim * 2
+def tile_bytes(head_dim: int) -> int:
+    """One K or V tile."""
+    return tile_n(head_dim) * head_dim * 2
 
 
-def stages(head_dim: int) -> int:
-    return min(MAX_STAGES, (SMEM_LIMIT - BARRIER_BYTES - q_bytes(head_dim)) // stage_bytes(head_dim))
+# (K stages, V stages): a K tile is free once S = Q K^T is done, a V tile only after the next
+# tile's S (P V of tile j runs with S of tile j + 1), so V takes the deeper ring; all but the
+# Q tile of shared memory, at most 227 KB a CTA
+RINGS = {64: (4, 6), 128: (2, 4), 256: (2, 3)}
+
+
+def stages(head_dim: int) -> tuple[int, int]:
+    return RINGS[head_dim]
 
 
 def smem_bytes(head_dim: int) -> int:
-    return BARRIER_BYTES + q_bytes(head_dim) + stages(head_dim) * stage_bytes(head_dim)
+    k_stages, v_stages = stages(head_dim)
+    return BARRIER_BYTES + q_bytes(head_dim) + (k_stages + v_stages) * tile_bytes(head_dim)
 
 
 def sm90_contract(dtype: str, head_dim: int) -> LaunchContract:
     if dtype not in DTYPES or head_dim not in HEAD_DIMS:
         raise ValueError(f"prefill sm90 builds are {DTYPES} x head_dim {HEAD_DIMS}; got {dtype}, {head_dim}")
+    if smem_bytes(head_dim) > SMEM_LIMIT:
+        raise ValueError(f"prefill d{head_dim}: {smem_bytes(head_dim)} bytes of shared memory exceed {SMEM_LIMIT}")
     placeholder = (4, PLACEHOLDER_TOKENS, head_dim)
     tma = tuple(TmaRecipe(name, dtype, box=(BOX_COLS, rows, 1), placeholder=placeholder, swizzle="128B",
                           l2_promotion="256B")

@@ -5,8 +5,8 @@ ABI, tiles and launch: ``launch.py`` (``sm90_contract``). A CTA has three warpgr
 
   0. producer: one warp walks this CTA's work units and, per unit, TMA-loads the Q tile into
      its buffer (a one-slot ring, freed when both consumers are done with it), then the
-     unit's K and V tiles, last tile first, into two ``stages``-deep rings (K and V have their
-     own barriers, so S = Q K^T starts before V has landed);
+     unit's K and V tiles, last tile first, into two rings (``launch.RINGS``: K and V have
+     their own barriers, so S = Q K^T starts before V has landed, and V's ring is deeper);
   1-2. consumers: each owns 64 of the tile's 128 q rows and, per KV tile: S = Q K^T (both
      operands in shared memory, fp32 accumulators), the mask where the tile needs one, the
      online softmax (base 2; O rescaled by the change of each row's maximum), P converted to
@@ -37,6 +37,7 @@ PRODUCER_REGS = 24
 CONSUMER_REGS = 240
 CONSUMER_THREADS = 2 * launch.WARPGROUP
 ROWS = 64  # q rows of a consumer warpgroup (the wgmma's M)
+CHAINS = 4  # independent partial reductions a row in the softmax
 TURN_BARRIER = 2  # named barriers 2, 3: the consumers' turns to issue wgmmas (0 is __syncthreads)
 NEG_INF = float("-inf")
 
@@ -50,7 +51,7 @@ class PrefillSm90:
         self.dtype = cute_dtype(dtype)
         self.head_dim = head_dim
         self.tile_n = launch.tile_n(head_dim)
-        self.stages = launch.stages(head_dim)
+        self.k_stages, self.v_stages = launch.stages(head_dim)
 
     def _tiled_mma(self, width: int, b_major, a_source):
         """One 64-row wgmma atom per consumer warpgroup (the two split the tile's rows)."""
@@ -58,23 +59,25 @@ class PrefillSm90:
                                                  (launch.TILE_M // ROWS, 1, 1), (ROWS, width), a_source)
 
     def _smem_layouts(self):
-        """(Q (128, d, 1), K/V (tile_n, d, stages)): row-major tiles as TMA writes them,
-        128-byte swizzled, K-major for S = Q K^T (V is read through a transposed view)."""
+        """(Q (128, d, 1), K (tile_n, d, k_stages), V (tile_n, d, v_stages)): row-major tiles as
+        TMA writes them, 128-byte swizzled, K-major for S = Q K^T (V is read through a
+        transposed view)."""
         atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, self.dtype)
         q = cute.tile_to_shape(atom, (launch.TILE_M, self.head_dim, 1), order=(0, 1, 2))
-        kv = cute.tile_to_shape(atom, (self.tile_n, self.head_dim, self.stages), order=(0, 1, 2))
-        return q, kv
+        k = cute.tile_to_shape(atom, (self.tile_n, self.head_dim, self.k_stages), order=(0, 1, 2))
+        v = cute.tile_to_shape(atom, (self.tile_n, self.head_dim, self.v_stages), order=(0, 1, 2))
+        return q, k, v
 
     # ------------------------------------------------------------------ #
     # 2. host side: TMA atoms over the (tokens, head_dim, heads) views
     # ------------------------------------------------------------------ #
     @cute.jit
     def __call__(self, args: KernelArgs):
-        q_smem, kv_smem = self._smem_layouts()
+        q_smem, k_smem, _ = self._smem_layouts()
         load = cpasync.CopyBulkTensorTileG2SOp()
         atom_q, tma_q = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.q), cute.slice_(q_smem, (None, None, 0)),
                                                     (launch.TILE_M, self.head_dim))
-        kv_stage = cute.slice_(kv_smem, (None, None, 0))
+        kv_stage = cute.slice_(k_smem, (None, None, 0))  # (V's tiles are laid out alike)
         atom_k, tma_k = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.k), kv_stage,
                                                     (self.tile_n, self.head_dim))
         atom_v, tma_v = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.v), kv_stage,
@@ -90,7 +93,7 @@ class PrefillSm90:
         atom_q, tma_q = args.q
         atom_k, tma_k = args.k
         atom_v, tma_v = args.v
-        q_smem, kv_smem = self._smem_layouts()
+        q_smem, k_smem, v_smem = self._smem_layouts()
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         if warp_idx == 0:
@@ -102,21 +105,21 @@ class PrefillSm90:
         class SharedStorage:
             q_barriers: cute.struct.MemRange[cutlass.Int64, 2]
             unit_slots: cute.struct.MemRange[Int32, 2]  # the units of the Q tiles in flight
-            k_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
-            v_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            k_barriers: cute.struct.MemRange[cutlass.Int64, self.k_stages * 2]
+            v_barriers: cute.struct.MemRange[cutlass.Int64, self.v_stages * 2]
             s_q: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(q_smem)], 1024]
-            s_k: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(kv_smem)], 1024]
-            s_v: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(kv_smem)], 1024]
+            s_k: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(k_smem)], 1024]
+            s_v: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(v_smem)], 1024]
 
         storage = cutlass.memory.SmemAllocator().allocate(SharedStorage)
         s_q = storage.s_q.get_tensor(q_smem.outer, swizzle=q_smem.inner)
-        s_k = storage.s_k.get_tensor(kv_smem.outer, swizzle=kv_smem.inner)
-        s_v = storage.s_v.get_tensor(kv_smem.outer, swizzle=kv_smem.inner)
+        s_k = storage.s_k.get_tensor(k_smem.outer, swizzle=k_smem.inner)
+        s_v = storage.s_v.get_tensor(v_smem.outer, swizzle=v_smem.inner)
         unit_slots = storage.unit_slots.get_tensor(cute.make_layout(2))
         q_ring = self._ring(storage.q_barriers, 1, cute.size_in_bytes(self.dtype, cute.slice_(q_smem, (None, None, 0))))
-        tile_bytes = cute.size_in_bytes(self.dtype, cute.slice_(kv_smem, (None, None, 0)))
-        k_ring = self._ring(storage.k_barriers, self.stages, tile_bytes)
-        v_ring = self._ring(storage.v_barriers, self.stages, tile_bytes)
+        tile_bytes = cute.size_in_bytes(self.dtype, cute.slice_(k_smem, (None, None, 0)))
+        k_ring = self._ring(storage.k_barriers, self.k_stages, tile_bytes)
+        v_ring = self._ring(storage.v_barriers, self.v_stages, tile_bytes)
         pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
         pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
         wait_for_inputs()
@@ -171,8 +174,8 @@ class PrefillSm90:
         atom_q, tma_q, s_q = q_parts
         d, tile_n = self.head_dim, self.tile_n
         q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
-        k_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-        v_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        k_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.k_stages)
+        v_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.v_stages)
         ctas = cute.arch.grid_dim()[0]
         unit = cute.arch.block_idx()[0]
         taken = Int32(0)
@@ -258,8 +261,8 @@ class PrefillSm90:
         row_max = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         row_sum = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
-        kv_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        v_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        k_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.k_stages)
+        v_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.v_stages)
         rescale = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         # ping-pong: the two consumers take turns to issue their wgmmas, so one's softmax runs
         # while the other's GEMMs hold the tensor cores (the first consumer starts)
@@ -283,25 +286,25 @@ class PrefillSm90:
             # intra-warpgroup overlap: S of tile j is computed while O += P V of tile j - 1
             # runs (both wgmma groups in flight); tile j's softmax overlaps that P V
             if end > first:
-                k_ring.consumer_wait(kv_state)
+                k_ring.consumer_wait(k_state)
                 _take_turn(warpgroup_idx)
-                _gemm(mma_qk, acc_s, frag_q, frag_k[(None, None, None, kv_state.index)], True, -1)
+                _gemm(mma_qk, acc_s, frag_q, frag_k[(None, None, None, k_state.index)], True, -1)
                 _pass_turn(warpgroup_idx)
                 warpgroup.wait_group(0)
-                k_ring.consumer_release(kv_state)
+                k_ring.consumer_release(k_state)
                 self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, (end - 1) * tile_n,
                               qo_len, kv_len)
                 frag_p.store(cute.make_tensor(acc_s.iterator, _acc_as_a(acc_s.layout)).load().to(self.dtype))
-                kv_state.advance()
+                k_state.advance()
                 for i in cutlass.range(1, end - first, unroll=1):
-                    k_ring.consumer_wait(kv_state)
+                    k_ring.consumer_wait(k_state)
                     v_ring.consumer_wait(v_state)
                     _take_turn(warpgroup_idx)
-                    _gemm(mma_qk, acc_s, frag_q, frag_k[(None, None, None, kv_state.index)], True, -1)
+                    _gemm(mma_qk, acc_s, frag_q, frag_k[(None, None, None, k_state.index)], True, -1)
                     _gemm(mma_pv, acc_o, frag_p, frag_v[(None, None, None, v_state.index)], False, -1)
                     _pass_turn(warpgroup_idx)
                     warpgroup.wait_group(1)  # (S has landed; P V may still run)
-                    k_ring.consumer_release(kv_state)
+                    k_ring.consumer_release(k_state)
                     self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row,
                                   (end - 1 - i) * tile_n, qo_len, kv_len)
                     warpgroup.wait_group(0)
@@ -311,7 +314,7 @@ class PrefillSm90:
                         for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
                             o_rows[r, c] = o_rows[r, c] * rescale[r]
                     frag_p.store(cute.make_tensor(acc_s.iterator, _acc_as_a(acc_s.layout)).load().to(self.dtype))
-                    kv_state.advance()
+                    k_state.advance()
                     v_state.advance()
                 q_ring.consumer_release(q_state)
                 v_ring.consumer_wait(v_state)
@@ -363,23 +366,32 @@ class PrefillSm90:
                     col = first_col + coord_s[r, c][1]
                     s_rows[r, c] = cutlass.select_(col < high, s_rows[r, c], Float32(NEG_INF))
                     s_rows[r, c] = cutlass.select_(col >= low, s_rows[r, c], Float32(NEG_INF))
+        # (the reductions run as CHAINS independent chains a row and both rows side by side:
+        # a single chain of dependent fmax / fadd would keep the warpgroup busy longer than the
+        # other warpgroup's GEMMs take, leaving the tensor cores idle)
+        tile_max = [[s_rows[r, c] for c in range(CHAINS)] for r in range(2)]
+        for c in cutlass.range_constexpr(CHAINS, columns):
+            for r in cutlass.range_constexpr(2):
+                tile_max[r][c % CHAINS] = cute.arch.fmax(tile_max[r][c % CHAINS], s_rows[r, c])
+        refs = []
         for r in cutlass.range_constexpr(2):
-            tile_max = s_rows[r, 0]
-            for c in cutlass.range_constexpr(1, columns):
-                tile_max = cute.arch.fmax(tile_max, s_rows[r, c])
-            tile_max = cute.arch.fmax(tile_max, cute.arch.shuffle_sync_bfly(tile_max, offset=1))
-            tile_max = cute.arch.fmax(tile_max, cute.arch.shuffle_sync_bfly(tile_max, offset=2))
-            new_max = cute.arch.fmax(row_max[r], tile_max)
+            m = _tree(tile_max[r], cute.arch.fmax)
+            m = cute.arch.fmax(m, cute.arch.shuffle_sync_bfly(m, offset=1))
+            m = cute.arch.fmax(m, cute.arch.shuffle_sync_bfly(m, offset=2))
+            new_max = cute.arch.fmax(row_max[r], m)
             # 0 while every key so far is masked: 2^(-inf - 0) = 0, never NaN
             ref = cutlass.select_(new_max == Float32(NEG_INF), Float32(0.0), new_max * mult)
             rescale[r] = cute.math.exp2(row_max[r] * mult - ref, fastmath=True)
-            total = row_sum[r] * rescale[r]
-            for c in cutlass.range_constexpr(columns):
-                p = cute.math.exp2(s_rows[r, c] * mult - ref, fastmath=True)
-                s_rows[r, c] = p
-                total = total + p
-            row_sum[r] = total
             row_max[r] = new_max
+            refs.append(ref)
+        sums = [[Float32(0.0)] * CHAINS for _ in range(2)]
+        for c in cutlass.range_constexpr(columns):
+            for r in cutlass.range_constexpr(2):
+                p = cute.math.exp2(s_rows[r, c] * mult - refs[r], fastmath=True)
+                s_rows[r, c] = p
+                sums[r][c % CHAINS] = sums[r][c % CHAINS] + p
+        for r in cutlass.range_constexpr(2):
+            row_sum[r] = row_sum[r] * rescale[r] + _tree(sums[r], lambda a, b: a + b)
 
     @cute.jit
     def _epilogue(self, args, acc_o, coord_o, row_max, row_sum, mult, q_begin, qo_len, first_row, head):
@@ -432,6 +444,14 @@ def _gemm(tiled_mma, acc, frag_a, frag_b, zero_init: cutlass.Constexpr, wait: cu
     warpgroup.commit_group()
     if const_expr(wait >= 0):
         warpgroup.wait_group(wait)
+
+
+def _tree(values: list, combine):
+    """``combine`` over ``values`` pairwise (a tree: log2 steps of dependent operations)."""
+    while len(values) > 1:
+        values = [combine(values[i], values[i + 1]) if i + 1 < len(values) else values[i]
+                  for i in range(0, len(values), 2)]
+    return values[0]
 
 
 def _take_turn(warpgroup_idx):
