@@ -52,6 +52,8 @@ class PrefillSm90:
         self.head_dim = head_dim
         self.tile_n = launch.tile_n(head_dim)
         self.k_stages, self.v_stages = launch.stages(head_dim)
+        self.q_stages = launch.Q_STAGES[head_dim]
+        self.pingpong = launch.PINGPONG[head_dim]
 
     def _tiled_mma(self, width: int, b_major, a_source):
         """One 64-row wgmma atom per consumer warpgroup (the two split the tile's rows)."""
@@ -59,11 +61,11 @@ class PrefillSm90:
                                                  (launch.TILE_M // ROWS, 1, 1), (ROWS, width), a_source)
 
     def _smem_layouts(self):
-        """(Q (128, d, 1), K (tile_n, d, k_stages), V (tile_n, d, v_stages)): row-major tiles as
+        """(Q (128, d, q_stages), K (tile_n, d, k_stages), V (tile_n, d, v_stages)): row-major tiles as
         TMA writes them, 128-byte swizzled, K-major for S = Q K^T (V is read through a
         transposed view)."""
         atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, self.dtype)
-        q = cute.tile_to_shape(atom, (launch.TILE_M, self.head_dim, 1), order=(0, 1, 2))
+        q = cute.tile_to_shape(atom, (launch.TILE_M, self.head_dim, self.q_stages), order=(0, 1, 2))
         k = cute.tile_to_shape(atom, (self.tile_n, self.head_dim, self.k_stages), order=(0, 1, 2))
         v = cute.tile_to_shape(atom, (self.tile_n, self.head_dim, self.v_stages), order=(0, 1, 2))
         return q, k, v
@@ -103,7 +105,7 @@ class PrefillSm90:
 
         @cute.struct
         class SharedStorage:
-            q_barriers: cute.struct.MemRange[cutlass.Int64, 2]
+            q_barriers: cute.struct.MemRange[cutlass.Int64, self.q_stages * 2]
             unit_slots: cute.struct.MemRange[Int32, 2]  # the units of the Q tiles in flight
             k_barriers: cute.struct.MemRange[cutlass.Int64, self.k_stages * 2]
             v_barriers: cute.struct.MemRange[cutlass.Int64, self.v_stages * 2]
@@ -116,7 +118,7 @@ class PrefillSm90:
         s_k = storage.s_k.get_tensor(k_smem.outer, swizzle=k_smem.inner)
         s_v = storage.s_v.get_tensor(v_smem.outer, swizzle=v_smem.inner)
         unit_slots = storage.unit_slots.get_tensor(cute.make_layout(2))
-        q_ring = self._ring(storage.q_barriers, 1, cute.size_in_bytes(self.dtype, cute.slice_(q_smem, (None, None, 0))))
+        q_ring = self._ring(storage.q_barriers, self.q_stages, cute.size_in_bytes(self.dtype, cute.slice_(q_smem, (None, None, 0))))
         tile_bytes = cute.size_in_bytes(self.dtype, cute.slice_(k_smem, (None, None, 0)))
         k_ring = self._ring(storage.k_barriers, self.k_stages, tile_bytes)
         v_ring = self._ring(storage.v_barriers, self.v_stages, tile_bytes)
@@ -173,7 +175,7 @@ class PrefillSm90:
         q_ring, k_ring, v_ring = rings
         atom_q, tma_q, s_q = q_parts
         d, tile_n = self.head_dim, self.tile_n
-        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
+        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.q_stages)
         k_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.k_stages)
         v_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.v_stages)
         ctas = cute.arch.grid_dim()[0]
@@ -190,7 +192,7 @@ class PrefillSm90:
             # rows or TMA's zeros, which the consumers mask or do not store)
             t_sq, t_gq = _tma_view(atom_q, s_q, cute.domain_offset((q_begin, 0, 0), tma_q), (launch.TILE_M, d))
             q_ring.producer_acquire(q_state)
-            cute.copy(atom_q, t_gq[(None, m_block, 0, head)], t_sq[(None, 0)],
+            cute.copy(atom_q, t_gq[(None, m_block, 0, head)], t_sq[(None, q_state.index)],
                       tma_bar_ptr=q_ring.producer_get_barrier(q_state))
             q_ring.producer_commit(q_state)
             q_state.advance()
@@ -217,7 +219,8 @@ class PrefillSm90:
         cute.arch.sync_warp()
         t_sq, t_gq = _tma_view(atom_q, s_q, tma_q, (launch.TILE_M, d))
         q_ring.producer_acquire(q_state)
-        cute.copy(atom_q, t_gq[(None, 0, 0, 0)], t_sq[(None, 0)], tma_bar_ptr=q_ring.producer_get_barrier(q_state))
+        cute.copy(atom_q, t_gq[(None, 0, 0, 0)], t_sq[(None, q_state.index)],
+                  tma_bar_ptr=q_ring.producer_get_barrier(q_state))
         q_ring.producer_commit(q_state)
         q_state.advance()
         q_ring.producer_tail(q_state)
@@ -250,7 +253,7 @@ class PrefillSm90:
         # wgmma operands are partitioned per warpgroup, accumulator coordinates per thread
         wg_first = thread // launch.WARPGROUP * launch.WARPGROUP
         wg_qk, wg_pv = mma_qk.get_slice(wg_first), mma_pv.get_slice(wg_first)
-        frag_q = wg_qk.make_fragment_A(wg_qk.partition_A(s_q[(None, None, 0)]))
+        frag_q = wg_qk.make_fragment_A(wg_qk.partition_A(s_q))
         frag_k = wg_qk.make_fragment_B(wg_qk.partition_B(s_k))
         frag_v = wg_pv.make_fragment_B(wg_pv.partition_B(_transposed(s_v)))
         frag_p = wg_pv.make_fragment_A(wg_pv.partition_shape_A((launch.TILE_M, tile_n)))
@@ -260,15 +263,16 @@ class PrefillSm90:
         coord_o = mma_pv.get_slice(thread).partition_C(cute.make_identity_tensor((launch.TILE_M, d)))
         row_max = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         row_sum = cute.make_rmem_tensor(cute.make_layout(2), Float32)
-        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
+        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.q_stages)
         k_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.k_stages)
         v_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.v_stages)
         rescale = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         # ping-pong: the two consumers take turns to issue their wgmmas, so one's softmax runs
         # while the other's GEMMs hold the tensor cores (the first consumer starts)
         warpgroup_idx = cute.arch.make_warp_uniform(thread // launch.WARPGROUP)
-        if warpgroup_idx == 0:
-            cute.arch.barrier_arrive(barrier_id=TURN_BARRIER, number_of_threads=CONSUMER_THREADS)
+        if const_expr(self.pingpong):
+            if warpgroup_idx == 0:
+                cute.arch.barrier_arrive(barrier_id=TURN_BARRIER, number_of_threads=CONSUMER_THREADS)
         taken = Int32(0)
         q_ring.consumer_wait(q_state)
         unit = unit_slots[0]
@@ -276,6 +280,7 @@ class PrefillSm90:
             q_begin, qo_len, kv_begin, kv_len, m_block, head = self._unit(args, unit)
             first, end = self._kv_tiles(args, qo_len, kv_len, m_block)
             first_row = m_block * launch.TILE_M
+            q_tile = frag_q[(None, None, None, q_state.index)]
             # (scores as base-2 logits s * mult; a soft cap turns s into cap * tanh first)
             mult = args.q_mult
             if args.cap_scale != Float32(0.0):
@@ -287,9 +292,9 @@ class PrefillSm90:
             # runs (both wgmma groups in flight); tile j's softmax overlaps that P V
             if end > first:
                 k_ring.consumer_wait(k_state)
-                _take_turn(warpgroup_idx)
-                _gemm(mma_qk, acc_s, frag_q, frag_k[(None, None, None, k_state.index)], True, -1)
-                _pass_turn(warpgroup_idx)
+                _take_turn(warpgroup_idx, self.pingpong)
+                _gemm(mma_qk, acc_s, q_tile, frag_k[(None, None, None, k_state.index)], True, -1)
+                _pass_turn(warpgroup_idx, self.pingpong)
                 warpgroup.wait_group(0)
                 k_ring.consumer_release(k_state)
                 self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, (end - 1) * tile_n,
@@ -299,10 +304,10 @@ class PrefillSm90:
                 for i in cutlass.range(1, end - first, unroll=1):
                     k_ring.consumer_wait(k_state)
                     v_ring.consumer_wait(v_state)
-                    _take_turn(warpgroup_idx)
-                    _gemm(mma_qk, acc_s, frag_q, frag_k[(None, None, None, k_state.index)], True, -1)
+                    _take_turn(warpgroup_idx, self.pingpong)
+                    _gemm(mma_qk, acc_s, q_tile, frag_k[(None, None, None, k_state.index)], True, -1)
                     _gemm(mma_pv, acc_o, frag_p, frag_v[(None, None, None, v_state.index)], False, -1)
-                    _pass_turn(warpgroup_idx)
+                    _pass_turn(warpgroup_idx, self.pingpong)
                     warpgroup.wait_group(1)  # (S has landed; P V may still run)
                     k_ring.consumer_release(k_state)
                     self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row,
@@ -318,9 +323,9 @@ class PrefillSm90:
                     v_state.advance()
                 q_ring.consumer_release(q_state)
                 v_ring.consumer_wait(v_state)
-                _take_turn(warpgroup_idx)
+                _take_turn(warpgroup_idx, self.pingpong)
                 _gemm(mma_pv, acc_o, frag_p, frag_v[(None, None, None, v_state.index)], False, -1)
-                _pass_turn(warpgroup_idx)
+                _pass_turn(warpgroup_idx, self.pingpong)
                 warpgroup.wait_group(0)
                 v_ring.consumer_release(v_state)
                 v_state.advance()
@@ -454,14 +459,18 @@ def _tree(values: list, combine):
     return values[0]
 
 
-def _take_turn(warpgroup_idx):
+@cute.jit
+def _take_turn(warpgroup_idx, pingpong: cutlass.Constexpr):
     """Wait until it is this consumer warpgroup's turn to issue wgmmas."""
-    cute.arch.barrier(barrier_id=TURN_BARRIER + warpgroup_idx, number_of_threads=CONSUMER_THREADS)
+    if const_expr(pingpong):
+        cute.arch.barrier(barrier_id=TURN_BARRIER + warpgroup_idx, number_of_threads=CONSUMER_THREADS)
 
 
-def _pass_turn(warpgroup_idx):
+@cute.jit
+def _pass_turn(warpgroup_idx, pingpong: cutlass.Constexpr):
     """Give the other consumer warpgroup its turn."""
-    cute.arch.barrier_arrive(barrier_id=TURN_BARRIER + 1 - warpgroup_idx, number_of_threads=CONSUMER_THREADS)
+    if const_expr(pingpong):
+        cute.arch.barrier_arrive(barrier_id=TURN_BARRIER + 1 - warpgroup_idx, number_of_threads=CONSUMER_THREADS)
 
 
 def _tma_view(atom, smem, coords, tile):
