@@ -100,5 +100,6 @@ def test_sm90_sass(head_dim):
     # (S = Q K^T issued for a unit's first KV tile and in the loop; O += P V in the loop and for
     # the last tile: each GEMM's K blocks appear twice)
     assert len(qk) == 2 * head_dim // 16 and len(pv) == 2 * tile_n // 16, (len(qk), len(pv))
-    assert len(re.findall(r"\bUTMALDG\b", sass)) == 3 * head_dim // launch.BOX_COLS  # Q, K, V boxes
+    # Q (a unit's, and the end marker's), K and V: head_dim / 64 boxes each
+    assert len(re.findall(r"\bUTMALDG\b", sass)) == 4 * head_dim // launch.BOX_COLS
     assert not re.search(r"\b(LDL|STL)\b", sass), "the prefill kernel spills"
