@@ -51,8 +51,10 @@ OUT_STRIDES = ("out_stride_token", "out_stride_head", "lse_stride_token", "lse_s
 
 def tile_n(head_dim: int) -> int:
     """KV tokens a tile: S (64 x tile_n fp32) and O (64 x head_dim fp32) share a consumer's
-    registers, so the widest head dim takes the narrowest tile."""
-    return {64: 128, 128: 112, 256: 64}[head_dim]
+    registers, so the widest head dim takes the narrowest tile. (At head dim 128, 128 fits
+    only with P packed two elements an instruction, ``cute/pack16``: before, ptxas serialised
+    the wgmmas for want of registers (C7512) and the tile had to be 112.)"""
+    return {64: 128, 128: 128, 256: 64}[head_dim]
 
 
 def q_bytes(head_dim: int) -> int:

@@ -30,6 +30,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.pack16 import convert_pairs
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.prefill import launch
 
@@ -299,7 +300,7 @@ class PrefillSm90:
                 k_ring.consumer_release(k_state)
                 self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, (end - 1) * tile_n,
                               qo_len, kv_len)
-                frag_p.store(cute.make_tensor(acc_s.iterator, _acc_as_a(acc_s.layout)).load().to(self.dtype))
+                convert_pairs(cute.make_tensor(acc_s.iterator, _acc_as_a(acc_s.layout)), frag_p)
                 k_state.advance()
                 for i in cutlass.range(1, end - first, unroll=1):
                     k_ring.consumer_wait(k_state)
@@ -318,7 +319,7 @@ class PrefillSm90:
                     for r in cutlass.range_constexpr(2):
                         for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
                             o_rows[r, c] = o_rows[r, c] * rescale[r]
-                    frag_p.store(cute.make_tensor(acc_s.iterator, _acc_as_a(acc_s.layout)).load().to(self.dtype))
+                    convert_pairs(cute.make_tensor(acc_s.iterator, _acc_as_a(acc_s.layout)), frag_p)
                     k_state.advance()
                     v_state.advance()
                 q_ring.consumer_release(q_state)
