@@ -54,7 +54,7 @@ def tile_n(head_dim: int) -> int:
     registers, so the widest head dim takes the narrowest tile. (At head dim 128, 128 fits
     only with P packed two elements an instruction, ``cute/pack16``: before, ptxas serialised
     the wgmmas for want of registers (C7512) and the tile had to be 112.)"""
-    return {64: 128, 128: 128, 256: 64}[head_dim]
+    return {64: 128, 128: 128, 256: 80}[head_dim]
 
 
 def q_bytes(head_dim: int) -> int:
@@ -69,7 +69,7 @@ def tile_bytes(head_dim: int) -> int:
 # (K stages, V stages): a K tile is free once S = Q K^T is done, a V tile only after the next
 # tile's S (P V of tile j runs with S of tile j + 1), so V takes the deeper ring; all but the
 # Q tile of shared memory, at most 227 KB a CTA
-RINGS = {64: (4, 6), 128: (2, 4), 256: (2, 3)}
+RINGS = {64: (4, 6), 128: (2, 4), 256: (2, 2)}  # (d256: 80-key tiles and two V stages beat 64 and three, +3.5%)
 # Q tiles in flight: with two, the next unit's Q has landed when a unit ends: 11% faster at
 # head dim 64 on the H200; at 128 (where it costs a V stage) and 256 (no room) one
 Q_STAGES = {64: 2, 128: 1, 256: 1}
