@@ -39,6 +39,10 @@ CONSUMER_REGS = 240
 CONSUMER_THREADS = 2 * launch.WARPGROUP
 ROWS = 64  # q rows of a consumer warpgroup (the wgmma's M)
 CHAINS = 4  # independent partial reductions a row in the softmax
+# slots of the shared ring of unit indices: the producer writes unit u's index before it waits
+# for Q slot u (the write must come before that slot's arrival), possibly while the consumers
+# have yet to read units u - q_stages .. u - 1; more than q_stages + 1 slots keep them apart
+UNIT_SLOTS = 4
 TURN_BARRIER = 2  # named barriers 2, 3: the consumers' turns to issue wgmmas (0 is __syncthreads)
 NEG_INF = float("-inf")
 
@@ -107,7 +111,7 @@ class PrefillSm90:
         @cute.struct
         class SharedStorage:
             q_barriers: cute.struct.MemRange[cutlass.Int64, self.q_stages * 2]
-            unit_slots: cute.struct.MemRange[Int32, 2]  # the units of the Q tiles in flight
+            unit_slots: cute.struct.MemRange[Int32, UNIT_SLOTS]  # the units of the Q tiles in flight
             k_barriers: cute.struct.MemRange[cutlass.Int64, self.k_stages * 2]
             v_barriers: cute.struct.MemRange[cutlass.Int64, self.v_stages * 2]
             s_q: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(q_smem)], 1024]
@@ -118,7 +122,7 @@ class PrefillSm90:
         s_q = storage.s_q.get_tensor(q_smem.outer, swizzle=q_smem.inner)
         s_k = storage.s_k.get_tensor(k_smem.outer, swizzle=k_smem.inner)
         s_v = storage.s_v.get_tensor(v_smem.outer, swizzle=v_smem.inner)
-        unit_slots = storage.unit_slots.get_tensor(cute.make_layout(2))
+        unit_slots = storage.unit_slots.get_tensor(cute.make_layout(UNIT_SLOTS))
         q_ring = self._ring(storage.q_barriers, self.q_stages, cute.size_in_bytes(self.dtype, cute.slice_(q_smem, (None, None, 0))))
         tile_bytes = cute.size_in_bytes(self.dtype, cute.slice_(k_smem, (None, None, 0)))
         k_ring = self._ring(storage.k_barriers, self.k_stages, tile_bytes)
@@ -184,7 +188,7 @@ class PrefillSm90:
         taken = Int32(0)
         while unit < args.units:
             # (the unit's index travels with its Q tile: written before the Q slot's arrival)
-            unit_slots[taken % 2] = unit
+            unit_slots[taken % UNIT_SLOTS] = unit
             cute.arch.sync_warp()
             q_begin, qo_len, kv_begin, kv_len, m_block, head = self._unit(args, unit)
             kv_head = head // args.group
@@ -216,7 +220,7 @@ class PrefillSm90:
             unit = self._next_unit(args, ctas)
             taken += 1
         # the end: unit -1, with the first Q tile (any valid one) so the slot's barrier completes
-        unit_slots[taken % 2] = Int32(-1)
+        unit_slots[taken % UNIT_SLOTS] = Int32(-1)
         cute.arch.sync_warp()
         t_sq, t_gq = _tma_view(atom_q, s_q, tma_q, (launch.TILE_M, d))
         q_ring.producer_acquire(q_state)
@@ -336,8 +340,13 @@ class PrefillSm90:
             self._epilogue(args, acc_o, coord_o, row_max, row_sum, mult, q_begin, qo_len, first_row, head)
             taken += 1
             q_ring.consumer_wait(q_state)
-            unit = unit_slots[taken % 2]
+            unit = unit_slots[taken % UNIT_SLOTS]
         q_ring.consumer_release(q_state)  # (the end marker's Q tile)
+        if const_expr(self.pingpong):
+            # the turns leave one arrival of the second consumer on the first's barrier: take
+            # it, so no named barrier is left half-arrived when the CTA exits
+            if warpgroup_idx == 0:
+                cute.arch.barrier(barrier_id=TURN_BARRIER, number_of_threads=CONSUMER_THREADS)
 
     @cute.jit
     def _softmax(self, args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, first_col, qo_len, kv_len):
