@@ -80,6 +80,14 @@ class Routine:
         return " ".join(f"{key}={value}" for key, value in shape.items())
 
 
+def check_attention_heads(shape: dict[str, int]) -> None:
+    """The head counts and head_dim every attention routine takes (GQA groups, 64/128/256)."""
+    if shape["qo_heads"] % shape["kv_heads"]:
+        raise BenchInputError("qo_heads must be a multiple of kv_heads")
+    if shape["head_dim"] not in (64, 128, 256):
+        raise BenchInputError("head_dim must be 64, 128 or 256")
+
+
 def as_outputs(result: Any) -> tuple[torch.Tensor, ...]:
     """A backend's return value as a tuple of tensors."""
     if isinstance(result, torch.Tensor):

@@ -21,7 +21,8 @@ import torch
 
 import cutefi
 
-from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, flashinfer_module, randn
+from .base import (Backend, BenchInputError, Cost, Routine, ShapeFlag, check_attention_heads, flashinfer_module,
+                   randn)
 
 
 def _lengths(shape: dict[str, int]) -> list[int]:
@@ -66,10 +67,7 @@ class BatchDecode(Routine):
     rtol = 2e-2
 
     def check_shape(self, shape: dict[str, int]) -> None:
-        if shape["qo_heads"] % shape["kv_heads"]:
-            raise BenchInputError("qo_heads must be a multiple of kv_heads")
-        if shape["head_dim"] not in (64, 128, 256):
-            raise BenchInputError("head_dim must be 64, 128 or 256")
+        check_attention_heads(shape)
         if shape.get("kv_fp8", 0) not in range(len(_FP8)):
             raise BenchInputError("kv_fp8 must be 0, 1 (e4m3) or 2 (e5m2)")
 

@@ -19,7 +19,7 @@ import torch
 
 import cutefi
 
-from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, flashinfer_module, randn
+from .base import Backend, Cost, Routine, ShapeFlag, check_attention_heads, flashinfer_module, randn
 
 
 def _lengths(shape: dict[str, int]) -> list[int]:
@@ -70,14 +70,9 @@ class BatchPrefill(Routine):
         ShapeFlag("causal", (1,), (1,), "1: causal mask, 0: none", minimum=0),
         ShapeFlag("ragged", (0,), (0,), "1: lengths uniform in [128, seq_len]", minimum=0),
     )
-    atol = 2e-2
-    rtol = 2e-2
 
     def check_shape(self, shape: dict[str, int]) -> None:
-        if shape["qo_heads"] % shape["kv_heads"]:
-            raise BenchInputError("qo_heads must be a multiple of kv_heads")
-        if shape["head_dim"] not in (64, 128, 256):
-            raise BenchInputError("head_dim must be 64, 128 or 256")
+        check_attention_heads(shape)
 
     def backends(self) -> dict[str, Backend]:
         sdpa = torch.nn.attention.SDPBackend
