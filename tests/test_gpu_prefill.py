@@ -210,3 +210,22 @@ def test_unit_counter_is_back_to_zero_between_launches():
     _check(first, None, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, True))
     small = cutefi.single_prefill_with_kv_cache(q[:5], k[:5], v[:5])  # 8 units: fewer than the SMs
     _check(small, None, *reference(q[:5], k[:5], v[:5]))
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_many_short_units_back_to_back(head_dim):
+    """Hundreds of one- and two-tile units a CTA (the producer runs ahead of the consumers by
+    whole units: the unit-index ring and the Q slots are exercised) and launches back to back
+    with the ping-pong turns; two long session-15 benchmark runs hung before the index ring
+    was widened and the turns balanced at exit."""
+    lens_q = [128] * 300
+    lens_kv = [1 + (7 * i) % 200 for i in range(300)]
+    q, k, v, qo_indptr, kv_indptr = _ragged(lens_q, lens_kv, 8, 8, head_dim, torch.bfloat16, head_dim + 1)
+    wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    wrapper.plan(qo_indptr, kv_indptr, 8, 8, head_dim, causal=True, q_data_type=torch.bfloat16)
+    first = wrapper.run(q, k, v)
+    for _ in range(50):
+        out = wrapper.run(q, k, v)
+    torch.cuda.synchronize()
+    assert torch.equal(out, first) and wrapper._counter.item() == 0
+    _check(first, None, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, True))

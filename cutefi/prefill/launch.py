@@ -18,7 +18,8 @@ tensor) and masked.
 Work units: the plan's ``work`` array is int32 ``[WORK_ROWS, pairs]`` (row-major) describing
 (request, q tile) pairs: q_begin (the request's first q row), qo_len, kv_begin, kv_len,
 m_block (the q tile), the most expensive first. Unit ``u`` is q head ``u // pairs`` (kv head
-``head // group``), pair ``u % pairs``: the CTAs running at once share a head's K and V in L2. Causal masks are aligned to the end of the KV (q row ``r`` sees keys
+``head // group``), pair ``u % pairs``: the CTAs running at once share a head's K and V in
+L2. Causal masks are aligned to the end of the KV (q row ``r`` sees keys
 ``<= r + kv_len - qo_len``); ``window_left >= 0`` also hides keys ``< r + kv_len - qo_len -
 window_left``. Scores become base-2 logits: ``s = S * q_mult``, or with a soft cap ``s =
 cap_scale * tanh(S * q_mult)``. lse is base 2 (FlashInfer's).

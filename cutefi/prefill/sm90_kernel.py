@@ -3,19 +3,24 @@ softmax in registers, warp-specialised and persistent, in CuTe DSL.
 
 ABI, tiles and launch: ``launch.py`` (``sm90_contract``). A CTA has three warpgroups:
 
-  0. producer: one warp walks this CTA's work units and, per unit, TMA-loads the Q tile into
-     its buffer (a one-slot ring, freed when both consumers are done with it), then the
-     unit's K and V tiles, last tile first, into two rings (``launch.RINGS``: K and V have
-     their own barriers, so S = Q K^T starts before V has landed, and V's ring is deeper);
+  0. producer: one warp takes this CTA's work units (its first by index, the others from the
+     launch's counter) and, per unit, writes the unit's index to shared memory and TMA-loads
+     its Q tile into the Q ring (``launch.Q_STAGES`` slots; the index travels with it), then
+     the unit's K and V tiles, last tile first, into two rings (``launch.RINGS``: K and V
+     have their own barriers, so S = Q K^T starts before V has landed, and V's ring is
+     deeper); a unit index of -1 (with any Q tile) ends the consumers' loop;
   1-2. consumers: each owns 64 of the tile's 128 q rows and, per KV tile: S = Q K^T (both
      operands in shared memory, fp32 accumulators), the mask where the tile needs one, the
-     online softmax (base 2; O rescaled by the change of each row's maximum), P converted to
-     the 16-bit type in registers, where it already sits as the A operand of O += P V (V's
-     tile seen transposed: MN-major B); then the epilogue: O / rowsum and the base-2 lse,
+     online softmax (base 2; O rescaled by the change of each row's maximum), P packed into
+     16-bit pairs in registers, where it already sits as the A operand of O += P V (V's tile
+     seen transposed: MN-major B). S of tile j is issued together with P V of tile j - 1 and
+     the softmax of j runs while that P V does (intra-warpgroup overlap); with
+     ``launch.PINGPONG`` the two consumers take turns to issue (named barriers), so one's
+     softmax runs under the other's GEMMs. Then the epilogue: O / rowsum and the base-2 lse,
      stored from registers (rows past the request's end are never written).
 
 KV tiles are taken from the last one down: the tiles that need a mask (the request's end,
-the causal diagonal) come first and the loop over the rest carries no mask code.
+the causal diagonal) come first.
 """
 
 from __future__ import annotations
