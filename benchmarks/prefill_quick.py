@@ -1,7 +1,8 @@
 """Quick prefill timing (CUDA events, 20 calls after 3 warm-up) of the ragged wrapper against
 torch SDPA's cuDNN and flash kernels in the same process: the A/B runs of session 15
 (benchmarks/results/prefill_progress_h200.txt). bf16, 32 heads."""
-import torch, time, math, sys
+import torch
+
 import cutefi
 from torch.nn.attention import sdpa_kernel, SDPBackend
 torch.manual_seed(0)
@@ -28,6 +29,6 @@ for (b, L, causal, d) in [(4, 4096, True, 128), (1, 16384, True, 128), (4, 4096,
         try:
             with sdpa_kernel(be):
                 res[name] = bench(lambda: torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=causal))
-        except Exception as ex:
+        except Exception:  # (a backend this torch build lacks)
             res[name] = float("nan")
     print(f"b={b} L={L} causal={causal} d={d}: cutefi {flops/t/1e12:.0f} TFLOP/s, cudnn {flops/res['cudnn']/1e12:.0f}, flash {flops/res['flash']/1e12:.0f}", flush=True)
