@@ -30,6 +30,7 @@ MUTATIONS = {
     "gemm_mm_into": {"out"}, "gemm_fp8_into": {"out"}, "gemm_fp8_groupwise_into": {"out"},
     "segment_gemm_into": {"out"}, "group_gemm_fp8_into": {"out"},
     "prefill_out": {"out", "lse", "counter"}, "single_prefill_out": {"out", "lse"},
+    "paged_prefill_out": {"out", "lse", "counter"},
 }
 
 

@@ -89,6 +89,9 @@ def _cpu_calls():
         "BatchPrefillWithRaggedKVCacheWrapper": (
             lambda: cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1024, dtype=torch.uint8)),
             "float_workspace_buffer"),
+        "BatchPrefillWithPagedKVCacheWrapper": (
+            lambda: cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(1024, dtype=torch.uint8), "HND"),
+            "float_workspace_buffer"),
         "SegmentGEMMWrapper": (lambda: cutefi.SegmentGEMMWrapper(torch.empty(16, dtype=torch.int8)).run(
             x, torch.randn(2, 32, 64).to(bf16), 2, True, seg_lens=torch.tensor([1, 3])), "x"),
     }

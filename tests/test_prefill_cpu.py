@@ -103,3 +103,32 @@ def test_sm90_sass(head_dim):
     # Q (a unit's, and the end marker's), K and V: head_dim / 64 boxes each
     assert len(re.findall(r"\bUTMALDG\b", sass)) == 4 * head_dim // launch.BOX_COLS
     assert not re.search(r"\b(LDL|STL)\b", sass), "the prefill kernel spills"
+
+
+@requires_dsl
+@pytest.mark.parametrize("head_dim,page_size", [(128, 16), (64, 32), (256, 16), (256, 64)])
+def test_paged_sm90_sass(head_dim, page_size):
+    """Paged builds: a TMA box per page and 64 head-dim columns (4-D: the cache's pages, kv
+    heads, page rows, head dim), the same wgmmas, no local memory."""
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
+    from cutefi.jit.targets import Target
+
+    artifact = build(launch.PAGED_SPECS[("bf16", head_dim, page_size)], Target.parse("9.0a"))
+    try:
+        sass = disassemble(artifact.cubin)
+    except DisassemblerNotFoundError as error:
+        pytest.skip(str(error))
+    tile_n = launch.tile_n(head_dim, page_size)
+    assert tile_n % page_size == 0
+    assert len(re.findall(r"\bHGMMA\.64x%dx16\.F32\.BF16 R\d+, gdesc" % tile_n, sass)) == 2 * head_dim // 16
+    # one page loop (not unrolled) a tile of K and one of V: a box per 64 columns each
+    assert len(re.findall(r"\bUTMALDG\.4D\b", sass)) == 2 * head_dim // launch.BOX_COLS
+    assert not re.search(r"\b(LDL|STL)\b", sass), "the paged prefill kernel spills"
+
+
+def test_paged_plan_checks_before_the_device():
+    with pytest.raises(ValueError, match="float_workspace_buffer must be on a CUDA device"):
+        cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(16, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="kv_layout"):
+        cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(16, dtype=torch.uint8), "NDH")

@@ -50,21 +50,30 @@ PLACEHOLDER_TOKENS = 4096
 OUT_STRIDES = ("out_stride_token", "out_stride_head", "lse_stride_token", "lse_stride_head")
 
 
-def tile_n(head_dim: int) -> int:
+PAGE_SIZES = (16, 32, 64)  # paged builds: a page is whole 1 KiB swizzle atoms of rows (8+)
+
+
+def tile_n(head_dim: int, page_size: int = 0) -> int:
     """KV tokens a tile: S (64 x tile_n fp32) and O (64 x head_dim fp32) share a consumer's
     registers, so the widest head dim takes the narrowest tile. (At head dim 128, 128 fits
     only with P packed two elements an instruction, ``cute/pack16``: before, ptxas serialised
-    the wgmmas for want of registers (C7512) and the tile had to be 112.)"""
-    return {64: 128, 128: 128, 256: 80}[head_dim]
+    the wgmmas for want of registers (C7512) and the tile had to be 112.) A paged build's tile
+    is whole pages: 64 keys at head dim 256 with pages of 32 or 64."""
+    keys = {64: 128, 128: 128, 256: 80}[head_dim]
+    if page_size and keys % page_size:
+        keys = 64
+    if page_size and keys % page_size:
+        raise ValueError(f"prefill d{head_dim}: pages of {page_size} tokens do not tile {keys}-key tiles")
+    return keys
 
 
 def q_bytes(head_dim: int) -> int:
     return TILE_M * head_dim * 2
 
 
-def tile_bytes(head_dim: int) -> int:
+def tile_bytes(head_dim: int, page_size: int = 0) -> int:
     """One K or V tile."""
-    return tile_n(head_dim) * head_dim * 2
+    return tile_n(head_dim, page_size) * head_dim * 2
 
 
 # (K stages, V stages): a K tile is free once S = Q K^T is done, a V tile only after the next
@@ -83,24 +92,37 @@ def stages(head_dim: int) -> tuple[int, int]:
     return RINGS[head_dim]
 
 
-def smem_bytes(head_dim: int) -> int:
+def smem_bytes(head_dim: int, page_size: int = 0) -> int:
     k_stages, v_stages = stages(head_dim)
-    return BARRIER_BYTES + Q_STAGES[head_dim] * q_bytes(head_dim) + (k_stages + v_stages) * tile_bytes(head_dim)
+    return (BARRIER_BYTES + Q_STAGES[head_dim] * q_bytes(head_dim)
+            + (k_stages + v_stages) * tile_bytes(head_dim, page_size))
 
 
-def sm90_contract(dtype: str, head_dim: int) -> LaunchContract:
-    if dtype not in DTYPES or head_dim not in HEAD_DIMS:
-        raise ValueError(f"prefill sm90 builds are {DTYPES} x head_dim {HEAD_DIMS}; got {dtype}, {head_dim}")
-    if smem_bytes(head_dim) > SMEM_LIMIT:
-        raise ValueError(f"prefill d{head_dim}: {smem_bytes(head_dim)} bytes of shared memory exceed {SMEM_LIMIT}")
-    placeholder = (4, PLACEHOLDER_TOKENS, head_dim)
-    tma = tuple(TmaRecipe(name, dtype, box=(BOX_COLS, rows, 1), placeholder=placeholder, swizzle="128B",
-                          l2_promotion="256B")
-                for name, rows in (("q", TILE_M), ("k", tile_n(head_dim)), ("v", tile_n(head_dim))))
+def sm90_contract(dtype: str, head_dim: int, page_size: int = 0) -> LaunchContract:
+    """``page_size`` 0: K and V are ``[kv_heads, tokens, head_dim]`` views (ragged); otherwise
+    ``[pages, kv_heads, page_size, head_dim]`` views of a paged cache, read a page (and 64
+    head-dim columns) a TMA box, through ``kv_indices``."""
+    if dtype not in DTYPES or head_dim not in HEAD_DIMS or (page_size and page_size not in PAGE_SIZES):
+        raise ValueError(f"prefill sm90 builds are {DTYPES} x head_dim {HEAD_DIMS} x pages of {PAGE_SIZES} (or "
+                         f"ragged); got {dtype}, {head_dim}, {page_size}")
+    if smem_bytes(head_dim, page_size) > SMEM_LIMIT:
+        raise ValueError(f"prefill d{head_dim}: {smem_bytes(head_dim, page_size)} bytes of shared memory exceed "
+                         f"{SMEM_LIMIT}")
+    q_recipe = TmaRecipe("q", dtype, box=(BOX_COLS, TILE_M, 1), placeholder=(4, PLACEHOLDER_TOKENS, head_dim),
+                         swizzle="128B", l2_promotion="256B")
+    if page_size:
+        kv = tuple(TmaRecipe(name, dtype, box=(BOX_COLS, page_size, 1, 1), placeholder=(64, 4, page_size, head_dim),
+                             swizzle="128B", l2_promotion="256B") for name in ("k", "v"))
+    else:
+        kv = tuple(TmaRecipe(name, dtype, box=(BOX_COLS, tile_n(head_dim), 1),
+                             placeholder=(4, PLACEHOLDER_TOKENS, head_dim), swizzle="128B", l2_promotion="256B")
+                   for name in ("k", "v"))
+    tma = (q_recipe, *kv)
+    paged = (Param("kv_indices", "ptr", "i32", 4),) if page_size else ()
     return LaunchContract(
         params=(Param("q", "tma"), Param("k", "tma"), Param("v", "tma"), Param("out", "ptr", dtype, 4),
                 Param("lse", "ptr", "fp32", 4), Param("work", "ptr", "i32", 4),
-                Param("counter", "ptr", "i32", 4),
+                Param("counter", "ptr", "i32", 4), *paged,
                 *scalars("i32", "units", "heads", "group", "causal", "window_left", "write_lse", "ctas"),
                 *scalars("f32", "q_mult", "cap_scale"), *scalars("i64", *OUT_STRIDES)),
         block=(THREADS, 1, 1),
@@ -108,9 +130,9 @@ def sm90_contract(dtype: str, head_dim: int) -> LaunchContract:
         sample={"units": 1024, "heads": 32, "group": 4, "causal": 1, "window_left": -1, "write_lse": 1,
                 "ctas": 132, "q_mult": 0.1275, "cap_scale": 0.0,
                 **{name: 4096 for name in OUT_STRIDES}},
-        smem_bytes=smem_bytes(head_dim),
+        smem_bytes=smem_bytes(head_dim, page_size),
         tma=tma,
-        entry=f"cutefi_prefill_sm90_{dtype}_d{head_dim}",
+        entry=f"cutefi_prefill_sm90_{dtype}_d{head_dim}" + (f"_p{page_size}" if page_size else ""),
         pdl=True,
     )
 
@@ -121,4 +143,10 @@ SM90_SPECS = {
                                        head_dim=head_dim)
     for dtype in DTYPES for head_dim in HEAD_DIMS
 }
-register(*SM90_SPECS.values())
+PAGED_SPECS = {
+    (dtype, head_dim, page_size): KernelSpec.make(
+        "prefill.sm90", "cute", "cutefi.prefill.sm90_kernel:PrefillSm90", "cutefi.prefill.launch:sm90_contract",
+        Family.WGMMA, dtype=dtype, head_dim=head_dim, page_size=page_size)
+    for dtype in DTYPES for head_dim in HEAD_DIMS for page_size in PAGE_SIZES
+}
+register(*SM90_SPECS.values(), *PAGED_SPECS.values())

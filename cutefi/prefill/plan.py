@@ -38,18 +38,26 @@ def kv_tile_range(qo_len: np.ndarray, kv_len: np.ndarray, m_block: np.ndarray, c
 
 def partition(qo_indptr: np.ndarray, kv_indptr: np.ndarray, causal: bool, window_left: int,
               head_dim: int) -> PrefillPartition:
-    """The work array of a batch given its host ``qo_indptr`` and ``kv_indptr`` (int arrays)."""
+    """The work array of a ragged batch given its host ``qo_indptr`` and ``kv_indptr``."""
+    return partition_requests(qo_indptr, kv_indptr[:-1], kv_indptr[1:] - kv_indptr[:-1], causal, window_left,
+                              launch.tile_n(head_dim))
+
+
+def partition_requests(qo_indptr: np.ndarray, kv_begin: np.ndarray, kv_len: np.ndarray, causal: bool,
+                       window_left: int, tile_n: int) -> PrefillPartition:
+    """The work array of requests with queries ``qo_indptr[b] .. qo_indptr[b + 1]`` and keys
+    ``kv_len[b]`` from ``kv_begin[b]`` (a row of the ragged K/V, or a paged request's first
+    entry of kv_indices)."""
     qo_len = (qo_indptr[1:] - qo_indptr[:-1]).astype(np.int64)
-    kv_len = (kv_indptr[1:] - kv_indptr[:-1]).astype(np.int64)
+    kv_len = np.asarray(kv_len, dtype=np.int64)
     m_blocks = -(-qo_len // launch.TILE_M)
     request = np.repeat(np.arange(qo_len.shape[0]), m_blocks)
     # the q tile of each pair: its index among its request's pairs
     starts = np.cumsum(m_blocks) - m_blocks
     m_block = np.arange(request.shape[0]) - np.repeat(starts, m_blocks)
-    first_tile, end_tile = kv_tile_range(qo_len[request], kv_len[request], m_block, causal, window_left,
-                                         launch.tile_n(head_dim))
+    first_tile, end_tile = kv_tile_range(qo_len[request], kv_len[request], m_block, causal, window_left, tile_n)
     cost = end_tile - first_tile
     order = np.argsort(-cost, kind="stable")
-    work = np.stack([qo_indptr[:-1][request], qo_len[request], kv_indptr[:-1][request], kv_len[request],
+    work = np.stack([qo_indptr[:-1][request], qo_len[request], np.asarray(kv_begin)[request], kv_len[request],
                      m_block])[:, order].astype(np.int32)
     return PrefillPartition(np.ascontiguousarray(work), int(request.shape[0]), int(cost.sum()))

@@ -56,11 +56,13 @@ class PrefillSm90:
     # ------------------------------------------------------------------ #
     # 1. specialisation
     # ------------------------------------------------------------------ #
-    def __init__(self, dtype: str, head_dim: int) -> None:
-        self.contract = launch.sm90_contract(dtype, head_dim)
+    def __init__(self, dtype: str, head_dim: int, page_size: int = 0) -> None:
+        self.contract = launch.sm90_contract(dtype, head_dim, page_size)
         self.dtype = cute_dtype(dtype)
         self.head_dim = head_dim
-        self.tile_n = launch.tile_n(head_dim)
+        # paged: K and V tiles gathered a page (and BOX_COLS columns) a TMA box
+        self.page_size = page_size
+        self.tile_n = launch.tile_n(head_dim, page_size)
         self.k_stages, self.v_stages = launch.stages(head_dim)
         self.q_stages = launch.Q_STAGES[head_dim]
         self.pingpong = launch.PINGPONG[head_dim]
@@ -89,11 +91,19 @@ class PrefillSm90:
         load = cpasync.CopyBulkTensorTileG2SOp()
         atom_q, tma_q = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.q), cute.slice_(q_smem, (None, None, 0)),
                                                     (launch.TILE_M, self.head_dim))
-        kv_stage = cute.slice_(k_smem, (None, None, 0))  # (V's tiles are laid out alike)
-        atom_k, tma_k = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.k), kv_stage,
-                                                    (self.tile_n, self.head_dim))
-        atom_v, tma_v = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.v), kv_stage,
-                                                    (self.tile_n, self.head_dim))
+        if const_expr(self.page_size):  # [pages, kv_heads, page_size, d] -> (page_size, d, kv_heads, pages)
+            atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, self.dtype)
+            box = cute.tile_to_shape(atom, (self.page_size, launch.BOX_COLS), order=(0, 1))
+            atom_k, tma_k = cpasync.make_tiled_tma_atom(load, _page_rows_dim_heads_pages(args.k), box,
+                                                        (self.page_size, launch.BOX_COLS))
+            atom_v, tma_v = cpasync.make_tiled_tma_atom(load, _page_rows_dim_heads_pages(args.v), box,
+                                                        (self.page_size, launch.BOX_COLS))
+        else:
+            kv_stage = cute.slice_(k_smem, (None, None, 0))  # (V's tiles are laid out alike)
+            atom_k, tma_k = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.k), kv_stage,
+                                                        (self.tile_n, self.head_dim))
+            atom_v, tma_v = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.v), kv_stage,
+                                                        (self.tile_n, self.head_dim))
         kernel_args.launch(self.kernel, self.contract, args,
                            args.replace(q=(atom_q, tma_q), k=(atom_k, tma_k), v=(atom_v, tma_v)))
 
@@ -208,18 +218,26 @@ class PrefillSm90:
             q_state.advance()
             k_atom, tma_k, s_k = k_parts
             v_atom, tma_v, s_v = v_parts
-            t_sk, t_gk = _tma_view(k_atom, s_k, cute.domain_offset((kv_begin, 0, 0), tma_k), (tile_n, d))
-            t_sv, t_gv = _tma_view(v_atom, s_v, cute.domain_offset((kv_begin, 0, 0), tma_v), (tile_n, d))
+            t_sk = t_gk = t_sv = t_gv = None
+            if const_expr(not self.page_size):
+                t_sk, t_gk = _tma_view(k_atom, s_k, cute.domain_offset((kv_begin, 0, 0), tma_k), (tile_n, d))
+                t_sv, t_gv = _tma_view(v_atom, s_v, cute.domain_offset((kv_begin, 0, 0), tma_v), (tile_n, d))
             for i in cutlass.range(end - first, unroll=1):
                 n = end - 1 - i
                 k_ring.producer_acquire(k_state)
-                cute.copy(k_atom, t_gk[(None, n, 0, kv_head)], t_sk[(None, k_state.index)],
-                          tma_bar_ptr=k_ring.producer_get_barrier(k_state))
+                if const_expr(self.page_size):
+                    self._load_pages(args, k_atom, tma_k, s_k, k_ring, k_state, n, kv_begin, kv_len, kv_head)
+                else:
+                    cute.copy(k_atom, t_gk[(None, n, 0, kv_head)], t_sk[(None, k_state.index)],
+                              tma_bar_ptr=k_ring.producer_get_barrier(k_state))
                 k_ring.producer_commit(k_state)
                 k_state.advance()
                 v_ring.producer_acquire(v_state)
-                cute.copy(v_atom, t_gv[(None, n, 0, kv_head)], t_sv[(None, v_state.index)],
-                          tma_bar_ptr=v_ring.producer_get_barrier(v_state))
+                if const_expr(self.page_size):
+                    self._load_pages(args, v_atom, tma_v, s_v, v_ring, v_state, n, kv_begin, kv_len, kv_head)
+                else:
+                    cute.copy(v_atom, t_gv[(None, n, 0, kv_head)], t_sv[(None, v_state.index)],
+                              tma_bar_ptr=v_ring.producer_get_barrier(v_state))
                 v_ring.producer_commit(v_state)
                 v_state.advance()
             unit = self._next_unit(args, ctas)
@@ -236,6 +254,27 @@ class PrefillSm90:
         q_ring.producer_tail(q_state)
         k_ring.producer_tail(k_state)
         v_ring.producer_tail(v_state)
+
+    @cute.jit
+    def _load_pages(self, args, atom, tma, smem, ring, state, n, kv_begin, kv_len, kv_head):
+        """Tile ``n`` of a paged request into ring slot ``state``: its pages' rows, BOX_COLS
+        head-dim columns a TMA box, the pages named by the request's entries of kv_indices
+        (``kv_begin``: its first). Entries past its last page read that page again (those
+        keys are masked); a page id past the cache reads zeros (TMA bounds), never memory."""
+        page_size = self.page_size
+        pages_per_tile = self.tile_n // page_size
+        last_entry = (kv_len + page_size - 1) // page_size - 1
+        stage = smem[(None, None, state.index)]
+        barrier = ring.producer_get_barrier(state)
+        boxes = cute.local_tile(tma, (page_size, launch.BOX_COLS), (None, None, None, None))
+        for p in cutlass.range(pages_per_tile, unroll=1):  # (unrolled, the producer's 24 registers spilled)
+            entry = Int64(kv_begin + cutlass.min(n * pages_per_tile + p, last_entry))
+            page = cute.make_tensor(args.kv_indices + entry, cute.make_layout(1))[0]
+            for c in cutlass.range_constexpr(self.head_dim // launch.BOX_COLS):
+                piece = cute.local_tile(stage, (page_size, launch.BOX_COLS), (p, c))
+                t_s, t_g = cpasync.tma_partition(atom, 0, cute.make_layout(1), cute.group_modes(piece, 0, 2),
+                                                 cute.group_modes(boxes[(None, None, 0, c, kv_head, page)], 0, 2))
+                cute.copy(atom, t_g, t_s, tma_bar_ptr=barrier)
 
     @cute.jit
     def _next_unit(self, args, ctas):
@@ -499,6 +538,11 @@ def _tma_view(atom, smem, coords, tile):
 def _tokens_dim_heads(tensor: cute.Tensor) -> cute.Tensor:
     """[heads, tokens, head_dim] -> (tokens, head_dim, heads): the same memory."""
     return cute.make_tensor(tensor.iterator, cute.select(tensor.layout, mode=[1, 2, 0]))
+
+
+def _page_rows_dim_heads_pages(tensor: cute.Tensor) -> cute.Tensor:
+    """[pages, kv_heads, page_size, head_dim] -> (page_size, head_dim, kv_heads, pages)."""
+    return cute.make_tensor(tensor.iterator, cute.select(tensor.layout, mode=[2, 3, 1, 0]))
 
 
 def _transposed(tensor: cute.Tensor) -> cute.Tensor:

@@ -19,7 +19,7 @@ import torch
 
 import cutefi
 
-from .base import Backend, Cost, Routine, ShapeFlag, check_attention_heads, flashinfer_module, randn
+from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, check_attention_heads, flashinfer_module, randn
 
 
 def _lengths(shape: dict[str, int]) -> list[int]:
@@ -32,6 +32,24 @@ def _lengths(shape: dict[str, int]) -> list[int]:
 
 def _indptr(lengths: list[int]) -> torch.Tensor:
     return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+
+
+def _paged_cache(k: torch.Tensor, v: torch.Tensor, lengths: list[int], page_size: int):
+    """(cache [pages, 2, page_size, kv_heads, d], page indptr, page ids, last page lengths) holding
+    each request's K/V rows in pages taken in a shuffled order."""
+    pages_each = [-(-n // page_size) for n in lengths]
+    order = torch.randperm(sum(pages_each), generator=torch.Generator().manual_seed(len(lengths)))
+    cache = torch.zeros(sum(pages_each), 2, page_size, *k.shape[1:], device="cuda", dtype=k.dtype)
+    first = start = 0
+    for n, count in zip(lengths, pages_each):
+        ids = order[first:first + count].cuda()
+        for which, dense in ((0, k), (1, v)):
+            rows = torch.zeros(count * page_size, *k.shape[1:], device="cuda", dtype=k.dtype)
+            rows[:n] = dense[start:start + n]
+            cache[ids, which] = rows.view(count, page_size, *k.shape[1:])
+        first, start = first + count, start + n
+    last = torch.tensor([(n - 1) % page_size + 1 for n in lengths], dtype=torch.int32)
+    return cache, _indptr(pages_each), order.to(torch.int32).cuda(), last
 
 
 def _sdpa(backend=None):
@@ -69,15 +87,19 @@ class BatchPrefill(Routine):
         ShapeFlag("head_dim", (128,), (128,), "head dimension", minimum=64),
         ShapeFlag("causal", (1,), (1,), "1: causal mask, 0: none", minimum=0),
         ShapeFlag("ragged", (0,), (0,), "1: lengths uniform in [128, seq_len]", minimum=0),
+        ShapeFlag("page_size", (0,), (0,), "0: contiguous K/V; 16, 32, 64: cutefi reads a paged cache (NHD, "
+                  "pages shuffled) with BatchPrefillWithPagedKVCacheWrapper", minimum=0),
     )
 
     def check_shape(self, shape: dict[str, int]) -> None:
         check_attention_heads(shape)
+        if shape.get("page_size", 0) not in (0, 16, 32, 64):
+            raise BenchInputError("page_size must be 0 (contiguous K/V), 16, 32 or 64")
 
     def backends(self) -> dict[str, Backend]:
         sdpa = torch.nn.attention.SDPBackend
         found: dict[str, Backend] = {
-            "cutefi": lambda state, q, k, v: state["cutefi"].run(q, k, v),
+            "cutefi": lambda state, q, k, v: state["cutefi"](q, k, v),
             "torch": _sdpa(),
             "cudnn": _sdpa([sdpa.CUDNN_ATTENTION]),
             "flash": _sdpa([sdpa.FLASH_ATTENTION]),
@@ -100,9 +122,18 @@ class BatchPrefill(Routine):
             b, n = len(lengths), lengths[0]
             dense = tuple(t.view(b, n, t.shape[1], d).transpose(1, 2) for t in (q, k, v))
         state: dict[str, Any] = {"indptr": indptr, "causal": causal, "dense": dense, "lengths": lengths}
-        wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
-        wrapper.plan(indptr, indptr, heads, kv_heads, d, causal=causal, q_data_type=dtype)
-        state["cutefi"] = wrapper
+        workspace = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+        page_size = shape.get("page_size", 0)
+        if page_size:  # the same K/V in shuffled pages (FlashInfer's paged layout)
+            wrapper = cutefi.BatchPrefillWithPagedKVCacheWrapper(workspace)
+            cache, page_indptr, indices, last = _paged_cache(k, v, lengths, page_size)
+            wrapper.plan(indptr, page_indptr, indices, last, heads, kv_heads, d, page_size, causal=causal,
+                         q_data_type=dtype)
+            state["cutefi"] = lambda q, k, v: wrapper.run(q, cache)
+        else:
+            wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(workspace)
+            wrapper.plan(indptr, indptr, heads, kv_heads, d, causal=causal, q_data_type=dtype)
+            state["cutefi"] = wrapper.run
         flashinfer = flashinfer_module()
         if flashinfer is not None:
             fi = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8,

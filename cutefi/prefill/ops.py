@@ -1,0 +1,231 @@
+"""The prefill family's shared pieces: argument checks, the launch of the Hopper kernel (ragged
+or paged K/V) and the torch ops torch.compile records, and a wrapper's device work array."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .._checks import require_flag, require_int, require_real, require_same_device, require_tensor
+from .._library import compiling, define
+from ..dtypes import name_of
+from ..jit.driver import device_info
+from ..jit.lookup import get_kernel
+from . import launch, plan
+
+_LOG2E = 1.4426950408889634
+_DTYPES = (torch.float16, torch.bfloat16)
+_NAMED = {"float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16}
+KV_LAYOUTS = ("NHD", "HND")
+# the scalars of a launch the op carries, in order
+SIZES = ("pairs", "heads", "group", "causal", "window_left")
+
+
+# ---- argument checks -----------------------------------------------------------------------------
+def _check_options(custom_mask, packed_custom_mask, pos_encoding_mode: str, backend: str | None) -> None:
+    if custom_mask is not None or packed_custom_mask is not None:
+        raise NotImplementedError("custom_mask / packed_custom_mask: cutefi's prefill supports causal, sliding-window "
+                                  "and soft-cap masks; custom masks are not implemented yet")
+    if pos_encoding_mode != "NONE":
+        raise NotImplementedError(f"pos_encoding_mode={pos_encoding_mode!r}: cutefi's prefill supports 'NONE' "
+                                  "(apply RoPE first, e.g. with cutefi.apply_rope)")
+    if backend is not None and backend not in ("auto", "cutefi"):
+        raise ValueError(f"backend must be 'auto' or 'cutefi'; got {backend!r} (cutefi runs its own kernels only)")
+
+
+def _scales(sm_scale, head_dim: int, logits_soft_cap) -> tuple[float, float]:
+    """(multiplier of q k^T, of the tanh): scores become base-2 logits in the kernel."""
+    scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else require_real("sm_scale", sm_scale)
+    if scale <= 0:
+        raise ValueError(f"sm_scale must be > 0; got {sm_scale}")
+    cap = 0.0 if logits_soft_cap is None else require_real("logits_soft_cap", logits_soft_cap)
+    if cap < 0:
+        raise ValueError(f"logits_soft_cap must be >= 0; got {logits_soft_cap}")
+    return (scale / cap, cap * _LOG2E) if cap > 0 else (scale * _LOG2E, 0.0)
+
+
+def _check_qkv(q, k, v, kv_layout: str, q_dims: int) -> tuple[int, int, int, int]:
+    """(heads, kv_heads, head_dim, kv tokens) of checked q ``[tokens, heads, head_dim]`` and k, v
+    (``[tokens, kv_heads, head_dim]`` NHD, ``[kv_heads, tokens, head_dim]`` HND)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        require_tensor(name, t)
+    if kv_layout not in KV_LAYOUTS:
+        raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
+    if q.dim() != q_dims or k.dim() != 3 or v.dim() != 3:
+        raise ValueError(f"q must be [tokens, num_qo_heads, head_dim] and k, v 3-D ({kv_layout}); got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if q.dtype not in _DTYPES:
+        raise TypeError(f"q must be float16 or bfloat16; got {q.dtype}")
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"k and v must have q's dtype {q.dtype} (FP8 KV is not implemented yet); got {k.dtype}, {v.dtype}")
+    kv_tokens, kv_heads = (k.shape[0], k.shape[1]) if kv_layout == "NHD" else (k.shape[1], k.shape[0])
+    heads, head_dim = q.shape[1], q.shape[2]
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError(f"v must have k's shape {tuple(k.shape)} (head_dim_vo == head_dim_qk); got {tuple(v.shape)}")
+    if k.shape[2] != head_dim:
+        raise ValueError(f"k's head_dim {k.shape[2]} differs from q's {head_dim}")
+    if head_dim not in launch.HEAD_DIMS:
+        raise ValueError(f"head_dim must be one of {launch.HEAD_DIMS}; got {head_dim}")
+    if kv_heads < 1 or heads % kv_heads:
+        raise ValueError(f"num_qo_heads ({heads}) must be a positive multiple of num_kv_heads ({kv_heads})")
+    require_same_device(("q", q), ("k", k), ("v", v))
+    return heads, kv_heads, head_dim, kv_tokens
+
+
+def _rows_aligned(name: str, t: torch.Tensor) -> None:
+    """TMA: head_dim contiguous, every other stride and the base a multiple of 16 bytes."""
+    size = t.element_size()
+    if t.stride(-1) != 1 or any(t.stride(d) * size % 16 for d in range(t.dim() - 1)) or \
+            (not compiling() and t.data_ptr() % 16):
+        raise ValueError(f"{name} rows must start on 16-byte boundaries with head_dim contiguous; got strides "
+                         f"{tuple(t.stride())}")
+
+
+def _heads_first(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """The kernel's [heads, tokens, head_dim] view."""
+    return t.transpose(0, 1) if layout == "NHD" else t
+
+
+def _output(name: str, tensor, shape, dtype, like: torch.Tensor) -> torch.Tensor:
+    if tensor is None:
+        return torch.empty(shape, dtype=dtype, device=like.device)
+    require_tensor(name, tensor)
+    if tuple(tensor.shape) != tuple(shape) or tensor.dtype != dtype:
+        raise ValueError(f"{name} must be {tuple(shape)} {dtype}; got {tuple(tensor.shape)} {tensor.dtype}")
+    if name == "out":
+        _rows_aligned(name, tensor)
+    require_same_device(("q", like), (name, tensor))
+    return tensor
+
+
+# ---- the launch ------------------------------------------------------------------------------------
+def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size: int, sizes, scales,
+                  pdl: bool) -> None:
+    """Run the kernel on checked tensors: q/out [tokens, heads, d]; ``k_view``/``v_view``
+    [kv_heads, tokens, d] (``page_size`` 0) or [pages, kv_heads, page_size, d] with
+    ``kv_indices``; ``counter``: the int32 the CTAs take units from (zero between launches:
+    the kernel puts it back; launches sharing one must not overlap in time)."""
+    p = dict(zip(SIZES, sizes))
+    units = p["pairs"] * p["heads"]
+    if units == 0 or q.shape[0] == 0:
+        return
+    device = q.get_device()
+    dtype, head_dim = name_of(q.dtype), q.shape[2]
+    spec = launch.PAGED_SPECS[(dtype, head_dim, page_size)] if page_size else launch.SM90_SPECS[(dtype, head_dim)]
+    kernel = get_kernel(spec, device)
+    ctas = min(units, device_info(device).sms)
+    paged = {"kv_indices": kv_indices.data_ptr()} if page_size else {}
+    kernel.launch((ctas, 1, 1), device, None, pdl, q=q.transpose(0, 1), k=k_view, v=v_view, out=out.data_ptr(),
+                  lse=lse.data_ptr() if lse is not None else 0, work=work.data_ptr(), counter=counter.data_ptr(),
+                  units=units, heads=p["heads"], group=p["group"], causal=p["causal"], window_left=p["window_left"],
+                  write_lse=int(lse is not None), ctas=ctas, q_mult=scales[0], cap_scale=scales[1],
+                  out_stride_token=out.stride(0), out_stride_head=out.stride(1),
+                  lse_stride_token=lse.stride(0) if lse is not None else 0,
+                  lse_stride_head=lse.stride(1) if lse is not None else 0, **paged)
+
+
+def launch_ragged(q, k, v, out, lse, work, counter, kv_layout: str, sizes, scales, pdl: bool) -> None:
+    """q/out [tokens, heads, d]; k/v in ``kv_layout`` (NHD [tokens, kv_heads, d], HND [kv_heads, tokens, d])."""
+    if k.shape[0 if kv_layout == "NHD" else 1] == 0:  # no keys anywhere (TMA cannot describe it)
+        if q.shape[0]:
+            out.zero_()
+            if lse is not None:
+                lse.fill_(-math.inf)
+        return
+    launch_kernel(q, _heads_first(k, kv_layout), _heads_first(v, kv_layout), out, lse, work, counter, None, 0,
+                  sizes, scales, pdl)
+
+
+def launch_paged(q, k_cache, v_cache, out, lse, work, counter, kv_indices, kv_layout: str, page_size: int, sizes,
+                 scales, pdl: bool) -> None:
+    """q/out [tokens, heads, d]; caches [pages, page_size, kv_heads, d] (NHD) or [pages, kv_heads,
+    page_size, d] (HND)."""
+    k_view, v_view = (k_cache.transpose(1, 2), v_cache.transpose(1, 2)) if kv_layout == "NHD" else (k_cache, v_cache)
+    launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size, sizes, scales, pdl)
+
+
+RAGGED_OP = define("prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, Tensor work, "
+                   "Tensor(c!) counter, str kv_layout, int[] sizes, float[] scales, bool pdl) -> ()", launch_ragged,
+                   lambda *args: None)
+PAGED_OP = define("paged_prefill_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor(a!) out, Tensor(b!)? lse, "
+                  "Tensor work, Tensor(c!) counter, Tensor kv_indices, str kv_layout, int page_size, int[] sizes, "
+                  "float[] scales, bool pdl) -> ()", launch_paged, lambda *args: None)
+_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def stream_counter(device: int) -> torch.Tensor:
+    """The unit counter of single-request launches on this device's current stream (one a
+    stream: launches on one stream never overlap)."""
+    key = (device, torch._C._cuda_getCurrentRawStream(device))
+    counter = _COUNTERS.get(key)
+    if counter is None:
+        if len(_COUNTERS) > 1024:
+            _COUNTERS.clear()
+        counter = _COUNTERS[key] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{device}")
+    return counter
+
+
+def host_indptr(name: str, indptr) -> np.ndarray:
+    require_tensor(name, indptr)
+    if indptr.dtype not in (torch.int32, torch.int64) or indptr.dim() != 1 or indptr.shape[0] < 1:
+        raise ValueError(f"{name} must be a 1-D int32/int64 tensor [batch + 1]; got {tuple(indptr.shape)} {indptr.dtype}")
+    host = (indptr.cpu() if indptr.is_cuda else indptr).numpy().astype(np.int64)
+    if host[0] != 0 or (host[1:] < host[:-1]).any():
+        raise ValueError(f"{name} must start at 0 and never decrease")
+    return host
+
+
+def plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, window_left, q_data_type,
+                 kv_data_type, sm_scale, logits_soft_cap) -> dict:
+    """The checked options of a wrapper's ``plan`` (the part the ragged and paged forms share)."""
+    heads, kv_heads = require_int("num_qo_heads", num_qo_heads), require_int("num_kv_heads", num_kv_heads)
+    head_dim = require_int("head_dim_qk", head_dim_qk)
+    if head_dim_vo is not None and require_int("head_dim_vo", head_dim_vo) != head_dim:
+        raise NotImplementedError(f"head_dim_vo ({head_dim_vo}) != head_dim_qk ({head_dim}) is not implemented yet")
+    if head_dim not in launch.HEAD_DIMS:
+        raise ValueError(f"head_dim_qk must be one of {launch.HEAD_DIMS}; got {head_dim}")
+    if kv_heads < 1 or heads < 1 or heads % kv_heads:
+        raise ValueError(f"num_qo_heads ({heads}) must be a positive multiple of num_kv_heads ({kv_heads})")
+    causal = require_flag("causal", causal)
+    window_left = require_int("window_left", window_left)
+    q_dtype = q_data_type if isinstance(q_data_type, torch.dtype) else _NAMED.get(str(q_data_type).replace("torch.", ""))
+    if q_dtype not in _DTYPES:
+        raise TypeError(f"q_data_type must be float16 or bfloat16; got {q_data_type!r}")
+    if kv_data_type is not None and kv_data_type not in (q_dtype, str(q_dtype).replace("torch.", "")):
+        raise NotImplementedError(f"kv_data_type {kv_data_type!r} differs from q_data_type: FP8 KV is not "
+                                  "implemented yet")
+    return dict(heads=heads, kv_heads=kv_heads, group=heads // kv_heads, head_dim=head_dim, causal=int(causal),
+                window_left=window_left, q_dtype=q_dtype, scales=list(_scales(sm_scale, head_dim, logits_soft_cap)))
+
+
+class WorkBuffer:
+    """A wrapper's device work array (and unit counter). ``use_cuda_graph``: the array keeps
+    its address and size, set by the first plan (padded with empty units: a request adds at
+    most one partial q tile), so a captured run replays after later plans."""
+
+    def __init__(self, device: int, use_cuda_graph: bool) -> None:
+        self.device = device
+        self.use_cuda_graph = use_cuda_graph
+        self.work: torch.Tensor | None = None
+        self.counter = torch.zeros(1, dtype=torch.int32, device=f"cuda:{device}")  # (runs must not overlap)
+        self.capacity = 0
+
+    def upload(self, part: plan.PrefillPartition, batch: int, total_q: int, non_blocking: bool) -> int:
+        """Copy the partition's work array to the device; returns the pairs the kernel walks."""
+        work = part.work
+        if self.use_cuda_graph:
+            if self.work is None:
+                self.capacity = int(batch + -(-total_q // launch.TILE_M))
+            if part.pairs > self.capacity:
+                raise ValueError(f"this plan has {part.pairs} q tiles, more than the {self.capacity} the CUDA-graph "
+                                 "wrapper was sized for at its first plan")
+            padded = np.zeros((launch.WORK_ROWS, self.capacity), dtype=np.int32)  # empty units: nothing stored
+            padded[:, :part.pairs] = work
+            work = padded
+        staged = torch.from_numpy(np.ascontiguousarray(work).reshape(-1))
+        if self.work is None or (self.work.numel() != staged.numel() and not self.use_cuda_graph):
+            self.work = torch.empty(staged.numel(), dtype=torch.int32, device=f"cuda:{self.device}")
+        self.work.copy_(staged.pin_memory() if non_blocking else staged, non_blocking=bool(non_blocking))
+        return work.shape[1]

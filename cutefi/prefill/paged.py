@@ -1,0 +1,169 @@
+"""``BatchPrefillWithPagedKVCacheWrapper`` (FlashInfer's): prefill/append attention of a batch of
+requests over a paged KV cache, on the Hopper kernel's paged builds.
+
+Request ``b``'s queries are rows ``qo_indptr[b] .. qo_indptr[b + 1]`` of ``q``; its keys and
+values are the pages ``paged_kv_indices[paged_kv_indptr[b] ..]`` of the cache, the last one
+holding ``paged_kv_last_page_len[b]`` tokens. The kernel gathers each KV tile a page at a time
+with TMA (one box per page and 64 head-dim columns), so the page size is a build option:
+16, 32 or 64 tokens (``launch.PAGE_SIZES``); a page id past the cache reads zeros, never other
+memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .._checks import require_cuda, require_flag, require_int, require_same_device, require_tensor
+from .._library import compiling
+from ..attention.decode_ops import Layout
+from ..attention.plan import check_i32
+from ..jit.logs import api_log
+from . import launch, plan
+from .ops import (KV_LAYOUTS, PAGED_OP, SIZES, WorkBuffer, _check_options, _output, _rows_aligned, host_indptr,
+                  launch_paged, plan_options)
+
+
+class BatchPrefillWithPagedKVCacheWrapper:
+    """Prefill/append attention over a paged KV cache (plan once per batch, run per layer).
+
+    ``paged_kv_cache``: a ``(k_cache, v_cache)`` pair or one ``[pages, 2, ...]`` tensor, each
+    ``[pages, page_size, kv_heads, head_dim]`` (NHD) or ``[pages, kv_heads, page_size, head_dim]``
+    (HND), rows 16-byte aligned. ``use_cuda_graph``: plans keep the work array's and the page
+    table's addresses (``paged_kv_indices_buf`` receives the page ids) so a captured ``run``
+    replays after later plans of the same batch size and at most the first plan's tokens."""
+
+    @api_log
+    def __init__(self, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False, qo_indptr_buf=None,
+                 paged_kv_indptr_buf=None, paged_kv_indices_buf=None, paged_kv_last_page_len_buf=None,
+                 custom_mask_buf=None, mask_indptr_buf=None, backend="auto", jit_args=None):
+        require_tensor("float_workspace_buffer", float_workspace_buffer)
+        if kv_layout not in KV_LAYOUTS:
+            raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
+        _check_options(custom_mask_buf, None, "NONE", backend)
+        self.device = require_cuda("float_workspace_buffer", float_workspace_buffer)  # (last)
+        self._kv_layout = kv_layout
+        self._buffer = WorkBuffer(self.device, bool(require_flag("use_cuda_graph", use_cuda_graph)))
+        self._fixed_indices = None
+        if self._buffer.use_cuda_graph:
+            if paged_kv_indices_buf is None:
+                raise ValueError("use_cuda_graph=True needs paged_kv_indices_buf (a device int32 tensor that keeps "
+                                 "its address)")
+            check_i32("paged_kv_indices_buf", paged_kv_indices_buf)
+            require_same_device(("float_workspace_buffer", float_workspace_buffer),
+                                ("paged_kv_indices_buf", paged_kv_indices_buf))
+            self._fixed_indices = paged_kv_indices_buf
+        self._plan: dict | None = None
+
+    @property
+    def is_cuda_graph_enabled(self) -> bool:
+        return self._buffer.use_cuda_graph
+
+    @property
+    def _counter(self) -> torch.Tensor:
+        return self._buffer.counter
+
+    @api_log
+    def plan(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads, num_kv_heads,
+             head_dim_qk, page_size, head_dim_vo=None, custom_mask=None, packed_custom_mask=None, causal=False,
+             pos_encoding_mode="NONE", use_fp16_qk_reduction=False, sm_scale=None, window_left=-1,
+             logits_soft_cap=None, rope_scale=None, rope_theta=None, q_data_type="float16", kv_data_type=None,
+             o_data_type=None, non_blocking=True, prefix_len_ptr=None, token_pos_in_items_ptr=None,
+             token_pos_in_items_len=0, max_item_len_ptr=None, seq_lens=None, block_tables=None,
+             max_token_per_sequence=None, max_sequence_kv=None) -> None:
+        """Partition the batch: ``qo_indptr``, ``paged_kv_indptr`` [batch + 1] and
+        ``paged_kv_last_page_len`` [batch] int32/int64 on the host (no synchronisation) or the
+        device (copied to the host once); ``paged_kv_indices`` int32 (kept on the device)."""
+        _check_options(custom_mask, packed_custom_mask, pos_encoding_mode, None)
+        options = plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, window_left,
+                               q_data_type, kv_data_type, sm_scale, logits_soft_cap)
+        page_size = require_int("page_size", page_size)
+        if page_size not in launch.PAGE_SIZES:
+            raise NotImplementedError(f"page_size must be one of {launch.PAGE_SIZES} for cutefi's paged prefill "
+                                      f"(a page is gathered by TMA); got {page_size}")
+        qo_host = host_indptr("qo_indptr", qo_indptr)
+        kv_host = host_indptr("paged_kv_indptr", paged_kv_indptr)
+        batch = qo_host.shape[0] - 1
+        if kv_host.shape[0] != batch + 1:
+            raise ValueError(f"paged_kv_indptr must have batch + 1 = {batch + 1} entries (qo_indptr's); "
+                             f"got {kv_host.shape[0]}")
+        require_tensor("paged_kv_last_page_len", paged_kv_last_page_len)
+        if paged_kv_last_page_len.shape != (batch,):
+            raise ValueError(f"paged_kv_last_page_len must be [batch] = [{batch}]; got "
+                             f"{tuple(paged_kv_last_page_len.shape)}")
+        last = paged_kv_last_page_len.cpu().numpy().astype(np.int64)
+        pages = kv_host[1:] - kv_host[:-1]
+        if ((pages > 0) & ((last < 1) | (last > page_size))).any():
+            raise ValueError(f"paged_kv_last_page_len must be in [1, page_size={page_size}] for every request with pages")
+        check_i32("paged_kv_indices", paged_kv_indices)
+        if int(kv_host[-1]) > paged_kv_indices.shape[0]:
+            raise ValueError(f"paged_kv_indptr[-1] = {int(kv_host[-1])} pages but paged_kv_indices holds "
+                             f"{paged_kv_indices.shape[0]}")
+        indices = self._device_indices(paged_kv_indices, bool(non_blocking))
+        kv_len = np.where(pages > 0, (pages - 1) * page_size + last, 0)
+        part = plan.partition_requests(qo_host, kv_host[:-1], kv_len, bool(options["causal"]), options["window_left"],
+                                       launch.tile_n(options["head_dim"], page_size))
+        pairs = self._buffer.upload(part, batch, int(qo_host[-1]), bool(non_blocking))
+        self._plan = dict(options, pairs=pairs, page_size=page_size, total_q=int(qo_host[-1]), indices=indices)
+
+    begin_forward = plan
+
+    def _device_indices(self, indices: torch.Tensor, non_blocking: bool) -> torch.Tensor:
+        """The page table on this wrapper's device: the given one where it is already there
+        (graphs: copied into the fixed buffer)."""
+        if indices.is_cuda and indices.get_device() != self.device:
+            raise ValueError(f"paged_kv_indices must be on cuda:{self.device} (the workspace's) or the host; "
+                             f"got {indices.device}")
+        if self._fixed_indices is not None:
+            if indices.numel() > self._fixed_indices.numel():
+                raise ValueError(f"paged_kv_indices_buf holds {self._fixed_indices.numel()} entries; the plan needs "
+                                 f"{indices.numel()}")
+            if indices.data_ptr() != self._fixed_indices.data_ptr():
+                self._fixed_indices[:indices.numel()].copy_(indices, non_blocking=non_blocking)
+            return self._fixed_indices
+        if indices.is_cuda:
+            return indices
+        return indices.pin_memory().to(f"cuda:{self.device}", non_blocking=non_blocking)
+
+    @api_log
+    def run(self, q, paged_kv_cache, *args, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None,
+            return_lse=False, enable_pdl=None, window_left=None, sinks=None):
+        """Attention of each request's queries ``q`` [total_q, num_qo_heads, head_dim] over its
+        pages. Returns ``out`` or ``(out, lse)`` (lse float32 [total_q, num_qo_heads], base 2)."""
+        p = self._plan
+        if p is None:
+            raise RuntimeError("run() before plan(): call plan(qo_indptr, paged_kv_indptr, ...) first")
+        if args:
+            raise TypeError(f"run() takes q, paged_kv_cache and keyword arguments; got {len(args)} extra positional ones")
+        if q_scale is not None or k_scale is not None or v_scale is not None:
+            raise NotImplementedError("q_scale / k_scale / v_scale: FP8 prefill is not implemented yet")
+        if sinks is not None:
+            raise NotImplementedError("sinks: not implemented in cutefi's prefill yet")
+        if window_left is not None and window_left != p["window_left"]:
+            raise ValueError(f"window_left={window_left} differs from the planned {p['window_left']}: plan again")
+        require_tensor("q", q)
+        if q.dim() != 3 or q.shape[1:] != (p["heads"], p["head_dim"]) or q.shape[0] < p["total_q"]:
+            raise ValueError(f"q must be [total_q >= {p['total_q']}, {p['heads']}, {p['head_dim']}] as planned; "
+                             f"got {tuple(q.shape)}")
+        if q.dtype != p["q_dtype"]:
+            raise TypeError(f"q dtype {q.dtype} differs from the planned q_data_type {p['q_dtype']}")
+        _rows_aligned("q", q)
+        layout = Layout(paged_kv_cache, self._kv_layout, p["kv_heads"], p["head_dim"], p["page_size"], q.dtype,
+                        check_pointers=not compiling())
+        work, counter = self._buffer.work, self._buffer.counter
+        require_same_device(("q", q), ("k_cache", layout.k_cache), ("v_cache", layout.v_cache),
+                            ("float_workspace_buffer", work))
+        out = _output("out", out, q.shape, q.dtype, q)
+        if return_lse or lse is not None:
+            lse = _output("lse", lse, q.shape[:2], torch.float32, q)
+        pdl = enable_pdl is None or bool(enable_pdl)
+        sizes = [p[name] for name in SIZES]
+        if compiling():
+            PAGED_OP(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], self._kv_layout,
+                     p["page_size"], sizes, p["scales"], pdl)
+        else:
+            launch_paged(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], self._kv_layout,
+                         p["page_size"], sizes, p["scales"], pdl)
+        return (out, lse) if return_lse else out
+
+    forward = run
