@@ -224,9 +224,12 @@ class PrefillSm90:
                 t_sv, t_gv = _tma_view(v_atom, s_v, cute.domain_offset((kv_begin, 0, 0), tma_v), (tile_n, d))
             for i in cutlass.range(end - first, unroll=1):
                 n = end - 1 - i
+                pages = Int32(0)
+                if const_expr(self.page_size):  # (issued before the wait on K's slot, which hides it)
+                    pages = self._tile_pages(args, n, kv_begin, kv_len)
                 k_ring.producer_acquire(k_state)
                 if const_expr(self.page_size):
-                    self._load_pages(args, k_atom, tma_k, s_k, k_ring, k_state, n, kv_begin, kv_len, kv_head)
+                    self._load_pages(k_atom, tma_k, s_k, k_ring, k_state, pages, kv_head)
                 else:
                     cute.copy(k_atom, t_gk[(None, n, 0, kv_head)], t_sk[(None, k_state.index)],
                               tma_bar_ptr=k_ring.producer_get_barrier(k_state))
@@ -234,7 +237,7 @@ class PrefillSm90:
                 k_state.advance()
                 v_ring.producer_acquire(v_state)
                 if const_expr(self.page_size):
-                    self._load_pages(args, v_atom, tma_v, s_v, v_ring, v_state, n, kv_begin, kv_len, kv_head)
+                    self._load_pages(v_atom, tma_v, s_v, v_ring, v_state, pages, kv_head)
                 else:
                     cute.copy(v_atom, t_gv[(None, n, 0, kv_head)], t_sv[(None, v_state.index)],
                               tma_bar_ptr=v_ring.producer_get_barrier(v_state))
@@ -256,20 +259,27 @@ class PrefillSm90:
         v_ring.producer_tail(v_state)
 
     @cute.jit
-    def _load_pages(self, args, atom, tma, smem, ring, state, n, kv_begin, kv_len, kv_head):
-        """Tile ``n`` of a paged request into ring slot ``state``: its pages' rows, BOX_COLS
-        head-dim columns a TMA box, the pages named by the request's entries of kv_indices
-        (``kv_begin``: its first). Entries past its last page read that page again (those
-        keys are masked); a page id past the cache reads zeros (TMA bounds), never memory."""
+    def _tile_pages(self, args, n, kv_begin, kv_len) -> Int32:
+        """Tile ``n``'s page ids, lane p holding its p-th (one load for the warp, shared by the
+        K and V boxes; lanes past the tile's pages hold junk that no box reads). Entries past
+        the request's last page repeat it (those keys are masked)."""
+        pages_per_tile = self.tile_n // self.page_size
+        last_entry = (kv_len + self.page_size - 1) // self.page_size - 1
+        lane = cute.arch.lane_idx()
+        entry = Int64(kv_begin + cutlass.min(n * pages_per_tile + cutlass.min(lane, pages_per_tile - 1), last_entry))
+        return cute.make_tensor(args.kv_indices + entry, cute.make_layout(1))[0]
+
+    @cute.jit
+    def _load_pages(self, atom, tma, smem, ring, state, pages, kv_head):
+        """A tile into ring slot ``state``: its pages' rows, BOX_COLS head-dim columns a TMA
+        box, page p's id in lane p of ``pages``; a page id past the cache reads zeros (TMA
+        bounds), never memory."""
         page_size = self.page_size
-        pages_per_tile = self.tile_n // page_size
-        last_entry = (kv_len + page_size - 1) // page_size - 1
         stage = smem[(None, None, state.index)]
         barrier = ring.producer_get_barrier(state)
         boxes = cute.local_tile(tma, (page_size, launch.BOX_COLS), (None, None, None, None))
-        for p in cutlass.range(pages_per_tile, unroll=1):  # (unrolled, the producer's 24 registers spilled)
-            entry = Int64(kv_begin + cutlass.min(n * pages_per_tile + p, last_entry))
-            page = cute.make_tensor(args.kv_indices + entry, cute.make_layout(1))[0]
+        for p in cutlass.range(self.tile_n // page_size, unroll=1):  # (unrolled, the producer's 24 registers spilled)
+            page = cute.arch.shuffle_sync(pages, p)
             for c in cutlass.range_constexpr(self.head_dim // launch.BOX_COLS):
                 piece = cute.local_tile(stage, (page_size, launch.BOX_COLS), (p, c))
                 t_s, t_g = cpasync.tma_partition(atom, 0, cute.make_layout(1), cute.group_modes(piece, 0, 2),
