@@ -12,7 +12,7 @@ import cutefi
 from test_gpu_prefill import _check, _ragged_reference
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
-    not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0), reason="prefill: Hopper only")]
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 0), reason="prefill: sm_80 and newer")]
 
 
 def _paged(lens_q, lens_kv, heads, kv_heads, d, page_size, layout, seed, fused=False):
@@ -58,6 +58,23 @@ def test_paged(head_dim, page_size, causal):
     _check(out, lse, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, causal))
 
 
+@pytest.mark.parametrize("head_dim,page_size", [(128, 1), (64, 3), (128, 8), (256, 5), (128, 128)])
+def test_paged_any_page_size(head_dim, page_size):
+    """Page sizes the TMA kernel has no build for run on the mma.sync kernel (a page table
+    lookup a row), on Hopper too; requests end mid-page."""
+    lens_q = [3, 130, 1, 77]
+    lens_kv = [10, 300, 1, 200]
+    q, k, v, qo_indptr, kv_indptr, paged, page_indptr, indices, last = _paged(
+        lens_q, lens_kv, 4, 2, head_dim, page_size, "HND", page_size)
+    wrapper = cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"),
+                                                         "HND")
+    wrapper.plan(qo_indptr, page_indptr, indices.cuda(), last, 4, 2, head_dim, page_size, causal=True,
+                 q_data_type=torch.bfloat16)
+    out = torch.full_like(q, float("nan"))
+    out, lse = wrapper.run(q, paged, out=out, return_lse=True)
+    _check(out, lse, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, True))
+
+
 @pytest.mark.parametrize("layout,fused", [("HND", False), ("NHD", True), ("HND", True)])
 def test_paged_layouts(layout, fused):
     lens_q, lens_kv = [200, 33], [700, 33]
@@ -99,8 +116,8 @@ def test_paged_cuda_graph_replay_after_replan():
 def test_paged_refusals():
     wrapper = cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
     indptr = torch.tensor([0, 1], dtype=torch.int32)
-    with pytest.raises(NotImplementedError, match="page_size"):
-        wrapper.plan(indptr, indptr, torch.zeros(1, dtype=torch.int32), torch.ones(1, dtype=torch.int32), 4, 4, 128, 1)
+    with pytest.raises(ValueError, match="page_size must be >= 1"):
+        wrapper.plan(indptr, indptr, torch.zeros(1, dtype=torch.int32), torch.ones(1, dtype=torch.int32), 4, 4, 128, 0)
     with pytest.raises(ValueError, match="last_page_len"):
         wrapper.plan(indptr, indptr, torch.zeros(1, dtype=torch.int32), torch.tensor([17], dtype=torch.int32), 4, 4,
                      128, 16)

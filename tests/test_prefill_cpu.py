@@ -79,7 +79,9 @@ def test_checks_before_the_device():
     with pytest.raises(ValueError, match="backend"):
         cutefi.single_prefill_with_kv_cache(q, k, k, backend="fa3")
     assert cutefi.single_prefill_with_kv_cache.is_compute_capability_supported(90)
-    assert not cutefi.single_prefill_with_kv_cache.is_compute_capability_supported(80)
+    assert cutefi.single_prefill_with_kv_cache.is_compute_capability_supported(80)  # (the mma.sync kernel)
+    assert cutefi.single_prefill_with_kv_cache.is_compute_capability_supported(120)
+    assert not cutefi.single_prefill_with_kv_cache.is_compute_capability_supported(75)
 
 
 @requires_dsl
@@ -132,3 +134,28 @@ def test_paged_plan_checks_before_the_device():
         cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(16, dtype=torch.uint8))
     with pytest.raises(ValueError, match="kv_layout"):
         cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(16, dtype=torch.uint8), "NDH")
+
+
+@requires_dsl
+@pytest.mark.parametrize("arch", ["8.0", "8.6", "8.9", "10.0a", "12.0a"])
+@pytest.mark.parametrize("head_dim", launch.HEAD_DIMS)
+def test_sm80_sass(arch, head_dim):
+    """The mma.sync kernel builds for the family's targets (Blackwell included: compiled here,
+    never run): per KV tile, S = Q K^T and O += P V on HMMA.16816 (tile_n / 8 x head_dim / 16
+    MMAs each a warp), K/V and Q by cp.async (LDGSTS), fragments by ldmatrix, no local memory."""
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
+    from cutefi.jit.targets import Target
+
+    artifact = build(launch.SM80_SPECS[("bf16", head_dim)], Target.parse(arch))
+    try:
+        sass = disassemble(artifact.cubin)
+    except DisassemblerNotFoundError as error:
+        pytest.skip(str(error))
+    tile_n = launch.SM80_TILE_N[head_dim]
+    assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", sass)) == 2 * (tile_n // 8) * (head_dim // 16)
+    passes = lambda rows: rows * head_dim // 8 // launch.SM80_THREADS
+    # Q, the first K tile, and per tile one V and one K
+    assert len(re.findall(r"\bLDGSTS\b", sass)) == passes(launch.TILE_M) + 3 * passes(tile_n)
+    assert re.search(r"\bLDSM\.16\.MT88\.4\b", sass) and re.search(r"\bLDSM\.16\.M88\.4\b", sass)
+    assert not re.search(r"\b(LDL|STL)\b", sass), "the mma.sync prefill kernel spills"

@@ -33,6 +33,7 @@ from cutefi.cute.args import KernelArgs
 from cutefi.cute.attention_state import NEG_INF
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.fp8_widen import widen_factor, widen_pair
+from cutefi.cute.mma_frag import acc_as_a, rows_view
 from cutefi.cute.pdl import wait_for_inputs
 
 VEC = launch.VEC  # 16-bit elements of a 16-byte piece
@@ -180,7 +181,7 @@ class BatchDecodeMmaKernel:
 
         acc_o = cute.make_rmem_tensor(thr_mma.partition_shape_C((ROWS, self.head_dim)), Float32)
         acc_o.fill(0.0)
-        o_rows = self._rows_view(acc_o)
+        o_rows = rows_view(acc_o)
         row_max = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         row_sum = cute.make_rmem_tensor(cute.make_layout(2), Float32)  # this thread's columns only
         row_max.fill(NEG_INF)
@@ -259,7 +260,7 @@ class BatchDecodeMmaKernel:
         r_p = cute.make_fragment_like(acc_s, self.mma_dtype)
         r_p.store(acc_s.load().to(self.mma_dtype))
         # the S accumulators of two 8-token MMAs are the A operand of one 16-token MMA
-        p_as_a = cute.make_tensor(r_p.iterator, self._acc_as_a(r_p.layout))
+        p_as_a = cute.make_tensor(r_p.iterator, acc_as_a(r_p.layout))
         s_v = cute.make_tensor(stage_base + self.tile_elems, self._kv_layout())
         s_vt = cute.composition(s_v, cute.make_layout((self.kv_cols, TILE), stride=(TILE, 1)))
         r_vin = thr_mma.make_fragment_B(thr_mma.partition_B(s_vt))
@@ -503,7 +504,7 @@ class BatchDecodeMmaKernel:
         q_scale, or with a soft cap t = cap_scale * tanh(score * q_scale) and mult = 1 (so the
         scale rides in the exp2's FFMA). Tokens past the range are masked; O is rescaled only
         when some row of the warp has a new maximum."""
-        views = [self._rows_view(acc_s) for acc_s, _, _ in tiles_here]
+        views = [rows_view(acc_s) for acc_s, _, _ in tiles_here]
         columns = cute.size(views[0], mode=[1])
         q_scale = a.q_scale
         if const_expr(self._kv_factor() != 1.0):  # software-widened e4m3 K is 2^-8 short
@@ -550,22 +551,6 @@ class BatchDecodeMmaKernel:
             for r in cutlass.range_constexpr(2):
                 for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
                     o_rows[r, c] = o_rows[r, c] * rescale[r]
-
-    @staticmethod
-    def _rows_view(acc: cute.Tensor) -> cute.Tensor:
-        """An accumulator fragment ((2, 2), 1, N) seen as (2 rows, 2 * N columns) of this thread."""
-        layout = cute.make_layout(acc.layout.shape)
-        return cute.make_tensor(acc.iterator, cute.make_layout(
-            ((layout.shape[0][1], layout.shape[1]), (layout.shape[0][0], layout.shape[2])),
-            stride=((layout.stride[0][1], layout.stride[1]), (layout.stride[0][0], layout.stride[2]))))
-
-    @staticmethod
-    def _acc_as_a(layout):
-        """((2, 2), 1, N) accumulators -> ((2, 2, 2), 1, N / 2) A-operand values (pairs of n-tiles)."""
-        divided = cute.logical_divide(layout, (None, None, 2))
-        return cute.make_layout(
-            ((divided.shape[0], divided.shape[2][0]), divided.shape[1], divided.shape[2][1]),
-            stride=((divided.stride[0], divided.stride[2][0]), divided.stride[1], divided.stride[2][1]))
 
     @cute.jit
     def _finish(self, a, smem, acc_o, row_max, row_sum, thr_mma, tidx, warp_id, lane, request, partial_row, with_sink,

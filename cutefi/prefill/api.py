@@ -2,7 +2,8 @@
 ``single_prefill_with_kv_cache``, ``BatchPrefillWithRaggedKVCacheWrapper`` and
 ``BatchPrefillWithPagedKVCacheWrapper`` (``paged.py``).
 
-All run the Hopper kernel (``sm90_kernel.py``) over a work array (``plan.py``): one request
+All run over a work array (``plan.py``) on the Hopper kernel (``sm90_kernel.py``) on sm_90, or
+the mma.sync kernel (``sm80_kernel.py``) on every other GPU from sm_80: one request
 for the single form, a batch (``qo_indptr`` and ``kv_indptr``, or a page table) for the
 wrappers. Scores are ``q k^T * sm_scale`` (soft-capped with ``logits_soft_cap``), causal masks
 are aligned to the end of each KV (append: the queries are the last ``qo_len`` of the KV),
@@ -10,8 +11,8 @@ are aligned to the end of each KV (append: the queries are the last ``qo_len`` o
 (FlashInfer's; merge with ``cutefi.merge_state``). Grouped heads (GQA/MQA): q head ``h`` reads
 kv head ``h // group``. Checks and the launch: ``ops.py``.
 
-Not yet: custom masks, pos_encoding_mode other than "NONE", FP8 KV, head_dim_vo != head_dim_qk,
-and targets other than sm_90a (the mma.sync kernel): each is refused with an error naming it.
+Not yet: custom masks, pos_encoding_mode other than "NONE", FP8 KV and head_dim_vo !=
+head_dim_qk: each is refused with an error naming it.
 """
 
 from __future__ import annotations
@@ -184,4 +185,4 @@ class BatchPrefillWithRaggedKVCacheWrapper:
 
 
 for _public in (single_prefill_with_kv_cache, BatchPrefillWithRaggedKVCacheWrapper, BatchPrefillWithPagedKVCacheWrapper):
-    declare(_public, (Family.WGMMA,), launch.DTYPES)
+    declare(_public, (Family.MMA_SYNC,), launch.DTYPES)  # (sm_90: wgmma)

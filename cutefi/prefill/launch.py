@@ -67,6 +67,12 @@ def tile_n(head_dim: int, page_size: int = 0) -> int:
     return keys
 
 
+def plan_tile_n(head_dim: int, page_size: int = 0) -> int:
+    """The tile a plan weighs its units by: the Hopper kernel's where it has a build for the
+    page size, the mma.sync kernel's otherwise."""
+    return tile_n(head_dim, page_size) if page_size in (0, *PAGE_SIZES) else SM80_TILE_N[head_dim]
+
+
 def q_bytes(head_dim: int) -> int:
     return TILE_M * head_dim * 2
 
@@ -137,6 +143,49 @@ def sm90_contract(dtype: str, head_dim: int, page_size: int = 0) -> LaunchContra
     )
 
 
+# ---- prefill.sm80: the mma.sync family (sm_80 ... sm_121a; ``sm80_kernel.py``) ----------------
+SM80_WARPS = 8             # 16 q rows a warp: the 128-row tile of the plan
+SM80_THREADS = 32 * SM80_WARPS
+# KV tokens a tile: Q (128 rows), one K and one V tile in at most 96 KiB (sm_86/89/120 allow 99)
+SM80_TILE_N = {64: 128, 128: 64, 256: 32}
+SM80_STRIDES = ("q_stride_token", "q_stride_head", "kv_stride_page", "kv_stride_token", "kv_stride_head")
+
+
+def sm80_smem_bytes(head_dim: int) -> int:
+    return (TILE_M + 2 * SM80_TILE_N[head_dim]) * head_dim * 2
+
+
+def sm80_contract(dtype: str, head_dim: int) -> LaunchContract:
+    """One CTA a work unit. K/V rows are read through pointers and strides: ``page_size`` 0,
+    rows ``kv_begin + t`` of ``[kv_heads, tokens]``-strided K/V (ragged); otherwise token ``t``
+    of a request is entry ``t % page_size`` of page ``kv_indices[kv_begin + t // page_size]``
+    (any page size; page ids outside ``[0, num_pages)`` read zeros)."""
+    if dtype not in DTYPES or head_dim not in HEAD_DIMS:
+        raise ValueError(f"prefill sm80 builds are {DTYPES} x head_dim {HEAD_DIMS}; got {dtype}, {head_dim}")
+    return LaunchContract(
+        params=(Param("q", "ptr", dtype, 16), Param("k", "ptr", dtype, 16), Param("v", "ptr", dtype, 16),
+                Param("out", "ptr", dtype, 4), Param("lse", "ptr", "fp32", 4), Param("work", "ptr", "i32", 4),
+                Param("kv_indices", "ptr", "i32", 4),
+                *scalars("i32", "units", "heads", "group", "causal", "window_left", "write_lse", "page_size",
+                         "num_pages"),
+                *scalars("f32", "q_mult", "cap_scale"), *scalars("i64", *SM80_STRIDES, *OUT_STRIDES)),
+        block=(SM80_THREADS, 1, 1),
+        grid=lambda p: (p["units"], 1, 1),
+        sample={"units": 1024, "heads": 32, "group": 4, "causal": 1, "window_left": -1, "write_lse": 1,
+                "page_size": 0, "num_pages": 0, "q_mult": 0.1275, "cap_scale": 0.0,
+                **{name: 4096 for name in (*SM80_STRIDES, *OUT_STRIDES)}},
+        smem_bytes=sm80_smem_bytes(head_dim),
+        entry=f"cutefi_prefill_sm80_{dtype}_d{head_dim}",
+        pdl=True,
+    )
+
+
+SM80_SPECS = {
+    (dtype, head_dim): KernelSpec.make("prefill.sm80", "cute", "cutefi.prefill.sm80_kernel:PrefillSm80",
+                                       "cutefi.prefill.launch:sm80_contract", Family.MMA_SYNC, dtype=dtype,
+                                       head_dim=head_dim)
+    for dtype in DTYPES for head_dim in HEAD_DIMS
+}
 SM90_SPECS = {
     (dtype, head_dim): KernelSpec.make("prefill.sm90", "cute", "cutefi.prefill.sm90_kernel:PrefillSm90",
                                        "cutefi.prefill.launch:sm90_contract", Family.WGMMA, dtype=dtype,
@@ -149,4 +198,4 @@ PAGED_SPECS = {
         Family.WGMMA, dtype=dtype, head_dim=head_dim, page_size=page_size)
     for dtype in DTYPES for head_dim in HEAD_DIMS for page_size in PAGE_SIZES
 }
-register(*SM90_SPECS.values(), *PAGED_SPECS.values())
+register(*SM90_SPECS.values(), *PAGED_SPECS.values(), *SM80_SPECS.values())

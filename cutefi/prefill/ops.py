@@ -1,9 +1,10 @@
-"""The prefill family's shared pieces: argument checks, the launch of the Hopper kernel (ragged
-or paged K/V) and the torch ops torch.compile records, and a wrapper's device work array."""
+"""The prefill family's shared pieces: argument checks, the launch of the Hopper kernel or the
+mma.sync one (ragged or paged K/V) and the torch ops torch.compile records, and a wrapper's device work array."""
 
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import torch
@@ -12,13 +13,15 @@ from .._checks import require_flag, require_int, require_real, require_same_devi
 from .._library import compiling, define
 from ..dtypes import name_of
 from ..jit.driver import device_info
-from ..jit.lookup import get_kernel
+from ..jit.lookup import device_cc, get_kernel
 from . import launch, plan
 
 _LOG2E = 1.4426950408889634
 _DTYPES = (torch.float16, torch.bfloat16)
 _NAMED = {"float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16}
 KV_LAYOUTS = ("NHD", "HND")
+# run the mma.sync kernel on Hopper too (tests and benchmarks of that kernel on an H100/H200)
+MMA_SYNC_ONLY = os.environ.get("CUTEFI_PREFILL_MMA_SYNC", "") == "1"
 # the scalars of a launch the op carries, in order
 SIZES = ("pairs", "heads", "group", "causal", "window_left")
 
@@ -113,6 +116,9 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
         return
     device = q.get_device()
     dtype, head_dim = name_of(q.dtype), q.shape[2]
+    if not uses_tma_kernel(device, page_size):
+        _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size, p, units, scales, pdl)
+        return
     spec = launch.PAGED_SPECS[(dtype, head_dim, page_size)] if page_size else launch.SM90_SPECS[(dtype, head_dim)]
     kernel = get_kernel(spec, device)
     ctas = min(units, device_info(device).sms)
@@ -124,6 +130,34 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
                   out_stride_token=out.stride(0), out_stride_head=out.stride(1),
                   lse_stride_token=lse.stride(0) if lse is not None else 0,
                   lse_stride_head=lse.stride(1) if lse is not None else 0, **paged)
+
+
+def uses_tma_kernel(device: int, page_size: int) -> bool:
+    """The Hopper kernel runs on sm_90 for ragged K/V and its page sizes; the mma.sync kernel
+    everywhere else (and everywhere with ``MMA_SYNC_ONLY``)."""
+    return not MMA_SYNC_ONLY and device_cc(device) == (9, 0) and (page_size == 0 or page_size in launch.PAGE_SIZES)
+
+
+def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: int, p: dict, units: int, scales,
+                     pdl: bool) -> None:
+    """The mma.sync kernel: one CTA a unit; K and V read with one set of strides (copied to
+    a shared layout where they differ)."""
+    if k_view.stride() != v_view.stride():
+        k_view, v_view = k_view.contiguous(), v_view.contiguous()
+    kernel = get_kernel(launch.SM80_SPECS[(name_of(q.dtype), q.shape[2])], q.get_device())
+    # (ragged views [kv_heads, tokens, d]; paged [pages, kv_heads, page_size, d])
+    page_stride, head_stride, token_stride = ((k_view.stride(0), *k_view.stride()[1:3]) if page_size
+                                              else (0, k_view.stride(0), k_view.stride(1)))
+    kernel.launch((units, 1, 1), q.get_device(), None, pdl, q=q.data_ptr(), k=k_view.data_ptr(),
+                  v=v_view.data_ptr(), out=out.data_ptr(), lse=lse.data_ptr() if lse is not None else 0,
+                  work=work.data_ptr(), kv_indices=kv_indices.data_ptr() if page_size else 0, units=units,
+                  heads=p["heads"], group=p["group"], causal=p["causal"], window_left=p["window_left"],
+                  write_lse=int(lse is not None), page_size=page_size, num_pages=k_view.shape[0] if page_size else 0,
+                  q_mult=scales[0], cap_scale=scales[1], q_stride_token=q.stride(0), q_stride_head=q.stride(1),
+                  kv_stride_page=page_stride, kv_stride_token=token_stride, kv_stride_head=head_stride,
+                  out_stride_token=out.stride(0), out_stride_head=out.stride(1),
+                  lse_stride_token=lse.stride(0) if lse is not None else 0,
+                  lse_stride_head=lse.stride(1) if lse is not None else 0)
 
 
 def launch_ragged(q, k, v, out, lse, work, counter, kv_layout: str, sizes, scales, pdl: bool) -> None:

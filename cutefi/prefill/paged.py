@@ -1,12 +1,13 @@
 """``BatchPrefillWithPagedKVCacheWrapper`` (FlashInfer's): prefill/append attention of a batch of
-requests over a paged KV cache, on the Hopper kernel's paged builds.
+requests over a paged KV cache, on the Hopper kernel's paged builds or the mma.sync kernel.
 
 Request ``b``'s queries are rows ``qo_indptr[b] .. qo_indptr[b + 1]`` of ``q``; its keys and
 values are the pages ``paged_kv_indices[paged_kv_indptr[b] ..]`` of the cache, the last one
 holding ``paged_kv_last_page_len[b]`` tokens. The kernel gathers each KV tile a page at a time
-with TMA (one box per page and 64 head-dim columns), so the page size is a build option:
-16, 32 or 64 tokens (``launch.PAGE_SIZES``); a page id past the cache reads zeros, never other
-memory.
+with TMA (one box per page and 64 head-dim columns), so its page size is a build option:
+16, 32 or 64 tokens (``launch.PAGE_SIZES``); any other page size (and any GPU but sm_90) runs
+the mma.sync kernel, which looks pages up per row. A page id past the cache reads zeros, never
+other memory.
 """
 
 from __future__ import annotations
@@ -78,9 +79,8 @@ class BatchPrefillWithPagedKVCacheWrapper:
         options = plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, window_left,
                                q_data_type, kv_data_type, sm_scale, logits_soft_cap)
         page_size = require_int("page_size", page_size)
-        if page_size not in launch.PAGE_SIZES:
-            raise NotImplementedError(f"page_size must be one of {launch.PAGE_SIZES} for cutefi's paged prefill "
-                                      f"(a page is gathered by TMA); got {page_size}")
+        if page_size < 1:
+            raise ValueError(f"page_size must be >= 1; got {page_size}")
         qo_host = host_indptr("qo_indptr", qo_indptr)
         kv_host = host_indptr("paged_kv_indptr", paged_kv_indptr)
         batch = qo_host.shape[0] - 1
@@ -102,7 +102,7 @@ class BatchPrefillWithPagedKVCacheWrapper:
         indices = self._device_indices(paged_kv_indices, bool(non_blocking))
         kv_len = np.where(pages > 0, (pages - 1) * page_size + last, 0)
         part = plan.partition_requests(qo_host, kv_host[:-1], kv_len, bool(options["causal"]), options["window_left"],
-                                       launch.tile_n(options["head_dim"], page_size))
+                                       launch.plan_tile_n(options["head_dim"], page_size))
         pairs = self._buffer.upload(part, batch, int(qo_host[-1]), bool(non_blocking))
         self._plan = dict(options, pairs=pairs, page_size=page_size, total_q=int(qo_host[-1]), indices=indices)
 

@@ -35,6 +35,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.mma_frag import kv_tile_range
 from cutefi.cute.pack16 import convert_pairs
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.prefill import launch
@@ -176,16 +177,8 @@ class PrefillSm90:
     @cute.jit
     def _kv_tiles(self, args, qo_len, kv_len, m_block):
         """[first, end) KV tiles the unit's rows see (``plan.kv_tile_range``)."""
-        first_row = m_block * launch.TILE_M
-        last_row = cutlass.min(first_row + launch.TILE_M, qo_len) - 1
-        end = kv_len
-        if args.causal != 0:
-            end = cutlass.min(kv_len, last_row + kv_len - qo_len + 1)
-        start = Int32(0)
-        if args.window_left >= 0:
-            start = cutlass.max(first_row + kv_len - qo_len - args.window_left, 0)
-        end_tile = cutlass.max((end + self.tile_n - 1) // self.tile_n, 0)
-        return cutlass.min(start // self.tile_n, end_tile), end_tile
+        return kv_tile_range(m_block * launch.TILE_M, launch.TILE_M, qo_len, kv_len, args.causal, args.window_left,
+                             self.tile_n)
 
     # ------------------------------------------------------------------ #
     # 4. producer: TMA loads

@@ -1,0 +1,304 @@
+"""Prefill attention for the mma.sync family (sm_80 … sm_121a): FlashAttention-2's structure
+in CuTe DSL. ABI and tiles: ``launch.py`` (``sm80_contract``); work units: ``plan.py``.
+
+A CTA of eight warps takes one work unit: 128 q rows of one (request, q head), 16 rows a
+warp. Stages:
+  1. the Q tile and the last KV tile's K rows stream into shared memory with 16-byte cp.async
+     (rows XOR-swizzled over 8 rows so ldmatrix reads hit 8 bank groups); each thread
+     computes the addresses of its rows: ragged rows, or a page table lookup for any page
+     size (page ids outside the cache read zeros); rows past the request repeat its last
+     one (their keys are masked, their queries not stored);
+  2. per KV tile, last first (the tiles that need a mask come first): V's rows start loading
+     while S = Q K^T runs (ldmatrix, mma.sync m16n8k16, fp32), then the mask where the tile
+     needs one, the online softmax on each thread's two rows (base 2), P packed to 16-bit
+     pairs in the registers where it is the A operand of O += P V; the next K tile loads
+     while P V runs (V by ldmatrix.trans);
+  3. O / rowsum and the base-2 lse, stored from registers (rows past the request's end are
+     never written).
+This is the correctness path of every non-Hopper GPU (and of Hopper's page sizes the TMA
+kernel does not take): one K and one V buffer, no warp specialisation.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32, Int64, const_expr
+from cutlass.cute.nvgpu import cpasync, warp
+
+from cutefi.cute import args as kernel_args
+from cutefi.cute.args import KernelArgs
+from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.mma_frag import acc_as_a, kv_tile_range, rows_view
+from cutefi.cute.pack16 import convert_pairs
+from cutefi.cute.pdl import wait_for_inputs
+from cutefi.prefill import launch
+
+VEC = 8  # 16-bit elements of a 16-byte piece
+TILE_M = launch.TILE_M
+THREADS = launch.SM80_THREADS
+NEG_INF = float("-inf")
+
+
+class PrefillSm80:
+    # ------------------------------------------------------------------ #
+    # 1. specialisation
+    # ------------------------------------------------------------------ #
+    def __init__(self, dtype: str, head_dim: int) -> None:
+        self.contract = launch.sm80_contract(dtype, head_dim)
+        self.dtype = cute_dtype(dtype)
+        self.head_dim = head_dim
+        self.tile_n = launch.SM80_TILE_N[head_dim]
+        self.chunks = head_dim // VEC  # 16-byte pieces of a row
+        self.rows_per_pass = THREADS // self.chunks
+        # head dim 256: Q's fragments are re-read per tile (registers for O)
+        self.q_in_registers = head_dim <= 128
+
+    @cute.jit
+    def __call__(self, args: KernelArgs):
+        kernel_args.launch(self.kernel, self.contract, args)
+
+    def _tile_layout(self, rows: int):
+        """(rows, head_dim) row-major 16-bit tile; a row's 16-byte pieces XORed with its index
+        mod 8, so the 8 rows an ldmatrix reads sit in 8 bank groups."""
+        shift = self.head_dim.bit_length() - 1 - 3
+        return cute.make_composed_layout(cute.make_swizzle(3, 3, shift), 0,
+                                         cute.make_layout((rows, self.head_dim), stride=(self.head_dim, 1)))
+
+    # ------------------------------------------------------------------ #
+    # 2. the kernel
+    # ------------------------------------------------------------------ #
+    @cute.kernel
+    def kernel(self, args: KernelArgs):
+        tidx, _, _ = cute.arch.thread_idx()
+        unit, _, _ = cute.arch.block_idx()
+        d, tile_n = self.head_dim, self.tile_n
+        wait_for_inputs()
+        pairs = args.units // args.heads
+        head = unit // pairs
+        pair = unit - head * pairs
+        work = cute.make_tensor(args.work, cute.make_layout((launch.WORK_ROWS, pairs), stride=(pairs, 1)))
+        q_begin, qo_len, kv_begin, kv_len, m_block = work[0, pair], work[1, pair], work[2, pair], work[3, pair], \
+            work[4, pair]
+        first_row = m_block * TILE_M
+        # (a CUDA-graph plan's padding units have no rows)
+        if first_row < qo_len:
+            smem = cute.arch.get_dyn_smem(self.dtype, alignment=128)
+            q_base = smem
+            k_base = smem + TILE_M * d
+            v_base = k_base + tile_n * d
+            kv_head = head // args.group
+            first, end = kv_tile_range(first_row, TILE_M, qo_len, kv_len, args.causal, args.window_left, tile_n)
+
+            # ---- stage 1: Q and the first K tile ---------------------------------------
+            q_rows = cute.make_rmem_tensor(cute.make_layout(TILE_M // self.rows_per_pass), Int64)
+            for p in cutlass.range_constexpr(TILE_M // self.rows_per_pass):
+                row = cutlass.min(first_row + p * self.rows_per_pass + tidx // self.chunks, qo_len - 1)
+                q_rows[p] = Int64(q_begin + row) * args.q_stride_token + Int64(head) * args.q_stride_head
+            self._load_tile(q_base, TILE_M, q_rows, args.q, tidx)
+            kv_rows = cute.make_rmem_tensor(cute.make_layout(tile_n // self.rows_per_pass), Int64)
+            if end > first:
+                self._kv_rows(args, kv_rows, end - 1, kv_begin, kv_len, kv_head, tidx)
+                self._load_tile(k_base, tile_n, kv_rows, args.k, tidx)
+            cute.arch.cp_async_commit_group()
+
+            # ---- MMA partitions: 8 warps along M, N tiled to 16 (one ldmatrix.x4 of B) ---
+            tiled_mma = cute.make_tiled_mma(warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16)),
+                                            cute.make_layout((launch.SM80_WARPS, 1, 1)),
+                                            permutation_mnk=(TILE_M, 16, 16))
+            thr_mma = tiled_mma.get_slice(tidx)
+            s_q = cute.make_tensor(q_base, self._tile_layout(TILE_M))
+            s_k = cute.make_tensor(k_base, self._tile_layout(tile_n))
+            s_v = cute.make_tensor(v_base, self._tile_layout(tile_n))
+            s_vt = cute.composition(s_v, cute.make_layout((d, tile_n), stride=(tile_n, 1)))  # V^T: the B of P V
+            load_a = cute.make_tiled_copy_A(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.dtype),
+                                            tiled_mma).get_slice(tidx)
+            load_b = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.dtype),
+                                            tiled_mma).get_slice(tidx)
+            load_bt = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), self.dtype),
+                                             tiled_mma).get_slice(tidx)
+            r_q = thr_mma.make_fragment_A(thr_mma.partition_A(s_q))
+            r_k = thr_mma.make_fragment_B(thr_mma.partition_B(s_k))
+            r_v = thr_mma.make_fragment_B(thr_mma.partition_B(s_vt))
+            operands = ((load_a.partition_S(s_q), load_a.retile(r_q), r_q),
+                        (load_b.partition_S(s_k), load_b.retile(r_k), r_k),
+                        (load_bt.partition_S(s_vt), load_bt.retile(r_v), r_v))
+            acc_s = cute.make_rmem_tensor(thr_mma.partition_shape_C((TILE_M, tile_n)), Float32)
+            r_p = cute.make_rmem_tensor(thr_mma.partition_shape_A((TILE_M, tile_n)), self.dtype)
+            acc_o = cute.make_rmem_tensor(thr_mma.partition_shape_C((TILE_M, d)), Float32)
+            coord_s = rows_view(thr_mma.partition_C(cute.make_identity_tensor((TILE_M, tile_n))))
+            coord_o = rows_view(thr_mma.partition_C(cute.make_identity_tensor((TILE_M, d))))
+            row_max = cute.make_rmem_tensor(cute.make_layout(2), Float32)
+            row_sum = cute.make_rmem_tensor(cute.make_layout(2), Float32)  # this thread's columns only
+            row_max.fill(NEG_INF)
+            row_sum.fill(0.0)
+            acc_o.fill(0.0)
+            # (scores as base-2 logits s * mult; a soft cap turns s into cap * tanh first)
+            mult = args.q_mult
+            if args.cap_scale != Float32(0.0):
+                mult = Float32(1.0)
+
+            # ---- stage 2: the KV tiles, last first ----------------------------------------
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if const_expr(self.q_in_registers):
+                q_from, q_to, _ = operands[0]
+                for kb in cutlass.range_constexpr(cute.size(r_q, mode=[2])):
+                    cute.copy(load_a, q_from[None, None, kb], q_to[None, None, kb])
+            for i in cutlass.range(end - first, unroll=1):
+                n = end - 1 - i
+                cute.arch.cp_async_wait_group(0)
+                cute.arch.sync_threads()  # K(n) has landed; every warp is done with V(n + 1)
+                self._load_tile(v_base, tile_n, kv_rows, args.v, tidx)  # (V's rows are K's)
+                cute.arch.cp_async_commit_group()
+                self._scores(tiled_mma, operands, load_a, load_b, acc_s)
+                self._softmax(args, acc_s, coord_s, rows_view(acc_o), row_max, row_sum, mult, first_row, n * tile_n,
+                              qo_len, kv_len)
+                convert_pairs(cute.make_tensor(acc_s.iterator, acc_as_a(acc_s.layout)), r_p)
+                cute.arch.cp_async_wait_group(0)
+                cute.arch.sync_threads()  # V(n) has landed; every warp is done with K(n)
+                if i + 1 < end - first:
+                    self._kv_rows(args, kv_rows, n - 1, kv_begin, kv_len, kv_head, tidx)
+                    self._load_tile(k_base, tile_n, kv_rows, args.k, tidx)
+                cute.arch.cp_async_commit_group()
+                v_from, v_to, _ = operands[2]
+                for kb in cutlass.range_constexpr(cute.size(r_v, mode=[2])):
+                    cute.copy(load_bt, v_from[None, None, kb], v_to[None, None, kb])
+                    cute.gemm(tiled_mma, acc_o, r_p[None, None, kb], r_v[None, None, kb], acc_o)
+            cute.arch.cp_async_wait_group(0)
+
+            # ---- stage 3: epilogue ------------------------------------------------------
+            self._epilogue(args, acc_o, coord_o, row_max, row_sum, q_begin, qo_len, first_row, head)
+
+    # ------------------------------------------------------------------ #
+    # 3. loads
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def _kv_rows(self, args, kv_rows, n, kv_begin, kv_len, kv_head, tidx):
+        """The element offsets of this thread's rows of KV tile ``n`` (-1: a page id outside
+        the cache, read as zeros); rows past the request repeat its last one."""
+        head_offset = Int64(kv_head) * args.kv_stride_head
+        indices = cute.make_tensor(args.kv_indices, cute.make_layout(1 << 30))
+        for p in cutlass.range_constexpr(cute.size(kv_rows)):
+            token = cutlass.min(n * self.tile_n + p * self.rows_per_pass + tidx // self.chunks, kv_len - 1)
+            if args.page_size == 0:
+                kv_rows[p] = Int64(kv_begin + token) * args.kv_stride_token + head_offset
+            else:
+                slot = token // args.page_size
+                page = indices[kv_begin + slot]
+                entry = token - slot * args.page_size
+                kv_rows[p] = cutlass.select_(
+                    page >= 0 and page < args.num_pages,
+                    Int64(page) * args.kv_stride_page + Int64(entry) * args.kv_stride_token + head_offset, Int64(-1))
+
+    @cute.jit
+    def _load_tile(self, base, rows: cutlass.Constexpr, row_offsets, src, tidx):
+        """cp.async of a (rows, head_dim) tile into the swizzled buffer at ``base``: this
+        thread's 16-byte piece of row ``p * rows_per_pass + tidx / chunks`` from element offset
+        ``row_offsets[p]`` of ``src`` (< 0: zeros)."""
+        atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.dtype,
+                                   num_bits_per_copy=128)
+        layout = self._tile_layout(rows)
+        chunk = tidx % self.chunks
+        piece = cute.make_layout(VEC)
+        for p in cutlass.range_constexpr(rows // self.rows_per_pass):
+            row = p * self.rows_per_pass + tidx // self.chunks
+            dst = cute.make_tensor(base + cute.assume(layout((row, chunk * VEC)), divby=VEC), piece)
+            if row_offsets[p] >= 0:
+                start = cute.assume(row_offsets[p] + chunk * VEC, divby=VEC)
+                cute.copy(atom, cute.make_tensor(src + start, piece), dst)
+            else:
+                dst.fill(0)
+
+    # ------------------------------------------------------------------ #
+    # 4. S = Q K^T, softmax, epilogue
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def _scores(self, tiled_mma, operands, load_a, load_b, acc_s):
+        (q_from, q_to, r_q), (k_from, k_to, r_k), _ = operands
+        acc_s.fill(0.0)
+        for kb in cutlass.range_constexpr(cute.size(r_k, mode=[2])):
+            cute.copy(load_b, k_from[None, None, kb], k_to[None, None, kb])
+            if const_expr(not self.q_in_registers):
+                cute.copy(load_a, q_from[None, None, kb], q_to[None, None, kb])
+            cute.gemm(tiled_mma, acc_s, r_q[None, None, kb], r_k[None, None, kb], acc_s)
+
+    @cute.jit
+    def _softmax(self, args, acc_s, coord_s, o_rows, row_max, row_sum, mult, first_row, first_col, qo_len, kv_len):
+        """The online softmax of one KV tile on this thread's two rows: the mask where the tile
+        needs one, each row's new maximum (over the quad of threads holding the row; kept
+        scaled by ``mult``), P = 2^(s * mult - max) in place of S, the running sums (per
+        thread) and O's rows rescaled by the change of their maximum."""
+        s_rows = rows_view(acc_s)
+        columns = cute.size(s_rows, mode=[1])
+        if args.cap_scale != Float32(0.0):
+            for r in cutlass.range_constexpr(2):
+                for c in cutlass.range_constexpr(columns):
+                    s_rows[r, c] = args.cap_scale * cute.math.tanh(s_rows[r, c] * args.q_mult, fastmath=True)
+        shift = kv_len - qo_len  # (q row r is key position r + shift)
+        last_col = first_col + self.tile_n - 1
+        needs_mask = last_col >= kv_len
+        if args.causal != 0:
+            needs_mask = needs_mask or last_col > first_row + shift
+        if args.window_left >= 0:
+            needs_mask = needs_mask or first_col < first_row + TILE_M - 1 + shift - args.window_left
+        if needs_mask:
+            for r in cutlass.range_constexpr(2):
+                position = first_row + coord_s[r, 0][0] + shift
+                hi = kv_len - 1
+                if args.causal != 0:
+                    hi = cutlass.min(hi, position)
+                lo = Int32(0)
+                if args.window_left >= 0:
+                    lo = position - args.window_left
+                for c in cutlass.range_constexpr(columns):
+                    col = first_col + coord_s[r, c][1]
+                    s_rows[r, c] = cutlass.select_(col <= hi and col >= lo, s_rows[r, c], Float32(NEG_INF))
+        for r in cutlass.range_constexpr(2):
+            tile_max = s_rows[r, 0]
+            for c in cutlass.range_constexpr(1, columns):
+                tile_max = cute.arch.fmax(tile_max, s_rows[r, c])
+            tile_max = cute.arch.fmax(tile_max, cute.arch.shuffle_sync_bfly(tile_max, offset=1))
+            tile_max = cute.arch.fmax(tile_max, cute.arch.shuffle_sync_bfly(tile_max, offset=2))
+            new_max = cute.arch.fmax(row_max[r], cutlass.select_(tile_max == Float32(NEG_INF), Float32(NEG_INF),
+                                                                 tile_max * mult))
+            # 0 while every score so far is masked: 2^(-inf - 0) = 0, never NaN
+            ref = cutlass.select_(new_max == Float32(NEG_INF), Float32(0.0), new_max)
+            rescale = cute.math.exp2(row_max[r] - ref, fastmath=True)
+            total = row_sum[r] * rescale
+            for c in cutlass.range_constexpr(columns):
+                p = cute.math.exp2(s_rows[r, c] * mult - ref, fastmath=True)
+                s_rows[r, c] = p
+                total = total + p
+            row_sum[r] = total
+            row_max[r] = new_max
+            for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
+                o_rows[r, c] = o_rows[r, c] * rescale
+
+    @cute.jit
+    def _epilogue(self, args, acc_o, coord_o, row_max, row_sum, q_begin, qo_len, first_row, head):
+        """O / rowsum stored from registers (a thread's columns of a row: pairs 8 apart) and
+        the rows' base-2 lse; rows with nothing to see get 0 and -inf."""
+        o_rows = rows_view(acc_o)
+        columns = cute.size(o_rows, mode=[1])
+        values = cute.make_rmem_tensor(cute.make_layout((2, columns // 2)), self.dtype)
+        head_offset = Int64(head) * args.out_stride_head
+        for r in cutlass.range_constexpr(2):
+            total = row_sum[r]
+            total = total + cute.arch.shuffle_sync_bfly(total, offset=1)
+            total = total + cute.arch.shuffle_sync_bfly(total, offset=2)
+            nonempty = total > Float32(0.0)
+            inv = cutlass.select_(nonempty, cute.arch.rcp_approx(total), Float32(0.0))
+            row = first_row + coord_o[r, 0][0]
+            if row < qo_len:
+                token = Int64(q_begin + row)
+                for c in cutlass.range_constexpr(columns):
+                    values[c % 2, c // 2] = (o_rows[r, c] * inv).to(self.dtype)
+                start = cute.assume(token * args.out_stride_token + head_offset + coord_o[r, 0][1], divby=2)
+                cute.autovec_copy(values, cute.make_tensor(args.out + start, cute.make_layout(
+                    (2, columns // 2), stride=(1, 8))))
+                if args.write_lse != 0 and coord_o[r, 0][1] == 0:
+                    lse = cutlass.select_(nonempty, row_max[r] + cute.math.log2(total, fastmath=True),
+                                          Float32(NEG_INF))
+                    lse_at = token * args.lse_stride_token + Int64(head) * args.lse_stride_head
+                    cute.make_tensor(args.lse + lse_at, cute.make_layout(1))[0] = lse
