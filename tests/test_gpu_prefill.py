@@ -20,8 +20,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
 LN2 = math.log(2.0)
 
 
-def reference(q, k, v, causal=False, window_left=-1, sm_scale=None, cap=None, kv_layout="NHD"):
-    """(out, base-2 lse) in float32: q [qo, H, d], k/v [kv, Hk, d] (NHD) or [Hk, kv, d] (HND)."""
+def reference(q, k, v, causal=False, window_left=-1, sm_scale=None, cap=None, kv_layout="NHD", custom=None):
+    """(out, base-2 lse) in float32: q [qo, H, d], k/v [kv, Hk, d] (NHD) or [Hk, kv, d] (HND);
+    ``custom``: a [qo, kv] bool mask (True: kept)."""
     if kv_layout == "HND":
         k, v = k.transpose(0, 1), v.transpose(0, 1)
     q, k, v = q.float(), k.float(), v.float()
@@ -34,7 +35,7 @@ def reference(q, k, v, causal=False, window_left=-1, sm_scale=None, cap=None, kv
         s = cap * torch.tanh(s / cap)
     rows = torch.arange(qo, device=q.device)[:, None] + (kv - qo)
     cols = torch.arange(kv, device=q.device)[None, :]
-    visible = torch.ones(qo, kv, dtype=torch.bool, device=q.device)
+    visible = torch.ones(qo, kv, dtype=torch.bool, device=q.device) if custom is None else custom.clone()
     if causal:
         visible &= cols <= rows
     if window_left >= 0:
@@ -182,8 +183,8 @@ def test_side_stream():
 
 def test_refusals():
     q, k, v = _qkv(8, 8, 4, 4, 96 + 32, torch.bfloat16)
-    with pytest.raises(NotImplementedError, match="custom_mask"):
-        cutefi.single_prefill_with_kv_cache(q, k, v, custom_mask=torch.ones(8, 8, dtype=torch.bool, device="cuda"))
+    with pytest.raises(ValueError, match="custom_mask must be bool"):
+        cutefi.single_prefill_with_kv_cache(q, k, v, custom_mask=torch.ones(8, 7, dtype=torch.bool, device="cuda"))
     with pytest.raises(NotImplementedError, match="pos_encoding_mode"):
         cutefi.single_prefill_with_kv_cache(q, k, v, pos_encoding_mode="ROPE_LLAMA")
     with pytest.raises(ValueError, match="head_dim"):

@@ -50,8 +50,8 @@ def test_partition_orders_pairs_by_cost():
     qo = np.array([0, 1, 300, 1300, 1300 + 4096])
     kv = np.array([0, 1, 400, 1400, 1400 + 4096])
     part = plan.partition(qo, kv, True, -1, 128)
-    q_begin, qo_len, kv_begin, kv_len, m_block = part.work
-    assert part.work.dtype == np.int32 and part.pairs == 1 + 3 + 8 + 32
+    q_begin, qo_len, kv_begin, kv_len, m_block, mask_begin = part.work
+    assert part.work.dtype == np.int32 and part.pairs == 1 + 3 + 8 + 32 and not mask_begin.any()
     pairs = set(zip(q_begin.tolist(), m_block.tolist()))
     assert len(pairs) == part.pairs  # every (request, q tile) once
     first, end = plan.kv_tile_range(qo_len, kv_len, m_block, True, -1, launch.tile_n(128))
@@ -62,8 +62,10 @@ def test_partition_orders_pairs_by_cost():
 def test_checks_before_the_device():
     bf16 = torch.bfloat16
     q, k = torch.randn(8, 4, 64).to(bf16), torch.randn(8, 2, 64).to(bf16)
-    with pytest.raises(NotImplementedError, match="custom_mask"):
-        cutefi.single_prefill_with_kv_cache(q, k, k, custom_mask=torch.ones(8, 8, dtype=torch.bool))
+    with pytest.raises(ValueError, match="custom_mask must be bool"):
+        cutefi.single_prefill_with_kv_cache(q, k, k, custom_mask=torch.ones(8, 7, dtype=torch.bool))
+    with pytest.raises(ValueError, match="packed_custom_mask holds 7 bytes"):
+        cutefi.single_prefill_with_kv_cache(q, k, k, packed_custom_mask=torch.ones(7, dtype=torch.uint8))
     with pytest.raises(NotImplementedError, match="pos_encoding_mode"):
         cutefi.single_prefill_with_kv_cache(q, k, k, pos_encoding_mode="ALIBI")
     with pytest.raises(ValueError, match="head_dim must be one of"):
@@ -159,3 +161,25 @@ def test_sm80_sass(arch, head_dim):
     assert len(re.findall(r"\bLDGSTS\b", sass)) == passes(launch.TILE_M) + 3 * passes(tile_n)
     assert re.search(r"\bLDSM\.16\.MT88\.4\b", sass) and re.search(r"\bLDSM\.16\.M88\.4\b", sass)
     assert not re.search(r"\b(LDL|STL)\b", sass), "the mma.sync prefill kernel spills"
+
+
+def test_masks_pack_like_segment_packbits():
+    """Each request's [qo_len, kv_len] mask, row-major, 8 a byte with the first in the lowest
+    bit, on a byte of its own (numpy's packbits per segment is the reference)."""
+    from cutefi.prefill import masks
+
+    rng = np.random.default_rng(5)
+    qo_len, kv_len = np.array([1, 3, 0, 7, 2]), np.array([1, 5, 4, 9, 0])
+    flat = rng.random(int((qo_len * kv_len).sum())) < 0.6
+    packed, starts = masks.packed_mask(torch.from_numpy(flat), None, qo_len, kv_len, torch.device("cpu"))
+    expected, first, offsets = [], 0, []
+    for n in (qo_len * kv_len).tolist():
+        offsets.append(sum(len(e) for e in expected))
+        expected.append(np.packbits(flat[first:first + n], bitorder="little"))
+        first += n
+    assert starts.tolist() == offsets
+    assert packed.numpy().tolist() == np.concatenate(expected).tolist()
+    single = masks.single_mask(torch.from_numpy(flat[1:16].reshape(3, 5)), None, 3, 5, torch.device("cpu"))
+    assert single.numpy().tolist() == np.packbits(flat[1:16], bitorder="little").tolist()
+    with pytest.raises(ValueError, match="sum\\(qo_len \\* kv_len\\)"):
+        masks.packed_mask(torch.from_numpy(flat[1:]), None, qo_len, kv_len, torch.device("cpu"))

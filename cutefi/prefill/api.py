@@ -11,7 +11,8 @@ are aligned to the end of each KV (append: the queries are the last ``qo_len`` o
 (FlashInfer's; merge with ``cutefi.merge_state``). Grouped heads (GQA/MQA): q head ``h`` reads
 kv head ``h // group``. Checks and the launch: ``ops.py``.
 
-Not yet: custom masks, pos_encoding_mode other than "NONE", FP8 KV and head_dim_vo !=
+Custom masks (``masks.py``; they replace the causal mask, as in FlashInfer) run on the mma.sync
+kernel on every GPU. Not yet: pos_encoding_mode other than "NONE", FP8 KV and head_dim_vo !=
 head_dim_qk: each is refused with an error naming it.
 """
 
@@ -28,6 +29,7 @@ from ..jit.policy import Family
 from . import launch, plan
 from .ops import (KV_LAYOUTS, RAGGED_OP, SIZES, WorkBuffer, _check_options, _check_qkv, _output, _rows_aligned,
                   _scales, host_indptr, launch_ragged, plan_options, stream_counter)
+from .masks import check_mask_buffer, plan_mask, single_mask
 from .paged import BatchPrefillWithPagedKVCacheWrapper
 
 
@@ -54,16 +56,16 @@ class _WorkCache:
 _SINGLE_WORK = _WorkCache()
 
 
-def _single(q, k, v, out, lse, causal: bool, kv_layout: str, window_left: int, scales, pdl: bool) -> None:
+def _single(q, k, v, out, lse, mask, causal: bool, kv_layout: str, window_left: int, scales, pdl: bool) -> None:
     device = q.get_device()
     kv_len = k.shape[0 if kv_layout == "NHD" else 1]
     work, pairs = _SINGLE_WORK.get(device, q.shape[0], kv_len, causal, window_left, q.shape[2])
     heads, kv_heads = q.shape[1], k.shape[1 if kv_layout == "NHD" else 0]
-    launch_ragged(q, k, v, out, lse, work, stream_counter(device), kv_layout,
+    launch_ragged(q, k, v, out, lse, work, stream_counter(device), mask, kv_layout,
                   [pairs, heads, heads // kv_heads, int(causal), window_left], scales, pdl)
 
 
-_SINGLE_OP = define("single_prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, bool causal, "
+_SINGLE_OP = define("single_prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, Tensor? mask, bool causal, "
                     "str kv_layout, int window_left, float[] scales, bool pdl) -> ()", _single, lambda *args: None)
 
 
@@ -76,7 +78,7 @@ def single_prefill_with_kv_cache(q, k, v, custom_mask=None, packed_custom_mask=N
     head_dim] (NHD) or [num_kv_heads, kv_len, head_dim] (HND). Returns ``out`` (q's shape and
     dtype) or ``(out, lse)`` with ``return_lse`` (lse float32 [qo_len, num_qo_heads], base 2).
     ``use_fp16_qk_reduction`` is accepted and has no effect (scores are always fp32)."""
-    _check_options(custom_mask, packed_custom_mask, pos_encoding_mode, backend)
+    _check_options(pos_encoding_mode, backend)
     causal = require_flag("causal", causal)
     require_flag("return_lse", return_lse)
     window_left = require_int("window_left", window_left)
@@ -84,13 +86,17 @@ def single_prefill_with_kv_cache(q, k, v, custom_mask=None, packed_custom_mask=N
     scales = list(_scales(sm_scale, head_dim, logits_soft_cap))
     for name, t in (("q", q), ("k", k), ("v", v)):
         _rows_aligned(name, t)
+    mask = None
+    if custom_mask is not None or packed_custom_mask is not None:  # (it replaces the causal mask, as in FlashInfer)
+        mask, causal = single_mask(custom_mask, packed_custom_mask, q.shape[0], k.shape[0 if kv_layout == "NHD" else 1],
+                                   q.device), False
     require_cuda("q", q)  # (last: every other check runs on CPU tensors too)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if return_lse else None
     if compiling():
-        _SINGLE_OP(q, k, v, out, lse, causal, kv_layout, window_left, scales, True)
+        _SINGLE_OP(q, k, v, out, lse, mask, causal, kv_layout, window_left, scales, True)
     else:
-        _single(q, k, v, out, lse, causal, kv_layout, window_left, scales, True)
+        _single(q, k, v, out, lse, mask, causal, kv_layout, window_left, scales, True)
     return (out, lse) if return_lse else out
 
 
@@ -110,10 +116,11 @@ class BatchPrefillWithRaggedKVCacheWrapper:
         require_tensor("float_workspace_buffer", float_workspace_buffer)
         if kv_layout not in KV_LAYOUTS:
             raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
-        _check_options(custom_mask_buf, None, "NONE", backend)
+        _check_options("NONE", backend)
         self.device = require_cuda("float_workspace_buffer", float_workspace_buffer)  # (last)
         self._kv_layout = kv_layout
         self._buffer = WorkBuffer(self.device, bool(require_flag("use_cuda_graph", use_cuda_graph)))
+        self._mask_buf = check_mask_buffer(custom_mask_buf, self.device)
         self._plan: dict | None = None
 
     @property
@@ -133,16 +140,22 @@ class BatchPrefillWithRaggedKVCacheWrapper:
              disable_split_kv=False) -> None:
         """Partition the batch: ``qo_indptr``, ``kv_indptr`` [batch + 1] int32/int64 on the host
         (no synchronisation) or the device (copied to the host once)."""
-        _check_options(custom_mask, packed_custom_mask, pos_encoding_mode, None)
+        _check_options(pos_encoding_mode, None)
         options = plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, window_left,
                                q_data_type, kv_data_type, sm_scale, logits_soft_cap)
         qo_host, kv_host = host_indptr("qo_indptr", qo_indptr), host_indptr("kv_indptr", kv_indptr)
         if qo_host.shape != kv_host.shape:
             raise ValueError(f"qo_indptr and kv_indptr must have one length (batch + 1); got {qo_host.shape[0]} "
                              f"and {kv_host.shape[0]}")
-        part = plan.partition(qo_host, kv_host, bool(options["causal"]), options["window_left"], options["head_dim"])
+        # a custom mask replaces the causal one (FlashInfer's rule)
+        mask, mask_begin = plan_mask(custom_mask, packed_custom_mask, np.diff(qo_host), np.diff(kv_host), self.device,
+                                     self._mask_buf, self._buffer.use_cuda_graph)
+        if mask is not None:
+            options["causal"] = 0
+        part = plan.partition(qo_host, kv_host, bool(options["causal"]), options["window_left"], options["head_dim"],
+                              mask_begin)
         pairs = self._buffer.upload(part, qo_host.shape[0] - 1, int(qo_host[-1]), bool(non_blocking))
-        self._plan = dict(options, pairs=pairs, total_q=int(qo_host[-1]), total_kv=int(kv_host[-1]))
+        self._plan = dict(options, pairs=pairs, total_q=int(qo_host[-1]), total_kv=int(kv_host[-1]), mask=mask)
 
     begin_forward = plan
 
@@ -176,9 +189,9 @@ class BatchPrefillWithRaggedKVCacheWrapper:
         pdl = enable_pdl is None or bool(enable_pdl)
         sizes = [p[name] for name in SIZES]
         if compiling():
-            RAGGED_OP(q, k, v, out, lse, work, counter, self._kv_layout, sizes, p["scales"], pdl)
+            RAGGED_OP(q, k, v, out, lse, work, counter, p["mask"], self._kv_layout, sizes, p["scales"], pdl)
         else:
-            launch_ragged(q, k, v, out, lse, work, counter, self._kv_layout, sizes, p["scales"], pdl)
+            launch_ragged(q, k, v, out, lse, work, counter, p["mask"], self._kv_layout, sizes, p["scales"], pdl)
         return (out, lse) if return_lse else out
 
     forward = run

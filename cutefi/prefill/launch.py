@@ -17,7 +17,8 @@ tensor) and masked.
 
 Work units: the plan's ``work`` array is int32 ``[WORK_ROWS, pairs]`` (row-major) describing
 (request, q tile) pairs: q_begin (the request's first q row), qo_len, kv_begin, kv_len,
-m_block (the q tile), the most expensive first. Unit ``u`` is q head ``u // pairs`` (kv head
+m_block (the q tile), mask_begin (the byte where the request's custom mask starts; the
+mma.sync kernel's only), the most expensive first. Unit ``u`` is q head ``u // pairs`` (kv head
 ``head // group``), pair ``u % pairs``: the CTAs running at once share a head's K and V in
 L2. Causal masks are aligned to the end of the KV (q row ``r`` sees keys
 ``<= r + kv_len - qo_len``); ``window_left >= 0`` also hides keys ``< r + kv_len - qo_len -
@@ -45,7 +46,7 @@ THREADS = 3 * WARPGROUP  # producer warpgroup + two consumers
 BOX_COLS = 64          # head-dim elements of a TMA box: one 128-byte swizzle row (16-bit)
 SMEM_LIMIT = 227 * 1024
 BARRIER_BYTES = 1024
-WORK_ROWS = 5          # q_begin, qo_len, kv_begin, kv_len, m_block
+WORK_ROWS = 6          # q_begin, qo_len, kv_begin, kv_len, m_block, mask_begin
 PLACEHOLDER_TOKENS = 4096
 OUT_STRIDES = ("out_stride_token", "out_stride_head", "lse_stride_token", "lse_stride_head")
 
@@ -159,20 +160,22 @@ def sm80_contract(dtype: str, head_dim: int) -> LaunchContract:
     """One CTA a work unit. K/V rows are read through pointers and strides: ``page_size`` 0,
     rows ``kv_begin + t`` of ``[kv_heads, tokens]``-strided K/V (ragged); otherwise token ``t``
     of a request is entry ``t % page_size`` of page ``kv_indices[kv_begin + t // page_size]``
-    (any page size; page ids outside ``[0, num_pages)`` read zeros)."""
+    (any page size; page ids outside ``[0, num_pages)`` read zeros). ``has_mask``: a custom
+    mask, request by request from byte ``mask_begin`` (the work array's last row) of ``mask``:
+    the request's [qo_len, kv_len] booleans row-major, 8 a byte, the first in the lowest bit."""
     if dtype not in DTYPES or head_dim not in HEAD_DIMS:
         raise ValueError(f"prefill sm80 builds are {DTYPES} x head_dim {HEAD_DIMS}; got {dtype}, {head_dim}")
     return LaunchContract(
         params=(Param("q", "ptr", dtype, 16), Param("k", "ptr", dtype, 16), Param("v", "ptr", dtype, 16),
                 Param("out", "ptr", dtype, 4), Param("lse", "ptr", "fp32", 4), Param("work", "ptr", "i32", 4),
-                Param("kv_indices", "ptr", "i32", 4),
+                Param("kv_indices", "ptr", "i32", 4), Param("mask", "ptr", "u8", 1),
                 *scalars("i32", "units", "heads", "group", "causal", "window_left", "write_lse", "page_size",
-                         "num_pages"),
+                         "num_pages", "has_mask"),
                 *scalars("f32", "q_mult", "cap_scale"), *scalars("i64", *SM80_STRIDES, *OUT_STRIDES)),
         block=(SM80_THREADS, 1, 1),
         grid=lambda p: (p["units"], 1, 1),
         sample={"units": 1024, "heads": 32, "group": 4, "causal": 1, "window_left": -1, "write_lse": 1,
-                "page_size": 0, "num_pages": 0, "q_mult": 0.1275, "cap_scale": 0.0,
+                "page_size": 0, "num_pages": 0, "has_mask": 0, "q_mult": 0.1275, "cap_scale": 0.0,
                 **{name: 4096 for name in (*SM80_STRIDES, *OUT_STRIDES)}},
         smem_bytes=sm80_smem_bytes(head_dim),
         entry=f"cutefi_prefill_sm80_{dtype}_d{head_dim}",

@@ -27,10 +27,7 @@ SIZES = ("pairs", "heads", "group", "causal", "window_left")
 
 
 # ---- argument checks -----------------------------------------------------------------------------
-def _check_options(custom_mask, packed_custom_mask, pos_encoding_mode: str, backend: str | None) -> None:
-    if custom_mask is not None or packed_custom_mask is not None:
-        raise NotImplementedError("custom_mask / packed_custom_mask: cutefi's prefill supports causal, sliding-window "
-                                  "and soft-cap masks; custom masks are not implemented yet")
+def _check_options(pos_encoding_mode: str, backend: str | None) -> None:
     if pos_encoding_mode != "NONE":
         raise NotImplementedError(f"pos_encoding_mode={pos_encoding_mode!r}: cutefi's prefill supports 'NONE' "
                                   "(apply RoPE first, e.g. with cutefi.apply_rope)")
@@ -105,19 +102,20 @@ def _output(name: str, tensor, shape, dtype, like: torch.Tensor) -> torch.Tensor
 
 # ---- the launch ------------------------------------------------------------------------------------
 def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size: int, sizes, scales,
-                  pdl: bool) -> None:
+                  pdl: bool, mask: torch.Tensor | None = None) -> None:
     """Run the kernel on checked tensors: q/out [tokens, heads, d]; ``k_view``/``v_view``
     [kv_heads, tokens, d] (``page_size`` 0) or [pages, kv_heads, page_size, d] with
     ``kv_indices``; ``counter``: the int32 the CTAs take units from (zero between launches:
-    the kernel puts it back; launches sharing one must not overlap in time)."""
+    the kernel puts it back; launches sharing one must not overlap in time); ``mask``: a packed
+    custom mask (``masks.py``; the work array holds each request's first byte)."""
     p = dict(zip(SIZES, sizes))
     units = p["pairs"] * p["heads"]
     if units == 0 or q.shape[0] == 0:
         return
     device = q.get_device()
     dtype, head_dim = name_of(q.dtype), q.shape[2]
-    if not uses_tma_kernel(device, page_size):
-        _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size, p, units, scales, pdl)
+    if mask is not None or not uses_tma_kernel(device, page_size):
+        _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size, p, units, scales, pdl, mask)
         return
     spec = launch.PAGED_SPECS[(dtype, head_dim, page_size)] if page_size else launch.SM90_SPECS[(dtype, head_dim)]
     kernel = get_kernel(spec, device)
@@ -134,12 +132,12 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
 
 def uses_tma_kernel(device: int, page_size: int) -> bool:
     """The Hopper kernel runs on sm_90 for ragged K/V and its page sizes; the mma.sync kernel
-    everywhere else (and everywhere with ``MMA_SYNC_ONLY``)."""
+    everywhere else (and everywhere with ``MMA_SYNC_ONLY``), and for custom masks."""
     return not MMA_SYNC_ONLY and device_cc(device) == (9, 0) and (page_size == 0 or page_size in launch.PAGE_SIZES)
 
 
 def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: int, p: dict, units: int, scales,
-                     pdl: bool) -> None:
+                     pdl: bool, mask: torch.Tensor | None) -> None:
     """The mma.sync kernel: one CTA a unit; K and V read with one set of strides (copied to
     a shared layout where they differ)."""
     if k_view.stride() != v_view.stride():
@@ -150,7 +148,8 @@ def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: i
                                               else (0, k_view.stride(0), k_view.stride(1)))
     kernel.launch((units, 1, 1), q.get_device(), None, pdl, q=q.data_ptr(), k=k_view.data_ptr(),
                   v=v_view.data_ptr(), out=out.data_ptr(), lse=lse.data_ptr() if lse is not None else 0,
-                  work=work.data_ptr(), kv_indices=kv_indices.data_ptr() if page_size else 0, units=units,
+                  work=work.data_ptr(), kv_indices=kv_indices.data_ptr() if page_size else 0,
+                  mask=mask.data_ptr() if mask is not None else 0, has_mask=int(mask is not None), units=units,
                   heads=p["heads"], group=p["group"], causal=p["causal"], window_left=p["window_left"],
                   write_lse=int(lse is not None), page_size=page_size, num_pages=k_view.shape[0] if page_size else 0,
                   q_mult=scales[0], cap_scale=scales[1], q_stride_token=q.stride(0), q_stride_head=q.stride(1),
@@ -160,7 +159,7 @@ def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: i
                   lse_stride_head=lse.stride(1) if lse is not None else 0)
 
 
-def launch_ragged(q, k, v, out, lse, work, counter, kv_layout: str, sizes, scales, pdl: bool) -> None:
+def launch_ragged(q, k, v, out, lse, work, counter, mask, kv_layout: str, sizes, scales, pdl: bool) -> None:
     """q/out [tokens, heads, d]; k/v in ``kv_layout`` (NHD [tokens, kv_heads, d], HND [kv_heads, tokens, d])."""
     if k.shape[0 if kv_layout == "NHD" else 1] == 0:  # no keys anywhere (TMA cannot describe it)
         if q.shape[0]:
@@ -169,22 +168,22 @@ def launch_ragged(q, k, v, out, lse, work, counter, kv_layout: str, sizes, scale
                 lse.fill_(-math.inf)
         return
     launch_kernel(q, _heads_first(k, kv_layout), _heads_first(v, kv_layout), out, lse, work, counter, None, 0,
-                  sizes, scales, pdl)
+                  sizes, scales, pdl, mask)
 
 
-def launch_paged(q, k_cache, v_cache, out, lse, work, counter, kv_indices, kv_layout: str, page_size: int, sizes,
-                 scales, pdl: bool) -> None:
+def launch_paged(q, k_cache, v_cache, out, lse, work, counter, kv_indices, mask, kv_layout: str, page_size: int,
+                 sizes, scales, pdl: bool) -> None:
     """q/out [tokens, heads, d]; caches [pages, page_size, kv_heads, d] (NHD) or [pages, kv_heads,
     page_size, d] (HND)."""
     k_view, v_view = (k_cache.transpose(1, 2), v_cache.transpose(1, 2)) if kv_layout == "NHD" else (k_cache, v_cache)
-    launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size, sizes, scales, pdl)
+    launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size, sizes, scales, pdl, mask)
 
 
 RAGGED_OP = define("prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, Tensor work, "
-                   "Tensor(c!) counter, str kv_layout, int[] sizes, float[] scales, bool pdl) -> ()", launch_ragged,
+                   "Tensor(c!) counter, Tensor? mask, str kv_layout, int[] sizes, float[] scales, bool pdl) -> ()", launch_ragged,
                    lambda *args: None)
 PAGED_OP = define("paged_prefill_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor(a!) out, Tensor(b!)? lse, "
-                  "Tensor work, Tensor(c!) counter, Tensor kv_indices, str kv_layout, int page_size, int[] sizes, "
+                  "Tensor work, Tensor(c!) counter, Tensor kv_indices, Tensor? mask, str kv_layout, int page_size, int[] sizes, "
                   "float[] scales, bool pdl) -> ()", launch_paged, lambda *args: None)
 _COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
 

@@ -21,6 +21,7 @@ from ..attention.decode_ops import Layout
 from ..attention.plan import check_i32
 from ..jit.logs import api_log
 from . import launch, plan
+from .masks import check_mask_buffer, plan_mask
 from .ops import (KV_LAYOUTS, PAGED_OP, SIZES, WorkBuffer, _check_options, _output, _rows_aligned, host_indptr,
                   launch_paged, plan_options)
 
@@ -41,11 +42,12 @@ class BatchPrefillWithPagedKVCacheWrapper:
         require_tensor("float_workspace_buffer", float_workspace_buffer)
         if kv_layout not in KV_LAYOUTS:
             raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
-        _check_options(custom_mask_buf, None, "NONE", backend)
+        _check_options("NONE", backend)
         self.device = require_cuda("float_workspace_buffer", float_workspace_buffer)  # (last)
         self._kv_layout = kv_layout
         self._buffer = WorkBuffer(self.device, bool(require_flag("use_cuda_graph", use_cuda_graph)))
         self._fixed_indices = None
+        self._mask_buf = check_mask_buffer(custom_mask_buf, self.device)
         if self._buffer.use_cuda_graph:
             if paged_kv_indices_buf is None:
                 raise ValueError("use_cuda_graph=True needs paged_kv_indices_buf (a device int32 tensor that keeps "
@@ -75,7 +77,7 @@ class BatchPrefillWithPagedKVCacheWrapper:
         """Partition the batch: ``qo_indptr``, ``paged_kv_indptr`` [batch + 1] and
         ``paged_kv_last_page_len`` [batch] int32/int64 on the host (no synchronisation) or the
         device (copied to the host once); ``paged_kv_indices`` int32 (kept on the device)."""
-        _check_options(custom_mask, packed_custom_mask, pos_encoding_mode, None)
+        _check_options(pos_encoding_mode, None)
         options = plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, window_left,
                                q_data_type, kv_data_type, sm_scale, logits_soft_cap)
         page_size = require_int("page_size", page_size)
@@ -101,10 +103,16 @@ class BatchPrefillWithPagedKVCacheWrapper:
                              f"{paged_kv_indices.shape[0]}")
         indices = self._device_indices(paged_kv_indices, bool(non_blocking))
         kv_len = np.where(pages > 0, (pages - 1) * page_size + last, 0)
+        # a custom mask replaces the causal one (FlashInfer's rule)
+        mask, mask_begin = plan_mask(custom_mask, packed_custom_mask, np.diff(qo_host), kv_len, self.device,
+                                     self._mask_buf, self._buffer.use_cuda_graph)
+        if mask is not None:
+            options["causal"] = 0
         part = plan.partition_requests(qo_host, kv_host[:-1], kv_len, bool(options["causal"]), options["window_left"],
-                                       launch.plan_tile_n(options["head_dim"], page_size))
+                                       launch.plan_tile_n(options["head_dim"], page_size), mask_begin)
         pairs = self._buffer.upload(part, batch, int(qo_host[-1]), bool(non_blocking))
-        self._plan = dict(options, pairs=pairs, page_size=page_size, total_q=int(qo_host[-1]), indices=indices)
+        self._plan = dict(options, pairs=pairs, page_size=page_size, total_q=int(qo_host[-1]), indices=indices,
+                          mask=mask)
 
     begin_forward = plan
 
@@ -159,11 +167,11 @@ class BatchPrefillWithPagedKVCacheWrapper:
         pdl = enable_pdl is None or bool(enable_pdl)
         sizes = [p[name] for name in SIZES]
         if compiling():
-            PAGED_OP(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], self._kv_layout,
-                     p["page_size"], sizes, p["scales"], pdl)
+            PAGED_OP(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], p["mask"],
+                     self._kv_layout, p["page_size"], sizes, p["scales"], pdl)
         else:
-            launch_paged(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], self._kv_layout,
-                         p["page_size"], sizes, p["scales"], pdl)
+            launch_paged(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], p["mask"],
+                         self._kv_layout, p["page_size"], sizes, p["scales"], pdl)
         return (out, lse) if return_lse else out
 
     forward = run

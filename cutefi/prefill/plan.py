@@ -37,17 +37,17 @@ def kv_tile_range(qo_len: np.ndarray, kv_len: np.ndarray, m_block: np.ndarray, c
 
 
 def partition(qo_indptr: np.ndarray, kv_indptr: np.ndarray, causal: bool, window_left: int,
-              head_dim: int) -> PrefillPartition:
+              head_dim: int, mask_begin: np.ndarray | None = None) -> PrefillPartition:
     """The work array of a ragged batch given its host ``qo_indptr`` and ``kv_indptr``."""
     return partition_requests(qo_indptr, kv_indptr[:-1], kv_indptr[1:] - kv_indptr[:-1], causal, window_left,
-                              launch.tile_n(head_dim))
+                              launch.plan_tile_n(head_dim), mask_begin)
 
 
 def partition_requests(qo_indptr: np.ndarray, kv_begin: np.ndarray, kv_len: np.ndarray, causal: bool,
-                       window_left: int, tile_n: int) -> PrefillPartition:
+                       window_left: int, tile_n: int, mask_begin: np.ndarray | None = None) -> PrefillPartition:
     """The work array of requests with queries ``qo_indptr[b] .. qo_indptr[b + 1]`` and keys
     ``kv_len[b]`` from ``kv_begin[b]`` (a row of the ragged K/V, or a paged request's first
-    entry of kv_indices)."""
+    entry of kv_indices); ``mask_begin[b]``: the byte of its custom mask (``masks.py``)."""
     qo_len = (qo_indptr[1:] - qo_indptr[:-1]).astype(np.int64)
     kv_len = np.asarray(kv_len, dtype=np.int64)
     m_blocks = -(-qo_len // launch.TILE_M)
@@ -58,6 +58,7 @@ def partition_requests(qo_indptr: np.ndarray, kv_begin: np.ndarray, kv_len: np.n
     first_tile, end_tile = kv_tile_range(qo_len[request], kv_len[request], m_block, causal, window_left, tile_n)
     cost = end_tile - first_tile
     order = np.argsort(-cost, kind="stable")
+    masks = np.zeros_like(qo_len) if mask_begin is None else np.asarray(mask_begin, dtype=np.int64)
     work = np.stack([qo_indptr[:-1][request], qo_len[request], np.asarray(kv_begin)[request], kv_len[request],
-                     m_block])[:, order].astype(np.int32)
+                     m_block, masks[request]])[:, order].astype(np.int32)
     return PrefillPartition(np.ascontiguousarray(work), int(request.shape[0]), int(cost.sum()))

@@ -10,7 +10,7 @@ warp. Stages:
      one (their keys are masked, their queries not stored);
   2. per KV tile, last first (the tiles that need a mask come first): V's rows start loading
      while S = Q K^T runs (ldmatrix, mma.sync m16n8k16, fp32), then the mask where the tile
-     needs one, the online softmax on each thread's two rows (base 2), P packed to 16-bit
+     needs one (and a custom mask's bits, read from global memory per score), the online softmax on each thread's two rows (base 2), P packed to 16-bit
      pairs in the registers where it is the A operand of O += P V; the next K tile loads
      while P V runs (V by ldmatrix.trans);
   3. O / rowsum and the base-2 lse, stored from registers (rows past the request's end are
@@ -80,6 +80,7 @@ class PrefillSm80:
         work = cute.make_tensor(args.work, cute.make_layout((launch.WORK_ROWS, pairs), stride=(pairs, 1)))
         q_begin, qo_len, kv_begin, kv_len, m_block = work[0, pair], work[1, pair], work[2, pair], work[3, pair], \
             work[4, pair]
+        mask_begin = work[5, pair]
         first_row = m_block * TILE_M
         # (a CUDA-graph plan's padding units have no rows)
         if first_row < qo_len:
@@ -153,7 +154,7 @@ class PrefillSm80:
                 cute.arch.cp_async_commit_group()
                 self._scores(tiled_mma, operands, load_a, load_b, acc_s)
                 self._softmax(args, acc_s, coord_s, rows_view(acc_o), row_max, row_sum, mult, first_row, n * tile_n,
-                              qo_len, kv_len)
+                              qo_len, kv_len, mask_begin)
                 convert_pairs(cute.make_tensor(acc_s.iterator, acc_as_a(acc_s.layout)), r_p)
                 cute.arch.cp_async_wait_group(0)
                 cute.arch.sync_threads()  # V(n) has landed; every warp is done with K(n)
@@ -224,7 +225,8 @@ class PrefillSm80:
             cute.gemm(tiled_mma, acc_s, r_q[None, None, kb], r_k[None, None, kb], acc_s)
 
     @cute.jit
-    def _softmax(self, args, acc_s, coord_s, o_rows, row_max, row_sum, mult, first_row, first_col, qo_len, kv_len):
+    def _softmax(self, args, acc_s, coord_s, o_rows, row_max, row_sum, mult, first_row, first_col, qo_len, kv_len,
+                 mask_begin):
         """The online softmax of one KV tile on this thread's two rows: the mask where the tile
         needs one, each row's new maximum (over the quad of threads holding the row; kept
         scaled by ``mult``), P = 2^(s * mult - max) in place of S, the running sums (per
@@ -242,6 +244,8 @@ class PrefillSm80:
             needs_mask = needs_mask or last_col > first_row + shift
         if args.window_left >= 0:
             needs_mask = needs_mask or first_col < first_row + TILE_M - 1 + shift - args.window_left
+        if args.has_mask != 0:
+            self._custom_mask(args, s_rows, coord_s, first_row, first_col, qo_len, kv_len, mask_begin)
         if needs_mask:
             for r in cutlass.range_constexpr(2):
                 position = first_row + coord_s[r, 0][0] + shift
@@ -274,6 +278,24 @@ class PrefillSm80:
             row_max[r] = new_max
             for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
                 o_rows[r, c] = o_rows[r, c] * rescale
+
+    @cute.jit
+    def _custom_mask(self, args, s_rows, coord_s, first_row, first_col, qo_len, kv_len, mask_begin):
+        """Scores whose bit of the request's custom mask is 0 become -inf (bit ``row * kv_len +
+        col`` from byte ``mask_begin``, the lowest bit first); keys past the request and rows
+        past its queries read no bit (the range mask hides those keys; those rows are not
+        stored)."""
+        first_bit = Int64(mask_begin) * 8
+        for r in cutlass.range_constexpr(2):
+            row = first_row + coord_s[r, 0][0]
+            row_bit = first_bit + Int64(row) * kv_len
+            for c in cutlass.range_constexpr(cute.size(s_rows, mode=[1])):
+                col = first_col + coord_s[r, c][1]
+                inside = row < qo_len and col < kv_len
+                bit = cutlass.select_(inside, row_bit + col, first_bit)
+                byte = Int32(cute.make_tensor(args.mask + (bit >> 3), cute.make_layout(1))[0])
+                keep = (byte >> Int32(bit & 7)) & 1
+                s_rows[r, c] = cutlass.select_(keep != 0 or not inside, s_rows[r, c], Float32(NEG_INF))
 
     @cute.jit
     def _epilogue(self, args, acc_o, coord_o, row_max, row_sum, q_begin, qo_len, first_row, head):
