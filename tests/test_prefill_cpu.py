@@ -72,7 +72,7 @@ def test_checks_before_the_device():
         cutefi.single_prefill_with_kv_cache(q[..., :32], k[..., :32], k[..., :32])
     with pytest.raises(ValueError, match="multiple of num_kv_heads"):
         cutefi.single_prefill_with_kv_cache(q[:, :3], k, k)
-    with pytest.raises(TypeError, match="k and v must have q's dtype"):
+    with pytest.raises(TypeError, match="k and v must both have q.s dtype"):
         cutefi.single_prefill_with_kv_cache(q, k.half(), k.half())
     with pytest.raises(ValueError, match="kv_layout"):
         cutefi.single_prefill_with_kv_cache(q, k, k, kv_layout="NDH")
@@ -183,3 +183,24 @@ def test_masks_pack_like_segment_packbits():
     assert single.numpy().tolist() == np.packbits(flat[1:16], bitorder="little").tolist()
     with pytest.raises(ValueError, match="sum\\(qo_len \\* kv_len\\)"):
         masks.packed_mask(torch.from_numpy(flat[1:]), None, qo_len, kv_len, torch.device("cpu"))
+
+
+@requires_dsl
+@pytest.mark.parametrize("arch", ["8.0", "8.9", "12.0a"])
+@pytest.mark.parametrize("kv_dtype", launch.KV_FP8)
+def test_sm80_fp8_kv_sass(arch, kv_dtype):
+    """FP8 K/V builds: the same HMMAs on f16/bf16 operands widened in shared memory (sm_89+
+    e4m3 by F2FP.F16.E4M3, sm_80 by integer ops), no local memory."""
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
+    from cutefi.jit.targets import Target
+
+    artifact = build(launch.SM80_FP8_SPECS[("bf16", 128, kv_dtype)], Target.parse(arch))
+    try:
+        sass = disassemble(artifact.cubin)
+    except DisassemblerNotFoundError as error:
+        pytest.skip(str(error))
+    assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", sass)) == 2 * (64 // 8) * (128 // 16)
+    hardware = re.findall(r"\bF2FP\.F16\.E4M3\.UNPACK_B\b", sass)
+    assert bool(hardware) == (kv_dtype == "fp8e4m3" and arch != "8.0"), len(hardware)
+    assert not re.search(r"\b(LDL|STL)\b", sass), "the FP8 prefill kernel spills"

@@ -57,3 +57,9 @@ def widen_pair(codes: Uint32, lo: int, hi: int, kv_format: str, software: bool =
     if const_expr(kv_format == "fp8e5m2"):
         return placed
     return ((placed >> 1) & Uint32(0x3F803F80)) | (placed & Uint32(_SIGNS))
+
+
+def f16x2_to_bf16x2(pair: Uint32) -> Uint32:
+    """An f16x2 pair as a bf16x2 pair (exact for widened FP8 values: 3 mantissa bits)."""
+    return _asm_u32("{ .reg .b16 l, h; .reg .f32 fl, fh; mov.b32 {l, h}, $1; cvt.f32.f16 fl, l; cvt.f32.f16 fh, h; "
+                    "cvt.rn.bf16x2.f32 $0, fh, fl; }", pair)

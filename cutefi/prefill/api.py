@@ -11,9 +11,9 @@ are aligned to the end of each KV (append: the queries are the last ``qo_len`` o
 (FlashInfer's; merge with ``cutefi.merge_state``). Grouped heads (GQA/MQA): q head ``h`` reads
 kv head ``h // group``. Checks and the launch: ``ops.py``.
 
-Custom masks (``masks.py``; they replace the causal mask, as in FlashInfer) run on the mma.sync
-kernel on every GPU. Not yet: pos_encoding_mode other than "NONE", FP8 KV and head_dim_vo !=
-head_dim_qk: each is refused with an error naming it.
+Custom masks (``masks.py``; they replace the causal mask, as in FlashInfer) and FP8 K/V run on
+the mma.sync kernel on every GPU. Not yet: pos_encoding_mode other than "NONE", sinks and
+head_dim_vo != head_dim_qk: each is refused with an error naming it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ..jit.logs import api_log
 from ..jit.policy import Family
 from . import launch, plan
 from .ops import (KV_LAYOUTS, RAGGED_OP, SIZES, WorkBuffer, _check_options, _check_qkv, _output, _rows_aligned,
-                  _scales, host_indptr, launch_ragged, plan_options, stream_counter)
+                  _scales, host_indptr, launch_ragged, plan_options, run_scales, stream_counter)
 from .masks import check_mask_buffer, plan_mask, single_mask
 from .paged import BatchPrefillWithPagedKVCacheWrapper
 
@@ -83,7 +83,7 @@ def single_prefill_with_kv_cache(q, k, v, custom_mask=None, packed_custom_mask=N
     require_flag("return_lse", return_lse)
     window_left = require_int("window_left", window_left)
     heads, _, head_dim, _ = _check_qkv(q, k, v, kv_layout, 3)
-    scales = list(_scales(sm_scale, head_dim, logits_soft_cap))
+    scales = [*_scales(sm_scale, head_dim, logits_soft_cap), 1.0]
     for name, t in (("q", q), ("k", k), ("v", v)):
         _rows_aligned(name, t)
     mask = None
@@ -170,12 +170,13 @@ class BatchPrefillWithRaggedKVCacheWrapper:
             raise RuntimeError("run() before plan(): call plan(qo_indptr, kv_indptr, ...) first")
         if args:
             raise TypeError(f"run() takes q, k, v and keyword arguments; got {len(args)} extra positional ones")
-        if q_scale is not None or k_scale is not None or v_scale is not None:
-            raise NotImplementedError("q_scale / k_scale / v_scale: FP8 prefill is not implemented yet")
+        scales = run_scales(p["scales"], q_scale, k_scale, v_scale)
         heads, kv_heads, head_dim, kv_tokens = _check_qkv(q, k, v, self._kv_layout, 3)
-        if (heads, kv_heads, head_dim) != (p["heads"], p["kv_heads"], p["head_dim"]) or q.dtype != p["q_dtype"]:
-            raise ValueError(f"q, k, v ({heads} q heads, {kv_heads} kv heads, head_dim {head_dim}, {q.dtype}) differ "
-                             f"from the plan ({p['heads']}, {p['kv_heads']}, {p['head_dim']}, {p['q_dtype']})")
+        if (heads, kv_heads, head_dim) != (p["heads"], p["kv_heads"], p["head_dim"]) or q.dtype != p["q_dtype"] or \
+                k.dtype != p["kv_dtype"]:
+            raise ValueError(f"q, k, v ({heads} q heads, {kv_heads} kv heads, head_dim {head_dim}, {q.dtype}, kv "
+                             f"{k.dtype}) differ from the plan ({p['heads']}, {p['kv_heads']}, {p['head_dim']}, "
+                             f"{p['q_dtype']}, kv {p['kv_dtype']})")
         if q.shape[0] < p["total_q"] or kv_tokens < p["total_kv"]:
             raise ValueError(f"the plan covers {p['total_q']} q and {p['total_kv']} kv tokens; q has {q.shape[0]}, "
                              f"k and v {kv_tokens}")
@@ -189,9 +190,9 @@ class BatchPrefillWithRaggedKVCacheWrapper:
         pdl = enable_pdl is None or bool(enable_pdl)
         sizes = [p[name] for name in SIZES]
         if compiling():
-            RAGGED_OP(q, k, v, out, lse, work, counter, p["mask"], self._kv_layout, sizes, p["scales"], pdl)
+            RAGGED_OP(q, k, v, out, lse, work, counter, p["mask"], self._kv_layout, sizes, scales, pdl)
         else:
-            launch_ragged(q, k, v, out, lse, work, counter, p["mask"], self._kv_layout, sizes, p["scales"], pdl)
+            launch_ragged(q, k, v, out, lse, work, counter, p["mask"], self._kv_layout, sizes, scales, pdl)
         return (out, lse) if return_lse else out
 
     forward = run

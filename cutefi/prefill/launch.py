@@ -156,29 +156,36 @@ def sm80_smem_bytes(head_dim: int) -> int:
     return (TILE_M + 2 * SM80_TILE_N[head_dim]) * head_dim * 2
 
 
-def sm80_contract(dtype: str, head_dim: int) -> LaunchContract:
+KV_FP8 = ("fp8e4m3", "fp8e5m2")  # FP8 caches: the mma.sync kernel widens them in shared memory
+
+
+def sm80_contract(dtype: str, head_dim: int, kv_dtype: str | None = None, software_fp8: bool = False) -> LaunchContract:
     """One CTA a work unit. K/V rows are read through pointers and strides: ``page_size`` 0,
     rows ``kv_begin + t`` of ``[kv_heads, tokens]``-strided K/V (ragged); otherwise token ``t``
     of a request is entry ``t % page_size`` of page ``kv_indices[kv_begin + t // page_size]``
-    (any page size; page ids outside ``[0, num_pages)`` read zeros). ``has_mask``: a custom
-    mask, request by request from byte ``mask_begin`` (the work array's last row) of ``mask``:
+    (any page size; page ids outside ``[0, num_pages)`` read zeros). FP8 K/V (``kv_dtype``) are
+    widened in shared memory; ``out_scale`` multiplies the output (FlashInfer's v_scale).
+    ``has_mask``: a custom mask, request by request from byte ``mask_begin`` (the work array's last row) of ``mask``:
     the request's [qo_len, kv_len] booleans row-major, 8 a byte, the first in the lowest bit."""
-    if dtype not in DTYPES or head_dim not in HEAD_DIMS:
-        raise ValueError(f"prefill sm80 builds are {DTYPES} x head_dim {HEAD_DIMS}; got {dtype}, {head_dim}")
+    kv_dtype = kv_dtype or dtype
+    if dtype not in DTYPES or head_dim not in HEAD_DIMS or kv_dtype not in (dtype, *KV_FP8):
+        raise ValueError(f"prefill sm80 builds are {DTYPES} x head_dim {HEAD_DIMS} x KV in q's dtype or {KV_FP8}; "
+                         f"got {dtype}, {head_dim}, {kv_dtype}")
     return LaunchContract(
-        params=(Param("q", "ptr", dtype, 16), Param("k", "ptr", dtype, 16), Param("v", "ptr", dtype, 16),
+        params=(Param("q", "ptr", dtype, 16), Param("k", "ptr", kv_dtype, 16), Param("v", "ptr", kv_dtype, 16),
                 Param("out", "ptr", dtype, 4), Param("lse", "ptr", "fp32", 4), Param("work", "ptr", "i32", 4),
                 Param("kv_indices", "ptr", "i32", 4), Param("mask", "ptr", "u8", 1),
                 *scalars("i32", "units", "heads", "group", "causal", "window_left", "write_lse", "page_size",
                          "num_pages", "has_mask"),
-                *scalars("f32", "q_mult", "cap_scale"), *scalars("i64", *SM80_STRIDES, *OUT_STRIDES)),
+                *scalars("f32", "q_mult", "cap_scale", "out_scale"), *scalars("i64", *SM80_STRIDES, *OUT_STRIDES)),
         block=(SM80_THREADS, 1, 1),
         grid=lambda p: (p["units"], 1, 1),
         sample={"units": 1024, "heads": 32, "group": 4, "causal": 1, "window_left": -1, "write_lse": 1,
-                "page_size": 0, "num_pages": 0, "has_mask": 0, "q_mult": 0.1275, "cap_scale": 0.0,
+                "page_size": 0, "num_pages": 0, "has_mask": 0, "q_mult": 0.1275, "cap_scale": 0.0, "out_scale": 1.0,
                 **{name: 4096 for name in (*SM80_STRIDES, *OUT_STRIDES)}},
         smem_bytes=sm80_smem_bytes(head_dim),
-        entry=f"cutefi_prefill_sm80_{dtype}_d{head_dim}",
+        entry=f"cutefi_prefill_sm80_{dtype}_d{head_dim}" + (f"_{kv_dtype}" if kv_dtype != dtype else "")
+        + ("_sw" if software_fp8 else ""),
         pdl=True,
     )
 
@@ -188,6 +195,12 @@ SM80_SPECS = {
                                        "cutefi.prefill.launch:sm80_contract", Family.MMA_SYNC, dtype=dtype,
                                        head_dim=head_dim)
     for dtype in DTYPES for head_dim in HEAD_DIMS
+}
+SM80_FP8_SPECS = {
+    (dtype, head_dim, kv_dtype): KernelSpec.make(
+        "prefill.sm80", "cute", "cutefi.prefill.sm80_kernel:PrefillSm80", "cutefi.prefill.launch:sm80_contract",
+        Family.MMA_SYNC, dtype=dtype, head_dim=head_dim, kv_dtype=kv_dtype)
+    for dtype in DTYPES for head_dim in HEAD_DIMS for kv_dtype in KV_FP8
 }
 SM90_SPECS = {
     (dtype, head_dim): KernelSpec.make("prefill.sm90", "cute", "cutefi.prefill.sm90_kernel:PrefillSm90",
@@ -201,4 +214,9 @@ PAGED_SPECS = {
         Family.WGMMA, dtype=dtype, head_dim=head_dim, page_size=page_size)
     for dtype in DTYPES for head_dim in HEAD_DIMS for page_size in PAGE_SIZES
 }
-register(*SM90_SPECS.values(), *PAGED_SPECS.values(), *SM80_SPECS.values())
+# a test build: sm_80/86's integer e4m3 widening, run where the hardware converts (the H200's tests)
+SM80_SOFTWARE_FP8_SPEC = KernelSpec.make(
+    "prefill.sm80", "cute", "cutefi.prefill.sm80_kernel:PrefillSm80", "cutefi.prefill.launch:sm80_contract",
+    Family.MMA_SYNC, dtype="bf16", head_dim=128, kv_dtype="fp8e4m3", software_fp8=True)
+register(*SM90_SPECS.values(), *PAGED_SPECS.values(), *SM80_SPECS.values(), *SM80_FP8_SPECS.values(),
+         SM80_SOFTWARE_FP8_SPEC)

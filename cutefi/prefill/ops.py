@@ -18,10 +18,13 @@ from . import launch, plan
 
 _LOG2E = 1.4426950408889634
 _DTYPES = (torch.float16, torch.bfloat16)
-_NAMED = {"float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16}
+_NAMED = {"float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16,
+          "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+_KV_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 KV_LAYOUTS = ("NHD", "HND")
 # run the mma.sync kernel on Hopper too (tests and benchmarks of that kernel on an H100/H200)
 MMA_SYNC_ONLY = os.environ.get("CUTEFI_PREFILL_MMA_SYNC", "") == "1"
+SOFTWARE_FP8 = False  # (tests: the sm_80/86 e4m3 widening build where it has one)
 # the scalars of a launch the op carries, in order
 SIZES = ("pairs", "heads", "group", "causal", "window_left")
 
@@ -58,8 +61,9 @@ def _check_qkv(q, k, v, kv_layout: str, q_dims: int) -> tuple[int, int, int, int
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     if q.dtype not in _DTYPES:
         raise TypeError(f"q must be float16 or bfloat16; got {q.dtype}")
-    if k.dtype != q.dtype or v.dtype != q.dtype:
-        raise TypeError(f"k and v must have q's dtype {q.dtype} (FP8 KV is not implemented yet); got {k.dtype}, {v.dtype}")
+    if k.dtype not in (q.dtype, *_KV_FP8) or v.dtype != k.dtype:
+        raise TypeError(f"k and v must both have q's dtype {q.dtype} or both be float8_e4m3fn / float8_e5m2; got "
+                        f"{k.dtype}, {v.dtype}")
     kv_tokens, kv_heads = (k.shape[0], k.shape[1]) if kv_layout == "NHD" else (k.shape[1], k.shape[0])
     heads, head_dim = q.shape[1], q.shape[2]
     if tuple(v.shape) != tuple(k.shape):
@@ -114,7 +118,7 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
         return
     device = q.get_device()
     dtype, head_dim = name_of(q.dtype), q.shape[2]
-    if mask is not None or not uses_tma_kernel(device, page_size):
+    if mask is not None or k_view.dtype != q.dtype or not uses_tma_kernel(device, page_size):
         _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size, p, units, scales, pdl, mask)
         return
     spec = launch.PAGED_SPECS[(dtype, head_dim, page_size)] if page_size else launch.SM90_SPECS[(dtype, head_dim)]
@@ -128,6 +132,8 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
                   out_stride_token=out.stride(0), out_stride_head=out.stride(1),
                   lse_stride_token=lse.stride(0) if lse is not None else 0,
                   lse_stride_head=lse.stride(1) if lse is not None else 0, **paged)
+    if scales[2] != 1.0:  # (v_scale: the Hopper kernel has no output multiplier)
+        out.mul_(scales[2])
 
 
 def uses_tma_kernel(device: int, page_size: int) -> bool:
@@ -142,7 +148,12 @@ def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: i
     a shared layout where they differ)."""
     if k_view.stride() != v_view.stride():
         k_view, v_view = k_view.contiguous(), v_view.contiguous()
-    kernel = get_kernel(launch.SM80_SPECS[(name_of(q.dtype), q.shape[2])], q.get_device())
+    key = (name_of(q.dtype), q.shape[2])
+    spec = (launch.SM80_SPECS[key] if k_view.dtype == q.dtype
+            else launch.SM80_FP8_SPECS[(*key, name_of(k_view.dtype))])
+    if SOFTWARE_FP8 and (*key, name_of(k_view.dtype)) == ("bf16", 128, "fp8e4m3"):
+        spec = launch.SM80_SOFTWARE_FP8_SPEC
+    kernel = get_kernel(spec, q.get_device())
     # (ragged views [kv_heads, tokens, d]; paged [pages, kv_heads, page_size, d])
     page_stride, head_stride, token_stride = ((k_view.stride(0), *k_view.stride()[1:3]) if page_size
                                               else (0, k_view.stride(0), k_view.stride(1)))
@@ -152,7 +163,7 @@ def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: i
                   mask=mask.data_ptr() if mask is not None else 0, has_mask=int(mask is not None), units=units,
                   heads=p["heads"], group=p["group"], causal=p["causal"], window_left=p["window_left"],
                   write_lse=int(lse is not None), page_size=page_size, num_pages=k_view.shape[0] if page_size else 0,
-                  q_mult=scales[0], cap_scale=scales[1], q_stride_token=q.stride(0), q_stride_head=q.stride(1),
+                  q_mult=scales[0], cap_scale=scales[1], out_scale=scales[2], q_stride_token=q.stride(0), q_stride_head=q.stride(1),
                   kv_stride_page=page_stride, kv_stride_token=token_stride, kv_stride_head=head_stride,
                   out_stride_token=out.stride(0), out_stride_head=out.stride(1),
                   lse_stride_token=lse.stride(0) if lse is not None else 0,
@@ -226,11 +237,34 @@ def plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, w
     q_dtype = q_data_type if isinstance(q_data_type, torch.dtype) else _NAMED.get(str(q_data_type).replace("torch.", ""))
     if q_dtype not in _DTYPES:
         raise TypeError(f"q_data_type must be float16 or bfloat16; got {q_data_type!r}")
-    if kv_data_type is not None and kv_data_type not in (q_dtype, str(q_dtype).replace("torch.", "")):
-        raise NotImplementedError(f"kv_data_type {kv_data_type!r} differs from q_data_type: FP8 KV is not "
-                                  "implemented yet")
+    kv_dtype = q_dtype if kv_data_type is None else (
+        kv_data_type if isinstance(kv_data_type, torch.dtype) else _NAMED.get(str(kv_data_type).replace("torch.", "")))
+    if kv_dtype not in (q_dtype, *_KV_FP8):
+        raise TypeError(f"kv_data_type must be q_data_type ({q_dtype}), float8_e4m3fn or float8_e5m2; got "
+                        f"{kv_data_type!r}")
     return dict(heads=heads, kv_heads=kv_heads, group=heads // kv_heads, head_dim=head_dim, causal=int(causal),
-                window_left=window_left, q_dtype=q_dtype, scales=list(_scales(sm_scale, head_dim, logits_soft_cap)))
+                window_left=window_left, q_dtype=q_dtype, kv_dtype=kv_dtype,
+                scales=list(_scales(sm_scale, head_dim, logits_soft_cap)))
+
+
+def _scale_value(name: str, value) -> float:
+    if value is None:
+        return 1.0
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"{name} must be a float or a 1-element tensor; got shape {tuple(value.shape)}")
+        value = value.item()  # (a device tensor synchronises: pass a float where it matters)
+    scale = require_real(name, value)
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"{name} must be finite and > 0; got {value}")
+    return scale
+
+
+def run_scales(scales, q_scale, k_scale, v_scale) -> list[float]:
+    """A run's [q k^T multiplier, cap multiplier, output multiplier]: FlashInfer's q_scale and
+    k_scale multiply sm_scale, v_scale the output."""
+    factor = _scale_value("q_scale", q_scale) * _scale_value("k_scale", k_scale)
+    return [scales[0] * factor, scales[1], _scale_value("v_scale", v_scale)]
 
 
 class WorkBuffer:

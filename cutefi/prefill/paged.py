@@ -23,7 +23,7 @@ from ..jit.logs import api_log
 from . import launch, plan
 from .masks import check_mask_buffer, plan_mask
 from .ops import (KV_LAYOUTS, PAGED_OP, SIZES, WorkBuffer, _check_options, _output, _rows_aligned, host_indptr,
-                  launch_paged, plan_options)
+                  launch_paged, plan_options, run_scales)
 
 
 class BatchPrefillWithPagedKVCacheWrapper:
@@ -143,8 +143,7 @@ class BatchPrefillWithPagedKVCacheWrapper:
             raise RuntimeError("run() before plan(): call plan(qo_indptr, paged_kv_indptr, ...) first")
         if args:
             raise TypeError(f"run() takes q, paged_kv_cache and keyword arguments; got {len(args)} extra positional ones")
-        if q_scale is not None or k_scale is not None or v_scale is not None:
-            raise NotImplementedError("q_scale / k_scale / v_scale: FP8 prefill is not implemented yet")
+        scales = run_scales(p["scales"], q_scale, k_scale, v_scale)
         if sinks is not None:
             raise NotImplementedError("sinks: not implemented in cutefi's prefill yet")
         if window_left is not None and window_left != p["window_left"]:
@@ -156,7 +155,7 @@ class BatchPrefillWithPagedKVCacheWrapper:
         if q.dtype != p["q_dtype"]:
             raise TypeError(f"q dtype {q.dtype} differs from the planned q_data_type {p['q_dtype']}")
         _rows_aligned("q", q)
-        layout = Layout(paged_kv_cache, self._kv_layout, p["kv_heads"], p["head_dim"], p["page_size"], q.dtype,
+        layout = Layout(paged_kv_cache, self._kv_layout, p["kv_heads"], p["head_dim"], p["page_size"], p["kv_dtype"],
                         check_pointers=not compiling())
         work, counter = self._buffer.work, self._buffer.counter
         require_same_device(("q", q), ("k_cache", layout.k_cache), ("v_cache", layout.v_cache),
@@ -168,10 +167,10 @@ class BatchPrefillWithPagedKVCacheWrapper:
         sizes = [p[name] for name in SIZES]
         if compiling():
             PAGED_OP(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], p["mask"],
-                     self._kv_layout, p["page_size"], sizes, p["scales"], pdl)
+                     self._kv_layout, p["page_size"], sizes, scales, pdl)
         else:
             launch_paged(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], p["mask"],
-                         self._kv_layout, p["page_size"], sizes, p["scales"], pdl)
+                         self._kv_layout, p["page_size"], sizes, scales, pdl)
         return (out, lse) if return_lse else out
 
     forward = run

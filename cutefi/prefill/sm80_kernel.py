@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Int64, const_expr
+from cutlass import Float32, Int32, Int64, Uint32, const_expr
 from cutlass.cute.nvgpu import cpasync, warp
 
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.fp8_widen import f16x2_to_bf16x2, widen_factor, widen_pair
 from cutefi.cute.mma_frag import acc_as_a, kv_tile_range, rows_view
 from cutefi.cute.pack16 import convert_pairs
 from cutefi.cute.pdl import wait_for_inputs
@@ -44,13 +45,20 @@ class PrefillSm80:
     # ------------------------------------------------------------------ #
     # 1. specialisation
     # ------------------------------------------------------------------ #
-    def __init__(self, dtype: str, head_dim: int) -> None:
-        self.contract = launch.sm80_contract(dtype, head_dim)
+    def __init__(self, dtype: str, head_dim: int, kv_dtype: str | None = None, software_fp8: bool = False) -> None:
+        self.contract = launch.sm80_contract(dtype, head_dim, kv_dtype, software_fp8)
+        self.software_fp8 = software_fp8  # (sm_80/86's integer widening on any target: tests)
         self.dtype = cute_dtype(dtype)
         self.head_dim = head_dim
         self.tile_n = launch.SM80_TILE_N[head_dim]
-        self.chunks = head_dim // VEC  # 16-byte pieces of a row
+        self.chunks = head_dim // VEC  # 16-byte pieces of a Q row
         self.rows_per_pass = THREADS // self.chunks
+        # FP8 K/V: rows of head_dim bytes land in the upper half of their 16-bit tile, then
+        # each thread widens the pieces it loaded (fp8_widen) into the swizzled tile
+        self.kv_format = kv_dtype if kv_dtype in launch.KV_FP8 else None
+        self.kv_dtype = cute_dtype(kv_dtype) if self.kv_format else self.dtype
+        self.kv_chunks = head_dim * (1 if self.kv_format else 2) // 16
+        self.kv_rows_per_pass = THREADS // self.kv_chunks
         # head dim 256: Q's fragments are re-read per tile (registers for O)
         self.q_in_registers = head_dim <= 128
 
@@ -97,10 +105,10 @@ class PrefillSm80:
                 row = cutlass.min(first_row + p * self.rows_per_pass + tidx // self.chunks, qo_len - 1)
                 q_rows[p] = Int64(q_begin + row) * args.q_stride_token + Int64(head) * args.q_stride_head
             self._load_tile(q_base, TILE_M, q_rows, args.q, tidx)
-            kv_rows = cute.make_rmem_tensor(cute.make_layout(tile_n // self.rows_per_pass), Int64)
+            kv_rows = cute.make_rmem_tensor(cute.make_layout(tile_n // self.kv_rows_per_pass), Int64)
             if end > first:
                 self._kv_rows(args, kv_rows, end - 1, kv_begin, kv_len, kv_head, tidx)
-                self._load_tile(k_base, tile_n, kv_rows, args.k, tidx)
+                self._load_kv(k_base, kv_rows, args.k, tidx)
             cute.arch.cp_async_commit_group()
 
             # ---- MMA partitions: 8 warps along M, N tiled to 16 (one ldmatrix.x4 of B) ---
@@ -134,8 +142,11 @@ class PrefillSm80:
             row_max.fill(NEG_INF)
             row_sum.fill(0.0)
             acc_o.fill(0.0)
-            # (scores as base-2 logits s * mult; a soft cap turns s into cap * tanh first)
-            mult = args.q_mult
+            # (scores as base-2 logits s * mult; a soft cap turns s into cap * tanh first;
+            # software-widened e4m3 is 2^-8 short: the scales take it back)
+            factor = widen_factor(self.kv_format, self.software_fp8) if const_expr(self.kv_format) else 1.0
+            q_mult = args.q_mult * Float32(factor)
+            mult = q_mult
             if args.cap_scale != Float32(0.0):
                 mult = Float32(1.0)
 
@@ -149,19 +160,23 @@ class PrefillSm80:
             for i in cutlass.range(end - first, unroll=1):
                 n = end - 1 - i
                 cute.arch.cp_async_wait_group(0)
+                codes = self._staged_codes(k_base, tidx)  # (FP8: this thread's pieces of K(n))
                 cute.arch.sync_threads()  # K(n) has landed; every warp is done with V(n + 1)
-                self._load_tile(v_base, tile_n, kv_rows, args.v, tidx)  # (V's rows are K's)
+                self._load_kv(v_base, kv_rows, args.v, tidx)  # (V's rows are K's)
                 cute.arch.cp_async_commit_group()
+                self._widen(k_base, codes, tidx)
                 self._scores(tiled_mma, operands, load_a, load_b, acc_s)
-                self._softmax(args, acc_s, coord_s, rows_view(acc_o), row_max, row_sum, mult, first_row, n * tile_n,
-                              qo_len, kv_len, mask_begin)
+                self._softmax(args, acc_s, coord_s, rows_view(acc_o), row_max, row_sum, q_mult, mult, first_row,
+                              n * tile_n, qo_len, kv_len, mask_begin)
                 convert_pairs(cute.make_tensor(acc_s.iterator, acc_as_a(acc_s.layout)), r_p)
                 cute.arch.cp_async_wait_group(0)
+                codes = self._staged_codes(v_base, tidx)
                 cute.arch.sync_threads()  # V(n) has landed; every warp is done with K(n)
                 if i + 1 < end - first:
                     self._kv_rows(args, kv_rows, n - 1, kv_begin, kv_len, kv_head, tidx)
-                    self._load_tile(k_base, tile_n, kv_rows, args.k, tidx)
+                    self._load_kv(k_base, kv_rows, args.k, tidx)
                 cute.arch.cp_async_commit_group()
+                self._widen(v_base, codes, tidx)
                 v_from, v_to, _ = operands[2]
                 for kb in cutlass.range_constexpr(cute.size(r_v, mode=[2])):
                     cute.copy(load_bt, v_from[None, None, kb], v_to[None, None, kb])
@@ -169,7 +184,8 @@ class PrefillSm80:
             cute.arch.cp_async_wait_group(0)
 
             # ---- stage 3: epilogue ------------------------------------------------------
-            self._epilogue(args, acc_o, coord_o, row_max, row_sum, q_begin, qo_len, first_row, head)
+            self._epilogue(args, acc_o, coord_o, row_max, row_sum, q_begin, qo_len, first_row, head,
+                           args.out_scale * Float32(factor))
 
     # ------------------------------------------------------------------ #
     # 3. loads
@@ -181,7 +197,7 @@ class PrefillSm80:
         head_offset = Int64(kv_head) * args.kv_stride_head
         indices = cute.make_tensor(args.kv_indices, cute.make_layout(1 << 30))
         for p in cutlass.range_constexpr(cute.size(kv_rows)):
-            token = cutlass.min(n * self.tile_n + p * self.rows_per_pass + tidx // self.chunks, kv_len - 1)
+            token = cutlass.min(n * self.tile_n + p * self.kv_rows_per_pass + tidx // self.kv_chunks, kv_len - 1)
             if args.page_size == 0:
                 kv_rows[p] = Int64(kv_begin + token) * args.kv_stride_token + head_offset
             else:
@@ -191,6 +207,68 @@ class PrefillSm80:
                 kv_rows[p] = cutlass.select_(
                     page >= 0 and page < args.num_pages,
                     Int64(page) * args.kv_stride_page + Int64(entry) * args.kv_stride_token + head_offset, Int64(-1))
+
+    @cute.jit
+    def _load_kv(self, base, row_offsets, src, tidx):
+        """A K or V tile: 16-bit rows into the swizzled tile at ``base``; FP8 rows into its
+        upper half, row-major (``_widen`` moves them into place)."""
+        if const_expr(not self.kv_format):
+            self._load_tile(base, self.tile_n, row_offsets, src, tidx)
+        else:
+            atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.kv_dtype,
+                                       num_bits_per_copy=128)
+            piece = cute.make_layout(16)
+            staging = self._staging(base)
+            chunk = tidx % self.kv_chunks
+            for p in cutlass.range_constexpr(cute.size(row_offsets)):
+                row = p * self.kv_rows_per_pass + tidx // self.kv_chunks
+                dst = cute.make_tensor(staging + cute.assume(row * self.head_dim + chunk * 16, divby=16), piece)
+                if row_offsets[p] >= 0:
+                    start = cute.assume(row_offsets[p] + chunk * 16, divby=16)
+                    cute.copy(atom, cute.make_tensor(src + start, piece), dst)
+                else:
+                    dst.fill(0)
+
+    def _staging(self, base):
+        """The FP8 rows of the tile at ``base``: the upper half of its bytes."""
+        return cute.recast_ptr(base + self.tile_n * self.head_dim // 2, dtype=self.kv_dtype)
+
+    @cute.jit
+    def _staged_codes(self, base, tidx):
+        """This thread's FP8 pieces of the tile at ``base`` (after its cp.async wait: its own
+        copies are visible to it), 4 words a piece; nothing for 16-bit K/V."""
+        codes = None
+        if const_expr(self.kv_format):
+            passes = self.tile_n // self.kv_rows_per_pass
+            codes = cute.make_rmem_tensor(cute.make_layout((4, passes)), Uint32)
+            words = cute.recast_ptr(self._staging(base), dtype=Uint32)
+            for p in cutlass.range_constexpr(passes):
+                row = p * self.kv_rows_per_pass + tidx // self.kv_chunks
+                at = cute.assume((row * self.head_dim + (tidx % self.kv_chunks) * 16) // 4, divby=4)
+                codes[None, p].store(cute.make_tensor(words + at, cute.make_layout(4)).load())
+        return codes
+
+    @cute.jit
+    def _widen(self, base, codes, tidx):
+        """FP8 K/V: every thread has read its pieces (the barrier before this); it writes them
+        widened into the swizzled 16-bit tile (16 codes -> 32 bytes), then a barrier."""
+        if const_expr(self.kv_format):
+            layout = self._tile_layout(self.tile_n)
+            column = (tidx % self.kv_chunks) * 16
+            halves = cute.make_rmem_tensor(cute.make_layout((4, 2)), Uint32)
+            for p in cutlass.range_constexpr(cute.size(codes, mode=[1])):
+                row = p * self.kv_rows_per_pass + tidx // self.kv_chunks
+                for w in cutlass.range_constexpr(4):
+                    for pair in cutlass.range_constexpr(2):
+                        widened = widen_pair(codes[w, p], 2 * pair, 2 * pair + 1, self.kv_format, self.software_fp8)
+                        if const_expr(self.dtype == cutlass.BFloat16):
+                            widened = f16x2_to_bf16x2(widened)
+                        halves[(2 * w + pair) % 4, (2 * w + pair) // 4] = widened
+                for h in cutlass.range_constexpr(2):
+                    at = cute.assume(layout((row, column + 8 * h)), divby=VEC)
+                    words = cute.recast_ptr(base + at, dtype=Uint32)
+                    cute.make_tensor(words, cute.make_layout(4)).store(halves[None, h].load())
+            cute.arch.sync_threads()
 
     @cute.jit
     def _load_tile(self, base, rows: cutlass.Constexpr, row_offsets, src, tidx):
@@ -225,8 +303,8 @@ class PrefillSm80:
             cute.gemm(tiled_mma, acc_s, r_q[None, None, kb], r_k[None, None, kb], acc_s)
 
     @cute.jit
-    def _softmax(self, args, acc_s, coord_s, o_rows, row_max, row_sum, mult, first_row, first_col, qo_len, kv_len,
-                 mask_begin):
+    def _softmax(self, args, acc_s, coord_s, o_rows, row_max, row_sum, q_mult, mult, first_row, first_col, qo_len,
+                 kv_len, mask_begin):
         """The online softmax of one KV tile on this thread's two rows: the mask where the tile
         needs one, each row's new maximum (over the quad of threads holding the row; kept
         scaled by ``mult``), P = 2^(s * mult - max) in place of S, the running sums (per
@@ -236,7 +314,7 @@ class PrefillSm80:
         if args.cap_scale != Float32(0.0):
             for r in cutlass.range_constexpr(2):
                 for c in cutlass.range_constexpr(columns):
-                    s_rows[r, c] = args.cap_scale * cute.math.tanh(s_rows[r, c] * args.q_mult, fastmath=True)
+                    s_rows[r, c] = args.cap_scale * cute.math.tanh(s_rows[r, c] * q_mult, fastmath=True)
         shift = kv_len - qo_len  # (q row r is key position r + shift)
         last_col = first_col + self.tile_n - 1
         needs_mask = last_col >= kv_len
@@ -298,7 +376,7 @@ class PrefillSm80:
                 s_rows[r, c] = cutlass.select_(keep != 0 or not inside, s_rows[r, c], Float32(NEG_INF))
 
     @cute.jit
-    def _epilogue(self, args, acc_o, coord_o, row_max, row_sum, q_begin, qo_len, first_row, head):
+    def _epilogue(self, args, acc_o, coord_o, row_max, row_sum, q_begin, qo_len, first_row, head, out_scale):
         """O / rowsum stored from registers (a thread's columns of a row: pairs 8 apart) and
         the rows' base-2 lse; rows with nothing to see get 0 and -inf."""
         o_rows = rows_view(acc_o)
@@ -310,7 +388,7 @@ class PrefillSm80:
             total = total + cute.arch.shuffle_sync_bfly(total, offset=1)
             total = total + cute.arch.shuffle_sync_bfly(total, offset=2)
             nonempty = total > Float32(0.0)
-            inv = cutlass.select_(nonempty, cute.arch.rcp_approx(total), Float32(0.0))
+            inv = cutlass.select_(nonempty, cute.arch.rcp_approx(total), Float32(0.0)) * out_scale
             row = first_row + coord_o[r, 0][0]
             if row < qo_len:
                 token = Int64(q_begin + row)

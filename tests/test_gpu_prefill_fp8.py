@@ -1,0 +1,93 @@
+"""FP8 KV caches (float8_e4m3fn / float8_e5m2) and FlashInfer's q_scale / k_scale / v_scale on
+the GPU: the mma.sync kernel widens K and V in shared memory on every GPU (Hopper included);
+the float32 reference reads the same FP8 values (``reference`` upcasts k and v), scaled as
+FlashInfer defines them: sm_scale * q_scale * k_scale on the scores, v_scale on the output."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cutefi
+from cutefi.prefill import ops
+from test_gpu_prefill import _check, _qkv, _ragged, _ragged_reference, pytestmark, reference
+from test_gpu_prefill_paged import _paged
+
+__all__ = ["pytestmark"]
+FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
+
+
+def _fp8(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return (t * 2).to(dtype)  # (spread over the format's binades)
+
+
+@pytest.mark.parametrize("kv_dtype", FP8)
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_single_fp8_kv(kv_dtype, head_dim, causal):
+    q, k, v = _qkv(150, 333, 8, 2, head_dim, torch.bfloat16, seed=head_dim)
+    k, v = _fp8(k, kv_dtype), _fp8(v, kv_dtype)
+    out, lse = cutefi.single_prefill_with_kv_cache(q, k, v, causal=causal, return_lse=True)
+    _check(out, lse, *reference(q, k, v, causal))
+
+
+@pytest.mark.parametrize("software", [False, True])
+def test_ragged_fp8_kv_with_scales(software, monkeypatch):
+    """``software``: sm_80/86's integer e4m3 widening (a test build) on this GPU."""
+    monkeypatch.setattr(ops, "SOFTWARE_FP8", software)
+    lens_q, lens_kv = [1, 200, 64, 9], [1, 260, 64, 500]
+    q, k, v, qo_indptr, kv_indptr = _ragged(lens_q, lens_kv, 8, 4, 128, torch.bfloat16, 3)
+    k8, v8 = _fp8(k, torch.float8_e4m3fn), _fp8(v, torch.float8_e4m3fn)
+    wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    wrapper.plan(qo_indptr, kv_indptr, 8, 4, 128, causal=True, q_data_type=torch.bfloat16,
+                 kv_data_type=torch.float8_e4m3fn, logits_soft_cap=30.0)
+    out, lse = wrapper.run(q, k8, v8, k_scale=0.5, v_scale=3.0, q_scale=1.5, return_lse=True)
+    outs, lses = [], []
+    for b in range(len(lens_q)):
+        qs, ks = slice(qo_indptr[b], qo_indptr[b + 1]), slice(kv_indptr[b], kv_indptr[b + 1])
+        o, s = reference(q[qs], k8[ks], v8[ks], True, sm_scale=128 ** -0.5 * 0.75, cap=30.0)
+        outs.append(o * 3.0)
+        lses.append(s)
+    _check(out, lse, torch.cat(outs), torch.cat(lses))
+
+
+@pytest.mark.parametrize("kv_dtype", FP8)
+@pytest.mark.parametrize("page_size", [16, 5])
+def test_paged_fp8_kv(kv_dtype, page_size):
+    lens_q, lens_kv = [7, 130, 1], [40, 300, 17]
+    q, k, v, qo_indptr, kv_indptr, paged, page_indptr, indices, last = _paged(lens_q, lens_kv, 4, 2, 128, page_size,
+                                                                              "NHD", page_size, fused=True)
+    paged8 = _fp8(paged, kv_dtype)
+    k8 = _fp8(k, kv_dtype)
+    v8 = _fp8(v, kv_dtype)
+    wrapper = cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    wrapper.plan(qo_indptr, page_indptr, indices.cuda(), last, 4, 2, 128, page_size, causal=True,
+                 q_data_type=torch.bfloat16, kv_data_type=kv_dtype)
+    out = wrapper.run(q, paged8, v_scale=0.5)
+    ref, _ = _ragged_reference(q, k8, v8, qo_indptr, kv_indptr, True)
+    _check(out, None, ref * 0.5, None)
+
+
+def test_scales_on_sixteen_bit_kv():
+    """q_scale, k_scale and v_scale apply to bf16 caches too (Hopper's kernel: v_scale after)."""
+    q, k, v, qo_indptr, kv_indptr = _ragged([100, 3], [120, 40], 4, 4, 64, torch.bfloat16, 5)
+    wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    wrapper.plan(qo_indptr, kv_indptr, 4, 4, 64, causal=False, q_data_type=torch.bfloat16)
+    out = wrapper.run(q, k, v, q_scale=2.0, k_scale=0.25, v_scale=4.0)
+    ref, _ = _ragged_reference(q * 0.5, k, v, qo_indptr, kv_indptr, False)
+    _check(out, None, ref * 4.0, None)
+
+
+def test_fp8_refusals():
+    q, k, v = _qkv(8, 8, 4, 4, 128, torch.bfloat16)
+    with pytest.raises(TypeError, match="both be float8"):
+        cutefi.single_prefill_with_kv_cache(q, k.to(torch.float8_e4m3fn), v)
+    wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    indptr = torch.tensor([0, 8], dtype=torch.int32)
+    with pytest.raises(TypeError, match="kv_data_type"):
+        wrapper.plan(indptr, indptr, 4, 4, 128, q_data_type=torch.bfloat16, kv_data_type=torch.float32)
+    wrapper.plan(indptr, indptr, 4, 4, 128, q_data_type=torch.bfloat16, kv_data_type=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="differ from the plan"):
+        wrapper.run(q, k, v)
+    with pytest.raises(ValueError, match="v_scale must be finite"):
+        wrapper.run(q, k.to(torch.float8_e4m3fn), v.to(torch.float8_e4m3fn), v_scale=0.0)
