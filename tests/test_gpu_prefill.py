@@ -20,9 +20,11 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
 LN2 = math.log(2.0)
 
 
-def reference(q, k, v, causal=False, window_left=-1, sm_scale=None, cap=None, kv_layout="NHD", custom=None):
+def reference(q, k, v, causal=False, window_left=-1, sm_scale=None, cap=None, kv_layout="NHD", custom=None,
+              sinks=None):
     """(out, base-2 lse) in float32: q [qo, H, d], k/v [kv, Hk, d] (NHD) or [Hk, kv, d] (HND);
-    ``custom``: a [qo, kv] bool mask (True: kept)."""
+    ``custom``: a [qo, kv] bool mask (True: kept); ``sinks``: [H] logits with no value that
+    join every row's denominator."""
     if kv_layout == "HND":
         k, v = k.transpose(0, 1), v.transpose(0, 1)
     q, k, v = q.float(), k.float(), v.float()
@@ -41,7 +43,10 @@ def reference(q, k, v, causal=False, window_left=-1, sm_scale=None, cap=None, kv
     if window_left >= 0:
         visible &= cols >= rows - window_left
     s = s.masked_fill(~visible, -math.inf)
-    lse = torch.logsumexp(s, dim=-1)  # [H, qo]
+    if sinks is not None:
+        lse = torch.logsumexp(torch.cat([s, sinks.float()[:, None, None].expand(-1, qo, 1)], dim=-1), dim=-1)
+    else:
+        lse = torch.logsumexp(s, dim=-1)  # [H, qo]
     p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
     out = torch.einsum("hqk,khd->qhd", p, v)
     return out, (lse / LN2).transpose(0, 1)
@@ -104,11 +109,11 @@ def _ragged(lens_q, lens_kv, heads, kv_heads, d, dtype, seed):
     return q, k, v, indptr(lens_q), indptr(lens_kv)
 
 
-def _ragged_reference(q, k, v, qo_indptr, kv_indptr, causal, window_left=-1):
+def _ragged_reference(q, k, v, qo_indptr, kv_indptr, causal, window_left=-1, sinks=None):
     outs, lses = [], []
     for b in range(qo_indptr.shape[0] - 1):
         qs, qe, ks, ke = qo_indptr[b].item(), qo_indptr[b + 1].item(), kv_indptr[b].item(), kv_indptr[b + 1].item()
-        o, s = reference(q[qs:qe], k[ks:ke], v[ks:ke], causal, window_left)
+        o, s = reference(q[qs:qe], k[ks:ke], v[ks:ke], causal, window_left, sinks=sinks)
         outs.append(o)
         lses.append(s)
     return torch.cat(outs), torch.cat(lses)
@@ -230,3 +235,18 @@ def test_many_short_units_back_to_back(head_dim):
     torch.cuda.synchronize()
     assert torch.equal(out, first) and wrapper._counter.item() == 0
     _check(first, None, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, True))
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_ragged_sinks(head_dim):
+    """Attention sinks (gpt-oss): a logit a head with no value in every row's denominator;
+    rows with no visible key get 0 and the sink as lse."""
+    lens_q, lens_kv = [300, 5, 40], [200, 90, 40]  # (request 0: 100 rows see nothing)
+    q, k, v, qo_indptr, kv_indptr = _ragged(lens_q, lens_kv, 8, 2, head_dim, torch.bfloat16, head_dim + 7)
+    sinks = torch.randn(8, device="cuda") * 3
+    wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    wrapper.plan(qo_indptr, kv_indptr, 8, 2, head_dim, causal=True, q_data_type=torch.bfloat16)
+    out, lse = wrapper.run(q, k, v, sinks=sinks, return_lse=True, out=torch.full_like(q, float("nan")))
+    _check(out, lse, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, True, sinks=sinks))
+    with pytest.raises(ValueError, match="sinks must be float32"):
+        wrapper.run(q, k, v, sinks=sinks[:4])

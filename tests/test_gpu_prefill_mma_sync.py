@@ -9,12 +9,12 @@ import pytest
 
 from cutefi.prefill import ops
 
-from test_gpu_prefill import (pytestmark, test_cuda_graph_replay_after_replan, test_ragged,
+from test_gpu_prefill import (pytestmark, test_cuda_graph_replay_after_replan, test_ragged, test_ragged_sinks,
                               test_ragged_rows_of_other_requests_untouched, test_side_stream, test_single,
                               test_single_layouts_and_groups, test_single_window_cap_scale)
 from test_gpu_prefill_paged import test_paged, test_paged_cuda_graph_replay_after_replan, test_paged_layouts
 
-__all__ = ["pytestmark", "test_cuda_graph_replay_after_replan", "test_ragged",
+__all__ = ["pytestmark", "test_cuda_graph_replay_after_replan", "test_ragged", "test_ragged_sinks",
            "test_ragged_rows_of_other_requests_untouched", "test_side_stream", "test_single",
            "test_single_layouts_and_groups", "test_single_window_cap_scale", "test_paged",
            "test_paged_cuda_graph_replay_after_replan", "test_paged_layouts"]

@@ -121,3 +121,16 @@ def test_paged_refusals():
     with pytest.raises(ValueError, match="last_page_len"):
         wrapper.plan(indptr, indptr, torch.zeros(1, dtype=torch.int32), torch.tensor([17], dtype=torch.int32), 4, 4,
                      128, 16)
+
+
+@pytest.mark.parametrize("page_size", [16, 3])
+def test_paged_sinks(page_size):
+    lens_q, lens_kv = [17, 200], [100, 150]
+    q, k, v, qo_indptr, kv_indptr, paged, page_indptr, indices, last = _paged(
+        lens_q, lens_kv, 8, 4, 128, page_size, "NHD", page_size + 40)
+    sinks = torch.randn(8, device="cuda") * 3
+    wrapper = cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    wrapper.plan(qo_indptr, page_indptr, indices.cuda(), last, 8, 4, 128, page_size, causal=True,
+                 q_data_type=torch.bfloat16)
+    out, lse = wrapper.run(q, paged, sinks=sinks, return_lse=True)
+    _check(out, lse, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, True, sinks=sinks))

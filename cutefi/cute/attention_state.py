@@ -54,3 +54,20 @@ def merge_state_finish(acc: cute.Tensor, md: cute.Tensor):
     inv = cutlass.select_(nonempty, cute.arch.rcp_approx(d), Float32(0.0))
     lse = cutlass.select_(nonempty, md[0] + cute.math.log2(d, fastmath=True), Float32(NEG_INF))
     return acc.load() * inv, lse
+
+
+@cute.jit
+def finish_row(total: Float32, row_max: Float32, sink: Float32):
+    """(O's multiplier, lse) of a softmax row: ``total`` its sum of 2^(s - row_max) over the
+    keys (base-2 logits; ``row_max`` -inf and ``total`` 0 while nothing is visible) and
+    ``sink`` a base-2 logit with no value that joins the denominator (-inf: none). A row with
+    nothing at all gets 0 and -inf."""
+    top = cute.arch.fmax(row_max, sink)
+    ref = cutlass.select_(top == Float32(NEG_INF), Float32(0.0), top)
+    keys = total * cute.math.exp2(row_max - ref, fastmath=True)
+    denominator = keys + cute.math.exp2(sink - ref, fastmath=True)
+    nonempty = denominator > Float32(0.0)
+    inv = cutlass.select_(nonempty, cute.arch.rcp_approx(denominator), Float32(0.0)) * \
+        cute.math.exp2(row_max - ref, fastmath=True)
+    lse = cutlass.select_(nonempty, ref + cute.math.log2(denominator, fastmath=True), Float32(NEG_INF))
+    return inv, lse

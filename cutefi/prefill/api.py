@@ -12,8 +12,8 @@ are aligned to the end of each KV (append: the queries are the last ``qo_len`` o
 kv head ``h // group``. Checks and the launch: ``ops.py``.
 
 Custom masks (``masks.py``; they replace the causal mask, as in FlashInfer) and FP8 K/V run on
-the mma.sync kernel on every GPU. Not yet: pos_encoding_mode other than "NONE", sinks and
-head_dim_vo != head_dim_qk: each is refused with an error naming it.
+the mma.sync kernel on every GPU; attention sinks (``run(sinks=)``) on both kernels. Not yet:
+pos_encoding_mode other than "NONE" and head_dim_vo != head_dim_qk: each is refused with an error naming it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ..jit.logs import api_log
 from ..jit.policy import Family
 from . import launch, plan
 from .ops import (KV_LAYOUTS, RAGGED_OP, SIZES, WorkBuffer, _check_options, _check_qkv, _output, _rows_aligned,
-                  _scales, host_indptr, launch_ragged, plan_options, run_scales, stream_counter)
+                  _scales, check_sinks, host_indptr, launch_ragged, plan_options, run_scales, stream_counter)
 from .masks import check_mask_buffer, plan_mask, single_mask
 from .paged import BatchPrefillWithPagedKVCacheWrapper
 
@@ -61,7 +61,7 @@ def _single(q, k, v, out, lse, mask, causal: bool, kv_layout: str, window_left: 
     kv_len = k.shape[0 if kv_layout == "NHD" else 1]
     work, pairs = _SINGLE_WORK.get(device, q.shape[0], kv_len, causal, window_left, q.shape[2])
     heads, kv_heads = q.shape[1], k.shape[1 if kv_layout == "NHD" else 0]
-    launch_ragged(q, k, v, out, lse, work, stream_counter(device), mask, kv_layout,
+    launch_ragged(q, k, v, out, lse, work, stream_counter(device), mask, None, kv_layout,
                   [pairs, heads, heads // kv_heads, int(causal), window_left], scales, pdl)
 
 
@@ -161,10 +161,11 @@ class BatchPrefillWithRaggedKVCacheWrapper:
 
     @api_log
     def run(self, q, k, v, *args, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None, return_lse=False,
-            enable_pdl=None):
+            enable_pdl=None, sinks=None):
         """Attention of each request's queries over its keys: ``q`` [total_q, num_qo_heads,
         head_dim], ``k``/``v`` [total_kv, num_kv_heads, head_dim] (NHD) or [num_kv_heads, total_kv,
-        head_dim] (HND). Returns ``out`` or ``(out, lse)`` (lse float32 [total_q, num_qo_heads], base 2)."""
+        head_dim] (HND). Returns ``out`` or ``(out, lse)`` (lse float32 [total_q, num_qo_heads], base 2).
+        ``sinks``: float32 [num_qo_heads] attention-sink logits (as the paged wrapper's)."""
         p = self._plan
         if p is None:
             raise RuntimeError("run() before plan(): call plan(qo_indptr, kv_indptr, ...) first")
@@ -189,10 +190,11 @@ class BatchPrefillWithRaggedKVCacheWrapper:
             lse = _output("lse", lse, q.shape[:2], torch.float32, q)
         pdl = enable_pdl is None or bool(enable_pdl)
         sizes = [p[name] for name in SIZES]
+        sinks = check_sinks(sinks, heads, q)
         if compiling():
-            RAGGED_OP(q, k, v, out, lse, work, counter, p["mask"], self._kv_layout, sizes, scales, pdl)
+            RAGGED_OP(q, k, v, out, lse, work, counter, p["mask"], sinks, self._kv_layout, sizes, scales, pdl)
         else:
-            launch_ragged(q, k, v, out, lse, work, counter, p["mask"], self._kv_layout, sizes, scales, pdl)
+            launch_ragged(q, k, v, out, lse, work, counter, p["mask"], sinks, self._kv_layout, sizes, scales, pdl)
         return (out, lse) if return_lse else out
 
     forward = run

@@ -23,7 +23,8 @@ mma.sync kernel's only), the most expensive first. Unit ``u`` is q head ``u // p
 L2. Causal masks are aligned to the end of the KV (q row ``r`` sees keys
 ``<= r + kv_len - qo_len``); ``window_left >= 0`` also hides keys ``< r + kv_len - qo_len -
 window_left``. Scores become base-2 logits: ``s = S * q_mult``, or with a soft cap ``s =
-cap_scale * tanh(S * q_mult)``. lse is base 2 (FlashInfer's).
+cap_scale * tanh(S * q_mult)``. lse is base 2 (FlashInfer's). ``has_sinks``: ``sinks[head]``
+(float32, natural-log units) is a logit with no value in every row's denominator (gpt-oss).
 
 Scheduling: a CTA's first unit is its index; later ones come from ``counter`` (an int32 that
 is zero between launches: each CTA takes units with an atomic add until it gets one past the
@@ -129,13 +130,13 @@ def sm90_contract(dtype: str, head_dim: int, page_size: int = 0) -> LaunchContra
     return LaunchContract(
         params=(Param("q", "tma"), Param("k", "tma"), Param("v", "tma"), Param("out", "ptr", dtype, 4),
                 Param("lse", "ptr", "fp32", 4), Param("work", "ptr", "i32", 4),
-                Param("counter", "ptr", "i32", 4), *paged,
-                *scalars("i32", "units", "heads", "group", "causal", "window_left", "write_lse", "ctas"),
+                Param("counter", "ptr", "i32", 4), *paged, Param("sinks", "ptr", "fp32", 4),
+                *scalars("i32", "units", "heads", "group", "causal", "window_left", "write_lse", "ctas", "has_sinks"),
                 *scalars("f32", "q_mult", "cap_scale"), *scalars("i64", *OUT_STRIDES)),
         block=(THREADS, 1, 1),
         grid=lambda p: (p["ctas"], 1, 1),
         sample={"units": 1024, "heads": 32, "group": 4, "causal": 1, "window_left": -1, "write_lse": 1,
-                "ctas": 132, "q_mult": 0.1275, "cap_scale": 0.0,
+                "ctas": 132, "has_sinks": 0, "q_mult": 0.1275, "cap_scale": 0.0,
                 **{name: 4096 for name in OUT_STRIDES}},
         smem_bytes=smem_bytes(head_dim, page_size),
         tma=tma,
@@ -174,14 +175,14 @@ def sm80_contract(dtype: str, head_dim: int, kv_dtype: str | None = None, softwa
     return LaunchContract(
         params=(Param("q", "ptr", dtype, 16), Param("k", "ptr", kv_dtype, 16), Param("v", "ptr", kv_dtype, 16),
                 Param("out", "ptr", dtype, 4), Param("lse", "ptr", "fp32", 4), Param("work", "ptr", "i32", 4),
-                Param("kv_indices", "ptr", "i32", 4), Param("mask", "ptr", "u8", 1),
+                Param("kv_indices", "ptr", "i32", 4), Param("mask", "ptr", "u8", 1), Param("sinks", "ptr", "fp32", 4),
                 *scalars("i32", "units", "heads", "group", "causal", "window_left", "write_lse", "page_size",
-                         "num_pages", "has_mask"),
+                         "num_pages", "has_mask", "has_sinks"),
                 *scalars("f32", "q_mult", "cap_scale", "out_scale"), *scalars("i64", *SM80_STRIDES, *OUT_STRIDES)),
         block=(SM80_THREADS, 1, 1),
         grid=lambda p: (p["units"], 1, 1),
         sample={"units": 1024, "heads": 32, "group": 4, "causal": 1, "window_left": -1, "write_lse": 1,
-                "page_size": 0, "num_pages": 0, "has_mask": 0, "q_mult": 0.1275, "cap_scale": 0.0, "out_scale": 1.0,
+                "page_size": 0, "num_pages": 0, "has_mask": 0, "has_sinks": 0, "q_mult": 0.1275, "cap_scale": 0.0, "out_scale": 1.0,
                 **{name: 4096 for name in (*SM80_STRIDES, *OUT_STRIDES)}},
         smem_bytes=sm80_smem_bytes(head_dim),
         entry=f"cutefi_prefill_sm80_{dtype}_d{head_dim}" + (f"_{kv_dtype}" if kv_dtype != dtype else "")

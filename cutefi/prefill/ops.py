@@ -106,12 +106,13 @@ def _output(name: str, tensor, shape, dtype, like: torch.Tensor) -> torch.Tensor
 
 # ---- the launch ------------------------------------------------------------------------------------
 def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size: int, sizes, scales,
-                  pdl: bool, mask: torch.Tensor | None = None) -> None:
+                  pdl: bool, mask: torch.Tensor | None = None, sinks: torch.Tensor | None = None) -> None:
     """Run the kernel on checked tensors: q/out [tokens, heads, d]; ``k_view``/``v_view``
     [kv_heads, tokens, d] (``page_size`` 0) or [pages, kv_heads, page_size, d] with
     ``kv_indices``; ``counter``: the int32 the CTAs take units from (zero between launches:
     the kernel puts it back; launches sharing one must not overlap in time); ``mask``: a packed
-    custom mask (``masks.py``; the work array holds each request's first byte)."""
+    custom mask (``masks.py``; the work array holds each request's first byte); ``sinks``:
+    float32 [heads] attention-sink logits."""
     p = dict(zip(SIZES, sizes))
     units = p["pairs"] * p["heads"]
     if units == 0 or q.shape[0] == 0:
@@ -119,7 +120,8 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
     device = q.get_device()
     dtype, head_dim = name_of(q.dtype), q.shape[2]
     if mask is not None or k_view.dtype != q.dtype or not uses_tma_kernel(device, page_size):
-        _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size, p, units, scales, pdl, mask)
+        _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size, p, units, scales, pdl, mask,
+                         sinks)
         return
     spec = launch.PAGED_SPECS[(dtype, head_dim, page_size)] if page_size else launch.SM90_SPECS[(dtype, head_dim)]
     kernel = get_kernel(spec, device)
@@ -127,7 +129,8 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
     paged = {"kv_indices": kv_indices.data_ptr()} if page_size else {}
     kernel.launch((ctas, 1, 1), device, None, pdl, q=q.transpose(0, 1), k=k_view, v=v_view, out=out.data_ptr(),
                   lse=lse.data_ptr() if lse is not None else 0, work=work.data_ptr(), counter=counter.data_ptr(),
-                  units=units, heads=p["heads"], group=p["group"], causal=p["causal"], window_left=p["window_left"],
+                  sinks=sinks.data_ptr() if sinks is not None else 0, has_sinks=int(sinks is not None), units=units,
+                  heads=p["heads"], group=p["group"], causal=p["causal"], window_left=p["window_left"],
                   write_lse=int(lse is not None), ctas=ctas, q_mult=scales[0], cap_scale=scales[1],
                   out_stride_token=out.stride(0), out_stride_head=out.stride(1),
                   lse_stride_token=lse.stride(0) if lse is not None else 0,
@@ -143,7 +146,7 @@ def uses_tma_kernel(device: int, page_size: int) -> bool:
 
 
 def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: int, p: dict, units: int, scales,
-                     pdl: bool, mask: torch.Tensor | None) -> None:
+                     pdl: bool, mask: torch.Tensor | None, sinks: torch.Tensor | None) -> None:
     """The mma.sync kernel: one CTA a unit; K and V read with one set of strides (copied to
     a shared layout where they differ)."""
     if k_view.stride() != v_view.stride():
@@ -160,7 +163,8 @@ def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: i
     kernel.launch((units, 1, 1), q.get_device(), None, pdl, q=q.data_ptr(), k=k_view.data_ptr(),
                   v=v_view.data_ptr(), out=out.data_ptr(), lse=lse.data_ptr() if lse is not None else 0,
                   work=work.data_ptr(), kv_indices=kv_indices.data_ptr() if page_size else 0,
-                  mask=mask.data_ptr() if mask is not None else 0, has_mask=int(mask is not None), units=units,
+                  mask=mask.data_ptr() if mask is not None else 0, has_mask=int(mask is not None),
+                  sinks=sinks.data_ptr() if sinks is not None else 0, has_sinks=int(sinks is not None), units=units,
                   heads=p["heads"], group=p["group"], causal=p["causal"], window_left=p["window_left"],
                   write_lse=int(lse is not None), page_size=page_size, num_pages=k_view.shape[0] if page_size else 0,
                   q_mult=scales[0], cap_scale=scales[1], out_scale=scales[2], q_stride_token=q.stride(0), q_stride_head=q.stride(1),
@@ -170,7 +174,7 @@ def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: i
                   lse_stride_head=lse.stride(1) if lse is not None else 0)
 
 
-def launch_ragged(q, k, v, out, lse, work, counter, mask, kv_layout: str, sizes, scales, pdl: bool) -> None:
+def launch_ragged(q, k, v, out, lse, work, counter, mask, sinks, kv_layout: str, sizes, scales, pdl: bool) -> None:
     """q/out [tokens, heads, d]; k/v in ``kv_layout`` (NHD [tokens, kv_heads, d], HND [kv_heads, tokens, d])."""
     if k.shape[0 if kv_layout == "NHD" else 1] == 0:  # no keys anywhere (TMA cannot describe it)
         if q.shape[0]:
@@ -179,22 +183,22 @@ def launch_ragged(q, k, v, out, lse, work, counter, mask, kv_layout: str, sizes,
                 lse.fill_(-math.inf)
         return
     launch_kernel(q, _heads_first(k, kv_layout), _heads_first(v, kv_layout), out, lse, work, counter, None, 0,
-                  sizes, scales, pdl, mask)
+                  sizes, scales, pdl, mask, sinks)
 
 
-def launch_paged(q, k_cache, v_cache, out, lse, work, counter, kv_indices, mask, kv_layout: str, page_size: int,
-                 sizes, scales, pdl: bool) -> None:
+def launch_paged(q, k_cache, v_cache, out, lse, work, counter, kv_indices, mask, sinks, kv_layout: str,
+                 page_size: int, sizes, scales, pdl: bool) -> None:
     """q/out [tokens, heads, d]; caches [pages, page_size, kv_heads, d] (NHD) or [pages, kv_heads,
     page_size, d] (HND)."""
     k_view, v_view = (k_cache.transpose(1, 2), v_cache.transpose(1, 2)) if kv_layout == "NHD" else (k_cache, v_cache)
-    launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size, sizes, scales, pdl, mask)
+    launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size, sizes, scales, pdl, mask, sinks)
 
 
 RAGGED_OP = define("prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, Tensor work, "
-                   "Tensor(c!) counter, Tensor? mask, str kv_layout, int[] sizes, float[] scales, bool pdl) -> ()", launch_ragged,
+                   "Tensor(c!) counter, Tensor? mask, Tensor? sinks, str kv_layout, int[] sizes, float[] scales, bool pdl) -> ()", launch_ragged,
                    lambda *args: None)
 PAGED_OP = define("paged_prefill_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor(a!) out, Tensor(b!)? lse, "
-                  "Tensor work, Tensor(c!) counter, Tensor kv_indices, Tensor? mask, str kv_layout, int page_size, int[] sizes, "
+                  "Tensor work, Tensor(c!) counter, Tensor kv_indices, Tensor? mask, Tensor? sinks, str kv_layout, int page_size, int[] sizes, "
                   "float[] scales, bool pdl) -> ()", launch_paged, lambda *args: None)
 _COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
 
@@ -258,6 +262,17 @@ def _scale_value(name: str, value) -> float:
     if not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"{name} must be finite and > 0; got {value}")
     return scale
+
+
+def check_sinks(sinks, heads: int, q: torch.Tensor) -> torch.Tensor | None:
+    """FlashInfer's ``sinks``: float32 [num_qo_heads] on q's device (contiguous)."""
+    if sinks is None:
+        return None
+    require_tensor("sinks", sinks)
+    if sinks.dtype != torch.float32 or tuple(sinks.shape) != (heads,):
+        raise ValueError(f"sinks must be float32 [num_qo_heads] = [{heads}]; got {tuple(sinks.shape)} {sinks.dtype}")
+    require_same_device(("q", q), ("sinks", sinks))
+    return sinks.contiguous()
 
 
 def run_scales(scales, q_scale, k_scale, v_scale) -> list[float]:

@@ -23,7 +23,7 @@ from ..jit.logs import api_log
 from . import launch, plan
 from .masks import check_mask_buffer, plan_mask
 from .ops import (KV_LAYOUTS, PAGED_OP, SIZES, WorkBuffer, _check_options, _output, _rows_aligned, host_indptr,
-                  launch_paged, plan_options, run_scales)
+                  check_sinks, launch_paged, plan_options, run_scales)
 
 
 class BatchPrefillWithPagedKVCacheWrapper:
@@ -144,8 +144,6 @@ class BatchPrefillWithPagedKVCacheWrapper:
         if args:
             raise TypeError(f"run() takes q, paged_kv_cache and keyword arguments; got {len(args)} extra positional ones")
         scales = run_scales(p["scales"], q_scale, k_scale, v_scale)
-        if sinks is not None:
-            raise NotImplementedError("sinks: not implemented in cutefi's prefill yet")
         if window_left is not None and window_left != p["window_left"]:
             raise ValueError(f"window_left={window_left} differs from the planned {p['window_left']}: plan again")
         require_tensor("q", q)
@@ -165,11 +163,12 @@ class BatchPrefillWithPagedKVCacheWrapper:
             lse = _output("lse", lse, q.shape[:2], torch.float32, q)
         pdl = enable_pdl is None or bool(enable_pdl)
         sizes = [p[name] for name in SIZES]
+        sinks = check_sinks(sinks, p["heads"], q)
         if compiling():
-            PAGED_OP(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], p["mask"],
+            PAGED_OP(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], p["mask"], sinks,
                      self._kv_layout, p["page_size"], sizes, scales, pdl)
         else:
-            launch_paged(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], p["mask"],
+            launch_paged(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], p["mask"], sinks,
                          self._kv_layout, p["page_size"], sizes, scales, pdl)
         return (out, lse) if return_lse else out
 

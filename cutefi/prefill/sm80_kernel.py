@@ -28,6 +28,7 @@ from cutlass.cute.nvgpu import cpasync, warp
 
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
+from cutefi.cute.attention_state import finish_row
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.fp8_widen import f16x2_to_bf16x2, widen_factor, widen_pair
 from cutefi.cute.mma_frag import acc_as_a, kv_tile_range, rows_view
@@ -39,6 +40,7 @@ VEC = 8  # 16-bit elements of a 16-byte piece
 TILE_M = launch.TILE_M
 THREADS = launch.SM80_THREADS
 NEG_INF = float("-inf")
+LOG2E = 1.4426950408889634
 
 
 class PrefillSm80:
@@ -378,17 +380,21 @@ class PrefillSm80:
     @cute.jit
     def _epilogue(self, args, acc_o, coord_o, row_max, row_sum, q_begin, qo_len, first_row, head, out_scale):
         """O / rowsum stored from registers (a thread's columns of a row: pairs 8 apart) and
-        the rows' base-2 lse; rows with nothing to see get 0 and -inf."""
+        the rows' base-2 lse (the head's sink, if any, in the denominator); rows with nothing
+        to see get 0 and -inf."""
         o_rows = rows_view(acc_o)
         columns = cute.size(o_rows, mode=[1])
         values = cute.make_rmem_tensor(cute.make_layout((2, columns // 2)), self.dtype)
         head_offset = Int64(head) * args.out_stride_head
+        sink = Float32(NEG_INF)  # (an attention sink: a logit with no value in the denominator)
+        if args.has_sinks != 0:
+            sink = cute.make_tensor(args.sinks, cute.make_layout(args.heads))[head] * Float32(LOG2E)
         for r in cutlass.range_constexpr(2):
             total = row_sum[r]
             total = total + cute.arch.shuffle_sync_bfly(total, offset=1)
             total = total + cute.arch.shuffle_sync_bfly(total, offset=2)
-            nonempty = total > Float32(0.0)
-            inv = cutlass.select_(nonempty, cute.arch.rcp_approx(total), Float32(0.0)) * out_scale
+            inv, lse = finish_row(total, row_max[r], sink)
+            inv = inv * out_scale
             row = first_row + coord_o[r, 0][0]
             if row < qo_len:
                 token = Int64(q_begin + row)
@@ -398,7 +404,5 @@ class PrefillSm80:
                 cute.autovec_copy(values, cute.make_tensor(args.out + start, cute.make_layout(
                     (2, columns // 2), stride=(1, 8))))
                 if args.write_lse != 0 and coord_o[r, 0][1] == 0:
-                    lse = cutlass.select_(nonempty, row_max[r] + cute.math.log2(total, fastmath=True),
-                                          Float32(NEG_INF))
                     lse_at = token * args.lse_stride_token + Int64(head) * args.lse_stride_head
                     cute.make_tensor(args.lse + lse_at, cute.make_layout(1))[0] = lse

@@ -34,6 +34,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
+from cutefi.cute.attention_state import finish_row
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.mma_frag import kv_tile_range
 from cutefi.cute.pack16 import convert_pairs
@@ -51,6 +52,7 @@ CHAINS = 4  # independent partial reductions a row in the softmax
 UNIT_SLOTS = 4
 TURN_BARRIER = 2  # named barriers 2, 3: the consumers' turns to issue wgmmas (0 is __syncthreads)
 NEG_INF = float("-inf")
+LOG2E = 1.4426950408889634
 
 
 class PrefillSm90:
@@ -458,18 +460,19 @@ class PrefillSm90:
     @cute.jit
     def _epilogue(self, args, acc_o, coord_o, row_max, row_sum, mult, q_begin, qo_len, first_row, head):
         """O / rowsum into ``out`` (two elements a store) and the rows' base-2 lse, for the rows
-        before the request's end; rows with no visible key get 0 and -inf."""
+        before the request's end (the head's sink, if any, in the denominator); rows with
+        nothing to see get 0 and -inf."""
         o_rows = _rows_view(acc_o)
         coord_rows = _rows_view(coord_o)
         lse = cute.make_rmem_tensor(cute.make_layout(2), Float32)
+        sink = Float32(NEG_INF)  # (an attention sink: a logit with no value in the denominator)
+        if args.has_sinks != 0:
+            sink = cute.make_tensor(args.sinks, cute.make_layout(args.heads))[head] * Float32(LOG2E)
         for r in cutlass.range_constexpr(2):
             total = row_sum[r]
             total = total + cute.arch.shuffle_sync_bfly(total, offset=1)
             total = total + cute.arch.shuffle_sync_bfly(total, offset=2)
-            nonempty = total > Float32(0.0)
-            inv = cutlass.select_(nonempty, cute.arch.rcp_approx(total), Float32(0.0))
-            lse[r] = cutlass.select_(nonempty, row_max[r] * mult + cute.math.log2(total, fastmath=True),
-                                     Float32(NEG_INF))
+            inv, lse[r] = finish_row(total, row_max[r] * mult, sink)
             for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
                 o_rows[r, c] = o_rows[r, c] * inv
         head_offset = Int64(head) * args.out_stride_head
