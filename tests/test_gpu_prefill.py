@@ -250,3 +250,21 @@ def test_ragged_sinks(head_dim):
     _check(out, lse, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, True, sinks=sinks))
     with pytest.raises(ValueError, match="sinks must be float32"):
         wrapper.run(q, k, v, sinks=sinks[:4])
+
+
+def test_single_under_cuda_graph_capture():
+    """The single form captures once its lengths have run eagerly (its work array is cached);
+    lengths never seen are refused during capture with a clear error, not a capture failure."""
+    q, k, v = _qkv(77, 333, 4, 2, 128, torch.bfloat16, seed=81)
+    out = cutefi.single_prefill_with_kv_cache(q, k, v, causal=True)
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            captured = cutefi.single_prefill_with_kv_cache(q, k, v, causal=True)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, out)
+    with pytest.raises(RuntimeError, match="before capturing"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            cutefi.single_prefill_with_kv_cache(q[:5], k, v, causal=True)

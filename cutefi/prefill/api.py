@@ -45,6 +45,10 @@ class _WorkCache:
         key = (device, qo_len, kv_len, causal, window_left, head_dim)
         found = self._arrays.get(key)
         if found is None:
+            if torch.cuda.is_current_stream_capturing():
+                raise RuntimeError(f"single_prefill_with_kv_cache: no work array for qo_len={qo_len}, kv_len={kv_len} "
+                                   "yet, and none can be uploaded during CUDA graph capture: call it once with "
+                                   "these lengths before capturing")
             part = plan.partition(np.array([0, qo_len]), np.array([0, kv_len]), causal, window_left, head_dim)
             work = torch.from_numpy(part.work.reshape(-1)).to(f"cuda:{device}")
             if len(self._arrays) > 256:
@@ -65,7 +69,8 @@ def _single(q, k, v, out, lse, mask, causal: bool, kv_layout: str, window_left: 
                   [pairs, heads, heads // kv_heads, int(causal), window_left], scales, pdl)
 
 
-_SINGLE_OP = define("single_prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, Tensor? mask, bool causal, "
+_SINGLE_OP = define("single_prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, Tensor? mask, "
+                    "bool causal, "
                     "str kv_layout, int window_left, float[] scales, bool pdl) -> ()", _single, lambda *args: None)
 
 

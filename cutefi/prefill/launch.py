@@ -182,7 +182,8 @@ def sm80_contract(dtype: str, head_dim: int, kv_dtype: str | None = None, softwa
         block=(SM80_THREADS, 1, 1),
         grid=lambda p: (p["units"], 1, 1),
         sample={"units": 1024, "heads": 32, "group": 4, "causal": 1, "window_left": -1, "write_lse": 1,
-                "page_size": 0, "num_pages": 0, "has_mask": 0, "has_sinks": 0, "q_mult": 0.1275, "cap_scale": 0.0, "out_scale": 1.0,
+                "page_size": 0, "num_pages": 0, "has_mask": 0, "has_sinks": 0, "q_mult": 0.1275, "cap_scale": 0.0,
+                "out_scale": 1.0,
                 **{name: 4096 for name in (*SM80_STRIDES, *OUT_STRIDES)}},
         smem_bytes=sm80_smem_bytes(head_dim),
         entry=f"cutefi_prefill_sm80_{dtype}_d{head_dim}" + (f"_{kv_dtype}" if kv_dtype != dtype else "")

@@ -96,7 +96,8 @@ def single_mask(custom_mask, packed_custom_mask, qo_len: int, kv_len: int, devic
     if custom_mask.dtype != torch.bool or tuple(custom_mask.shape) != (qo_len, kv_len):
         raise ValueError(f"custom_mask must be bool [qo_len, kv_len] = [{qo_len}, {kv_len}]; got "
                          f"{tuple(custom_mask.shape)} {custom_mask.dtype}")
-    flat = torch.nn.functional.pad(custom_mask.reshape(-1).to(device=device, dtype=torch.int32), (0, 8 * total - qo_len * kv_len))
+    flat = torch.nn.functional.pad(custom_mask.reshape(-1).to(device=device, dtype=torch.int32),
+                                   (0, 8 * total - qo_len * kv_len))
     weights = (1 << torch.arange(8, device=device, dtype=torch.int32))
     packed = (flat.view(total, 8) * weights).sum(1).to(torch.uint8)
     return packed if total else torch.zeros(1, dtype=torch.uint8, device=device)

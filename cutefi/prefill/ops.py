@@ -167,7 +167,8 @@ def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: i
                   sinks=sinks.data_ptr() if sinks is not None else 0, has_sinks=int(sinks is not None), units=units,
                   heads=p["heads"], group=p["group"], causal=p["causal"], window_left=p["window_left"],
                   write_lse=int(lse is not None), page_size=page_size, num_pages=k_view.shape[0] if page_size else 0,
-                  q_mult=scales[0], cap_scale=scales[1], out_scale=scales[2], q_stride_token=q.stride(0), q_stride_head=q.stride(1),
+                  q_mult=scales[0], cap_scale=scales[1], out_scale=scales[2], q_stride_token=q.stride(0),
+                  q_stride_head=q.stride(1),
                   kv_stride_page=page_stride, kv_stride_token=token_stride, kv_stride_head=head_stride,
                   out_stride_token=out.stride(0), out_stride_head=out.stride(1),
                   lse_stride_token=lse.stride(0) if lse is not None else 0,
@@ -195,10 +196,12 @@ def launch_paged(q, k_cache, v_cache, out, lse, work, counter, kv_indices, mask,
 
 
 RAGGED_OP = define("prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, Tensor work, "
-                   "Tensor(c!) counter, Tensor? mask, Tensor? sinks, str kv_layout, int[] sizes, float[] scales, bool pdl) -> ()", launch_ragged,
+                   "Tensor(c!) counter, Tensor? mask, Tensor? sinks, str kv_layout, int[] sizes, float[] scales, "
+                   "bool pdl) -> ()", launch_ragged,
                    lambda *args: None)
 PAGED_OP = define("paged_prefill_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor(a!) out, Tensor(b!)? lse, "
-                  "Tensor work, Tensor(c!) counter, Tensor kv_indices, Tensor? mask, Tensor? sinks, str kv_layout, int page_size, int[] sizes, "
+                  "Tensor work, Tensor(c!) counter, Tensor kv_indices, Tensor? mask, Tensor? sinks, str kv_layout, "
+                  "int page_size, int[] sizes, "
                   "float[] scales, bool pdl) -> ()", launch_paged, lambda *args: None)
 _COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
 
