@@ -22,15 +22,16 @@ import numpy as np
 import torch
 
 from .._capability import declare
-from .._checks import require_cuda, require_flag, require_int, require_same_device, require_tensor
+from .._checks import require_cuda, require_flag, require_int, require_same_device
 from .._library import compiling, define
 from ..jit.logs import api_log
 from ..jit.policy import Family
 from . import launch, plan
-from .ops import (KV_LAYOUTS, RAGGED_OP, SIZES, WorkBuffer, _check_options, _check_qkv, _output, _rows_aligned,
-                  _scales, check_sinks, host_indptr, launch_ragged, plan_options, run_scales, stream_counter)
-from .masks import check_mask_buffer, plan_mask, single_mask
+from .masks import plan_mask, single_mask
+from .ops import (RAGGED_OP, SIZES, _check_options, _check_qkv, _output, _rows_aligned, _scales, check_sinks,
+                  host_indptr, launch_ragged, plan_options, run_scales, stream_counter)
 from .paged import BatchPrefillWithPagedKVCacheWrapper
+from .wrapper import PrefillWrapperBase
 
 
 # ---- single request ----------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ def single_prefill_with_kv_cache(q, k, v, custom_mask=None, packed_custom_mask=N
 
 
 # ---- ragged batch ------------------------------------------------------------------------------------
-class BatchPrefillWithRaggedKVCacheWrapper:
+class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
     """Prefill/append attention for a ragged batch: request ``b``'s queries are rows
     ``qo_indptr[b] .. qo_indptr[b + 1]`` of ``q`` and its keys/values rows ``kv_indptr[b] ..
     kv_indptr[b + 1]`` of ``k``/``v`` (FlashInfer's wrapper; plan once per batch, run per layer).
@@ -118,23 +119,7 @@ class BatchPrefillWithRaggedKVCacheWrapper:
     @api_log
     def __init__(self, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False, qo_indptr_buf=None,
                  kv_indptr_buf=None, custom_mask_buf=None, mask_indptr_buf=None, backend="auto", jit_args=None):
-        require_tensor("float_workspace_buffer", float_workspace_buffer)
-        if kv_layout not in KV_LAYOUTS:
-            raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
-        _check_options("NONE", backend)
-        self.device = require_cuda("float_workspace_buffer", float_workspace_buffer)  # (last)
-        self._kv_layout = kv_layout
-        self._buffer = WorkBuffer(self.device, bool(require_flag("use_cuda_graph", use_cuda_graph)))
-        self._mask_buf = check_mask_buffer(custom_mask_buf, self.device)
-        self._plan: dict | None = None
-
-    @property
-    def is_cuda_graph_enabled(self) -> bool:
-        return self._buffer.use_cuda_graph
-
-    @property
-    def _counter(self) -> torch.Tensor:
-        return self._buffer.counter
+        self._setup(float_workspace_buffer, kv_layout, use_cuda_graph, custom_mask_buf, backend)
 
     @api_log
     def plan(self, qo_indptr, kv_indptr, num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo=None, custom_mask=None,

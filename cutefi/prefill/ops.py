@@ -1,5 +1,5 @@
 """The prefill family's shared pieces: argument checks, the launch of the Hopper kernel or the
-mma.sync one (ragged or paged K/V) and the torch ops torch.compile records, and a wrapper's device work array."""
+mma.sync one (ragged or paged K/V) and the torch ops torch.compile records."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .._library import compiling, define
 from ..dtypes import name_of
 from ..jit.driver import device_info
 from ..jit.lookup import device_cc, get_kernel
-from . import launch, plan
+from . import launch
 
 _LOG2E = 1.4426950408889634
 _DTYPES = (torch.float16, torch.bfloat16)
@@ -283,34 +283,3 @@ def run_scales(scales, q_scale, k_scale, v_scale) -> list[float]:
     k_scale multiply sm_scale, v_scale the output."""
     factor = _scale_value("q_scale", q_scale) * _scale_value("k_scale", k_scale)
     return [scales[0] * factor, scales[1], _scale_value("v_scale", v_scale)]
-
-
-class WorkBuffer:
-    """A wrapper's device work array (and unit counter). ``use_cuda_graph``: the array keeps
-    its address and size, set by the first plan (padded with empty units: a request adds at
-    most one partial q tile), so a captured run replays after later plans."""
-
-    def __init__(self, device: int, use_cuda_graph: bool) -> None:
-        self.device = device
-        self.use_cuda_graph = use_cuda_graph
-        self.work: torch.Tensor | None = None
-        self.counter = torch.zeros(1, dtype=torch.int32, device=f"cuda:{device}")  # (runs must not overlap)
-        self.capacity = 0
-
-    def upload(self, part: plan.PrefillPartition, batch: int, total_q: int, non_blocking: bool) -> int:
-        """Copy the partition's work array to the device; returns the pairs the kernel walks."""
-        work = part.work
-        if self.use_cuda_graph:
-            if self.work is None:
-                self.capacity = int(batch + -(-total_q // launch.TILE_M))
-            if part.pairs > self.capacity:
-                raise ValueError(f"this plan has {part.pairs} q tiles, more than the {self.capacity} the CUDA-graph "
-                                 "wrapper was sized for at its first plan")
-            padded = np.zeros((launch.WORK_ROWS, self.capacity), dtype=np.int32)  # empty units: nothing stored
-            padded[:, :part.pairs] = work
-            work = padded
-        staged = torch.from_numpy(np.ascontiguousarray(work).reshape(-1))
-        if self.work is None or (self.work.numel() != staged.numel() and not self.use_cuda_graph):
-            self.work = torch.empty(staged.numel(), dtype=torch.int32, device=f"cuda:{self.device}")
-        self.work.copy_(staged.pin_memory() if non_blocking else staged, non_blocking=bool(non_blocking))
-        return work.shape[1]

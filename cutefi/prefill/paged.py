@@ -15,18 +15,19 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._checks import require_cuda, require_flag, require_int, require_same_device, require_tensor
+from .._checks import require_int, require_same_device, require_tensor
 from .._library import compiling
 from ..attention.decode_ops import Layout
 from ..attention.plan import check_i32
 from ..jit.logs import api_log
 from . import launch, plan
-from .masks import check_mask_buffer, plan_mask
-from .ops import (KV_LAYOUTS, PAGED_OP, SIZES, WorkBuffer, _check_options, _output, _rows_aligned, host_indptr,
-                  check_sinks, launch_paged, plan_options, run_scales)
+from .masks import plan_mask
+from .ops import (PAGED_OP, SIZES, _check_options, _output, _rows_aligned, check_sinks, host_indptr, launch_paged,
+                  plan_options, run_scales)
+from .wrapper import PrefillWrapperBase
 
 
-class BatchPrefillWithPagedKVCacheWrapper:
+class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
     """Prefill/append attention over a paged KV cache (plan once per batch, run per layer).
 
     ``paged_kv_cache``: a ``(k_cache, v_cache)`` pair or one ``[pages, 2, ...]`` tensor, each
@@ -39,15 +40,8 @@ class BatchPrefillWithPagedKVCacheWrapper:
     def __init__(self, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False, qo_indptr_buf=None,
                  paged_kv_indptr_buf=None, paged_kv_indices_buf=None, paged_kv_last_page_len_buf=None,
                  custom_mask_buf=None, mask_indptr_buf=None, backend="auto", jit_args=None):
-        require_tensor("float_workspace_buffer", float_workspace_buffer)
-        if kv_layout not in KV_LAYOUTS:
-            raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
-        _check_options("NONE", backend)
-        self.device = require_cuda("float_workspace_buffer", float_workspace_buffer)  # (last)
-        self._kv_layout = kv_layout
-        self._buffer = WorkBuffer(self.device, bool(require_flag("use_cuda_graph", use_cuda_graph)))
+        self._setup(float_workspace_buffer, kv_layout, use_cuda_graph, custom_mask_buf, backend)
         self._fixed_indices = None
-        self._mask_buf = check_mask_buffer(custom_mask_buf, self.device)
         if self._buffer.use_cuda_graph:
             if paged_kv_indices_buf is None:
                 raise ValueError("use_cuda_graph=True needs paged_kv_indices_buf (a device int32 tensor that keeps "
@@ -57,14 +51,6 @@ class BatchPrefillWithPagedKVCacheWrapper:
                                 ("paged_kv_indices_buf", paged_kv_indices_buf))
             self._fixed_indices = paged_kv_indices_buf
         self._plan: dict | None = None
-
-    @property
-    def is_cuda_graph_enabled(self) -> bool:
-        return self._buffer.use_cuda_graph
-
-    @property
-    def _counter(self) -> torch.Tensor:
-        return self._buffer.counter
 
     @api_log
     def plan(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads, num_kv_heads,
