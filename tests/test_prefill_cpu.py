@@ -204,3 +204,25 @@ def test_sm80_fp8_kv_sass(arch, kv_dtype):
     hardware = re.findall(r"\bF2FP\.F16\.E4M3\.UNPACK_B\b", sass)
     assert bool(hardware) == (kv_dtype == "fp8e4m3" and arch != "8.0"), len(hardware)
     assert not re.search(r"\b(LDL|STL)\b", sass), "the FP8 prefill kernel spills"
+
+
+@requires_dsl
+@pytest.mark.parametrize("arch", ["8.0", "9.0", "12.0a"])
+def test_sm80_mla_sass(arch):
+    """MLA builds (head_dim_qk 192, head_dim_vo 128): S over 12 K blocks, P V over 16 n-tiles
+    of V, Q and K rows of 24 pieces spread over the threads, no local memory."""
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
+    from cutefi.jit.targets import Target
+
+    artifact = build(launch.SM80_MLA_SPECS["bf16"], Target.parse(arch))
+    try:
+        sass = disassemble(artifact.cubin)
+    except DisassemblerNotFoundError as error:
+        pytest.skip(str(error))
+    tile_n = launch.SM80_TILE_N[192]
+    mmas = (tile_n // 8) * (192 // 16) + (128 // 8) * (tile_n // 16)
+    assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", sass)) == mmas
+    pieces = lambda rows, cols: rows * cols // 8 // launch.SM80_THREADS
+    assert len(re.findall(r"\bLDGSTS\b", sass)) == pieces(128, 192) + 2 * pieces(tile_n, 192) + pieces(tile_n, 128)
+    assert not re.search(r"\b(LDL|STL)\b", sass), "the MLA prefill kernel spills"

@@ -12,8 +12,9 @@ are aligned to the end of each KV (append: the queries are the last ``qo_len`` o
 kv head ``h // group``. Checks and the launch: ``ops.py``.
 
 Custom masks (``masks.py``; they replace the causal mask, as in FlashInfer) and FP8 K/V run on
-the mma.sync kernel on every GPU; attention sinks (``run(sinks=)``) on both kernels. Not yet:
-pos_encoding_mode other than "NONE" and head_dim_vo != head_dim_qk: each is refused with an error naming it.
+the mma.sync kernel on every GPU, as does MLA prefill (head_dim_qk 192, head_dim_vo 128);
+attention sinks (``run(sinks=)``) on both kernels. Not yet: pos_encoding_mode other than
+"NONE" and other head_dim_vo != head_dim_qk pairs: each is refused with an error naming it.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def single_prefill_with_kv_cache(q, k, v, custom_mask=None, packed_custom_mask=N
         mask, causal = single_mask(custom_mask, packed_custom_mask, q.shape[0], k.shape[0 if kv_layout == "NHD" else 1],
                                    q.device), False
     require_cuda("q", q)  # (last: every other check runs on CPU tensors too)
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    out = torch.empty((*q.shape[:2], v.shape[2]), dtype=q.dtype, device=q.device)  # (MLA: v's head_dim)
     lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if return_lse else None
     if compiling():
         _SINGLE_OP(q, k, v, out, lse, mask, causal, kv_layout, window_left, scales, True)
@@ -163,11 +164,11 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
             raise TypeError(f"run() takes q, k, v and keyword arguments; got {len(args)} extra positional ones")
         scales = run_scales(p["scales"], q_scale, k_scale, v_scale)
         heads, kv_heads, head_dim, kv_tokens = _check_qkv(q, k, v, self._kv_layout, 3)
-        if (heads, kv_heads, head_dim) != (p["heads"], p["kv_heads"], p["head_dim"]) or q.dtype != p["q_dtype"] or \
-                k.dtype != p["kv_dtype"]:
-            raise ValueError(f"q, k, v ({heads} q heads, {kv_heads} kv heads, head_dim {head_dim}, {q.dtype}, kv "
-                             f"{k.dtype}) differ from the plan ({p['heads']}, {p['kv_heads']}, {p['head_dim']}, "
-                             f"{p['q_dtype']}, kv {p['kv_dtype']})")
+        if (heads, kv_heads, head_dim, v.shape[2]) != (p["heads"], p["kv_heads"], p["head_dim"], p["head_dim_vo"]) \
+                or q.dtype != p["q_dtype"] or k.dtype != p["kv_dtype"]:
+            raise ValueError(f"q, k, v ({heads} q heads, {kv_heads} kv heads, head_dim {head_dim}/{v.shape[2]}, "
+                             f"{q.dtype}, kv {k.dtype}) differ from the plan ({p['heads']}, {p['kv_heads']}, "
+                             f"{p['head_dim']}/{p['head_dim_vo']}, {p['q_dtype']}, kv {p['kv_dtype']})")
         if q.shape[0] < p["total_q"] or kv_tokens < p["total_kv"]:
             raise ValueError(f"the plan covers {p['total_q']} q and {p['total_kv']} kv tokens; q has {q.shape[0]}, "
                              f"k and v {kv_tokens}")
@@ -175,7 +176,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
             _rows_aligned(name, t)
         work, counter = self._buffer.work, self._buffer.counter
         require_same_device(("q", q), ("float_workspace_buffer", work))
-        out = _output("out", out, q.shape, q.dtype, q)
+        out = _output("out", out, (*q.shape[:2], p["head_dim_vo"]), q.dtype, q)
         if return_lse or lse is not None:
             lse = _output("lse", lse, q.shape[:2], torch.float32, q)
         pdl = enable_pdl is None or bool(enable_pdl)

@@ -72,7 +72,8 @@ def tile_n(head_dim: int, page_size: int = 0) -> int:
 def plan_tile_n(head_dim: int, page_size: int = 0) -> int:
     """The tile a plan weighs its units by: the Hopper kernel's where it has a build for the
     page size, the mma.sync kernel's otherwise."""
-    return tile_n(head_dim, page_size) if page_size in (0, *PAGE_SIZES) else SM80_TILE_N[head_dim]
+    return tile_n(head_dim, page_size) if page_size in (0, *PAGE_SIZES) and head_dim in HEAD_DIMS \
+        else SM80_TILE_N[head_dim]
 
 
 def q_bytes(head_dim: int) -> int:
@@ -149,29 +150,36 @@ def sm90_contract(dtype: str, head_dim: int, page_size: int = 0) -> LaunchContra
 SM80_WARPS = 8             # 16 q rows a warp: the 128-row tile of the plan
 SM80_THREADS = 32 * SM80_WARPS
 # KV tokens a tile: Q (128 rows), one K and one V tile in at most 96 KiB (sm_86/89/120 allow 99)
-SM80_TILE_N = {64: 128, 128: 64, 256: 32}
-SM80_STRIDES = ("q_stride_token", "q_stride_head", "kv_stride_page", "kv_stride_token", "kv_stride_head")
+SM80_TILE_N = {64: 128, 128: 64, 192: 64, 256: 32}
+SM80_STRIDES = ("q_stride_token", "q_stride_head", "kv_stride_page", "kv_stride_token", "kv_stride_head",
+                "v_stride_token", "v_stride_head")
+MLA_HEAD_DIMS = (192, 128)  # DeepSeek-style MLA prefill: (head_dim_qk, head_dim_vo), the mma.sync kernel's
 
 
-def sm80_smem_bytes(head_dim: int) -> int:
-    return (TILE_M + 2 * SM80_TILE_N[head_dim]) * head_dim * 2
+def sm80_smem_bytes(head_dim: int, head_dim_vo: int | None = None) -> int:
+    tile = SM80_TILE_N[head_dim]
+    return ((TILE_M + tile) * head_dim + tile * (head_dim_vo or head_dim)) * 2
 
 
 KV_FP8 = ("fp8e4m3", "fp8e5m2")  # FP8 caches: the mma.sync kernel widens them in shared memory
 
 
-def sm80_contract(dtype: str, head_dim: int, kv_dtype: str | None = None, software_fp8: bool = False) -> LaunchContract:
+def sm80_contract(dtype: str, head_dim: int, kv_dtype: str | None = None, software_fp8: bool = False,
+                  head_dim_vo: int | None = None) -> LaunchContract:
     """One CTA a work unit. K/V rows are read through pointers and strides: ``page_size`` 0,
     rows ``kv_begin + t`` of ``[kv_heads, tokens]``-strided K/V (ragged); otherwise token ``t``
     of a request is entry ``t % page_size`` of page ``kv_indices[kv_begin + t // page_size]``
     (any page size; page ids outside ``[0, num_pages)`` read zeros). FP8 K/V (``kv_dtype``) are
     widened in shared memory; ``out_scale`` multiplies the output (FlashInfer's v_scale).
+    ``head_dim_vo`` (MLA, ragged K/V only): V's and the output's rows, V's own strides.
     ``has_mask``: a custom mask, request by request from byte ``mask_begin`` (the work array's last row) of ``mask``:
     the request's [qo_len, kv_len] booleans row-major, 8 a byte, the first in the lowest bit."""
     kv_dtype = kv_dtype or dtype
-    if dtype not in DTYPES or head_dim not in HEAD_DIMS or kv_dtype not in (dtype, *KV_FP8):
-        raise ValueError(f"prefill sm80 builds are {DTYPES} x head_dim {HEAD_DIMS} x KV in q's dtype or {KV_FP8}; "
-                         f"got {dtype}, {head_dim}, {kv_dtype}")
+    dims = (head_dim, head_dim_vo or head_dim)
+    if dtype not in DTYPES or kv_dtype not in (dtype, *KV_FP8) or not (
+            (head_dim in HEAD_DIMS and dims[1] == head_dim) or (dims == MLA_HEAD_DIMS and kv_dtype == dtype)):
+        raise ValueError(f"prefill sm80 builds are {DTYPES} x head_dim {HEAD_DIMS} x KV in q's dtype or {KV_FP8}, "
+                         f"or (head_dim_qk, head_dim_vo) = {MLA_HEAD_DIMS} (16-bit); got {dtype}, {dims}, {kv_dtype}")
     return LaunchContract(
         params=(Param("q", "ptr", dtype, 16), Param("k", "ptr", kv_dtype, 16), Param("v", "ptr", kv_dtype, 16),
                 Param("out", "ptr", dtype, 4), Param("lse", "ptr", "fp32", 4), Param("work", "ptr", "i32", 4),
@@ -185,9 +193,9 @@ def sm80_contract(dtype: str, head_dim: int, kv_dtype: str | None = None, softwa
                 "page_size": 0, "num_pages": 0, "has_mask": 0, "has_sinks": 0, "q_mult": 0.1275, "cap_scale": 0.0,
                 "out_scale": 1.0,
                 **{name: 4096 for name in (*SM80_STRIDES, *OUT_STRIDES)}},
-        smem_bytes=sm80_smem_bytes(head_dim),
+        smem_bytes=sm80_smem_bytes(*dims),
         entry=f"cutefi_prefill_sm80_{dtype}_d{head_dim}" + (f"_{kv_dtype}" if kv_dtype != dtype else "")
-        + ("_sw" if software_fp8 else ""),
+        + ("_sw" if software_fp8 else "") + (f"_vo{dims[1]}" if dims[1] != head_dim else ""),
         pdl=True,
     )
 
@@ -216,9 +224,15 @@ PAGED_SPECS = {
         Family.WGMMA, dtype=dtype, head_dim=head_dim, page_size=page_size)
     for dtype in DTYPES for head_dim in HEAD_DIMS for page_size in PAGE_SIZES
 }
+SM80_MLA_SPECS = {
+    dtype: KernelSpec.make("prefill.sm80", "cute", "cutefi.prefill.sm80_kernel:PrefillSm80",
+                           "cutefi.prefill.launch:sm80_contract", Family.MMA_SYNC, dtype=dtype,
+                           head_dim=MLA_HEAD_DIMS[0], head_dim_vo=MLA_HEAD_DIMS[1])
+    for dtype in DTYPES
+}
 # a test build: sm_80/86's integer e4m3 widening, run where the hardware converts (the H200's tests)
 SM80_SOFTWARE_FP8_SPEC = KernelSpec.make(
     "prefill.sm80", "cute", "cutefi.prefill.sm80_kernel:PrefillSm80", "cutefi.prefill.launch:sm80_contract",
     Family.MMA_SYNC, dtype="bf16", head_dim=128, kv_dtype="fp8e4m3", software_fp8=True)
 register(*SM90_SPECS.values(), *PAGED_SPECS.values(), *SM80_SPECS.values(), *SM80_FP8_SPECS.values(),
-         SM80_SOFTWARE_FP8_SPEC)
+         *SM80_MLA_SPECS.values(), SM80_SOFTWARE_FP8_SPEC)

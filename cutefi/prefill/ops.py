@@ -66,12 +66,17 @@ def _check_qkv(q, k, v, kv_layout: str, q_dims: int) -> tuple[int, int, int, int
                         f"{k.dtype}, {v.dtype}")
     kv_tokens, kv_heads = (k.shape[0], k.shape[1]) if kv_layout == "NHD" else (k.shape[1], k.shape[0])
     heads, head_dim = q.shape[1], q.shape[2]
-    if tuple(v.shape) != tuple(k.shape):
-        raise ValueError(f"v must have k's shape {tuple(k.shape)} (head_dim_vo == head_dim_qk); got {tuple(v.shape)}")
     if k.shape[2] != head_dim:
         raise ValueError(f"k's head_dim {k.shape[2]} differs from q's {head_dim}")
-    if head_dim not in launch.HEAD_DIMS:
-        raise ValueError(f"head_dim must be one of {launch.HEAD_DIMS}; got {head_dim}")
+    mla = (head_dim, v.shape[2]) == launch.MLA_HEAD_DIMS
+    if tuple(v.shape[:2]) != tuple(k.shape[:2]) or (v.shape[2] != head_dim and not mla):
+        raise ValueError(f"v must have k's shape {tuple(k.shape)} (or head_dim_vo {launch.MLA_HEAD_DIMS[1]} with "
+                         f"head_dim_qk {launch.MLA_HEAD_DIMS[0]}: MLA); got {tuple(v.shape)}")
+    if head_dim not in launch.HEAD_DIMS and not mla:
+        raise ValueError(f"head_dim must be one of {launch.HEAD_DIMS} (or q/k {launch.MLA_HEAD_DIMS[0]} with v "
+                         f"{launch.MLA_HEAD_DIMS[1]}); got {head_dim}")
+    if mla and k.dtype != q.dtype:
+        raise TypeError("MLA prefill (head_dim_qk 192, head_dim_vo 128) takes 16-bit k and v, not FP8")
     if kv_heads < 1 or heads % kv_heads:
         raise ValueError(f"num_qo_heads ({heads}) must be a positive multiple of num_kv_heads ({kv_heads})")
     require_same_device(("q", q), ("k", k), ("v", v))
@@ -119,7 +124,8 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
         return
     device = q.get_device()
     dtype, head_dim = name_of(q.dtype), q.shape[2]
-    if mask is not None or k_view.dtype != q.dtype or not uses_tma_kernel(device, page_size):
+    if mask is not None or k_view.dtype != q.dtype or v_view.shape[-1] != head_dim or \
+            not uses_tma_kernel(device, page_size):
         _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size, p, units, scales, pdl, mask,
                          sinks)
         return
@@ -149,10 +155,11 @@ def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: i
                      pdl: bool, mask: torch.Tensor | None, sinks: torch.Tensor | None) -> None:
     """The mma.sync kernel: one CTA a unit; K and V read with one set of strides (copied to
     a shared layout where they differ)."""
-    if k_view.stride() != v_view.stride():
+    mla = v_view.shape[-1] != q.shape[2]  # (V's rows read with V's own strides)
+    if k_view.stride() != v_view.stride() and not mla:
         k_view, v_view = k_view.contiguous(), v_view.contiguous()
     key = (name_of(q.dtype), q.shape[2])
-    spec = (launch.SM80_SPECS[key] if k_view.dtype == q.dtype
+    spec = (launch.SM80_MLA_SPECS[key[0]] if mla else launch.SM80_SPECS[key] if k_view.dtype == q.dtype
             else launch.SM80_FP8_SPECS[(*key, name_of(k_view.dtype))])
     if SOFTWARE_FP8 and (*key, name_of(k_view.dtype)) == ("bf16", 128, "fp8e4m3"):
         spec = launch.SM80_SOFTWARE_FP8_SPEC
@@ -170,6 +177,8 @@ def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: i
                   q_mult=scales[0], cap_scale=scales[1], out_scale=scales[2], q_stride_token=q.stride(0),
                   q_stride_head=q.stride(1),
                   kv_stride_page=page_stride, kv_stride_token=token_stride, kv_stride_head=head_stride,
+                  v_stride_token=v_view.stride(1) if not page_size else token_stride,
+                  v_stride_head=v_view.stride(0) if not page_size else head_stride,
                   out_stride_token=out.stride(0), out_stride_head=out.stride(1),
                   lse_stride_token=lse.stride(0) if lse is not None else 0,
                   lse_stride_head=lse.stride(1) if lse is not None else 0)
@@ -233,9 +242,11 @@ def plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, w
     """The checked options of a wrapper's ``plan`` (the part the ragged and paged forms share)."""
     heads, kv_heads = require_int("num_qo_heads", num_qo_heads), require_int("num_kv_heads", num_kv_heads)
     head_dim = require_int("head_dim_qk", head_dim_qk)
-    if head_dim_vo is not None and require_int("head_dim_vo", head_dim_vo) != head_dim:
-        raise NotImplementedError(f"head_dim_vo ({head_dim_vo}) != head_dim_qk ({head_dim}) is not implemented yet")
-    if head_dim not in launch.HEAD_DIMS:
+    head_dim_vo = head_dim if head_dim_vo is None else require_int("head_dim_vo", head_dim_vo)
+    if head_dim_vo != head_dim and (head_dim, head_dim_vo) != launch.MLA_HEAD_DIMS:
+        raise NotImplementedError(f"head_dim_vo ({head_dim_vo}) != head_dim_qk ({head_dim}): only "
+                                  f"{launch.MLA_HEAD_DIMS} (MLA prefill) is implemented")
+    if head_dim not in launch.HEAD_DIMS and head_dim_vo == head_dim:
         raise ValueError(f"head_dim_qk must be one of {launch.HEAD_DIMS}; got {head_dim}")
     if kv_heads < 1 or heads < 1 or heads % kv_heads:
         raise ValueError(f"num_qo_heads ({heads}) must be a positive multiple of num_kv_heads ({kv_heads})")
@@ -249,7 +260,8 @@ def plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, w
     if kv_dtype not in (q_dtype, *_KV_FP8):
         raise TypeError(f"kv_data_type must be q_data_type ({q_dtype}), float8_e4m3fn or float8_e5m2; got "
                         f"{kv_data_type!r}")
-    return dict(heads=heads, kv_heads=kv_heads, group=heads // kv_heads, head_dim=head_dim, causal=int(causal),
+    return dict(heads=heads, kv_heads=kv_heads, group=heads // kv_heads, head_dim=head_dim, head_dim_vo=head_dim_vo,
+                causal=int(causal),
                 window_left=window_left, q_dtype=q_dtype, kv_dtype=kv_dtype,
                 scales=list(_scales(sm_scale, head_dim, logits_soft_cap)))
 

@@ -66,6 +66,9 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
         _check_options(pos_encoding_mode, None)
         options = plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, window_left,
                                q_data_type, kv_data_type, sm_scale, logits_soft_cap)
+        if options["head_dim_vo"] != options["head_dim"]:
+            raise NotImplementedError("head_dim_vo != head_dim_qk (MLA) runs on ragged K/V only "
+                                      "(BatchPrefillWithRaggedKVCacheWrapper)")
         page_size = require_int("page_size", page_size)
         if page_size < 1:
             raise ValueError(f"page_size must be >= 1; got {page_size}")

@@ -47,14 +47,18 @@ class PrefillSm80:
     # ------------------------------------------------------------------ #
     # 1. specialisation
     # ------------------------------------------------------------------ #
-    def __init__(self, dtype: str, head_dim: int, kv_dtype: str | None = None, software_fp8: bool = False) -> None:
-        self.contract = launch.sm80_contract(dtype, head_dim, kv_dtype, software_fp8)
+    def __init__(self, dtype: str, head_dim: int, kv_dtype: str | None = None, software_fp8: bool = False,
+                 head_dim_vo: int | None = None) -> None:
+        self.contract = launch.sm80_contract(dtype, head_dim, kv_dtype, software_fp8, head_dim_vo)
+        # DeepSeek-style MLA prefill: Q and K rows of head_dim (192), V and O rows of head_dim_vo
+        # (128), V's rows found with V's own strides
+        self.head_dim_vo = head_dim_vo or head_dim
+        self.mla = self.head_dim_vo != head_dim
         self.software_fp8 = software_fp8  # (sm_80/86's integer widening on any target: tests)
         self.dtype = cute_dtype(dtype)
         self.head_dim = head_dim
         self.tile_n = launch.SM80_TILE_N[head_dim]
-        self.chunks = head_dim // VEC  # 16-byte pieces of a Q row
-        self.rows_per_pass = THREADS // self.chunks
+        self.chunks = head_dim // VEC  # 16-byte pieces of a Q (and 16-bit K) row
         # FP8 K/V: rows of head_dim bytes land in the upper half of their 16-bit tile, then
         # each thread widens the pieces it loaded (fp8_widen) into the swizzled tile
         self.kv_format = kv_dtype if kv_dtype in launch.KV_FP8 else None
@@ -62,18 +66,29 @@ class PrefillSm80:
         self.kv_chunks = head_dim * (1 if self.kv_format else 2) // 16
         self.kv_rows_per_pass = THREADS // self.kv_chunks
         # head dim 256: Q's fragments are re-read per tile (registers for O)
-        self.q_in_registers = head_dim <= 128
+        self.q_in_registers = head_dim <= 192
 
     @cute.jit
     def __call__(self, args: KernelArgs):
         kernel_args.launch(self.kernel, self.contract, args)
 
-    def _tile_layout(self, rows: int):
-        """(rows, head_dim) row-major 16-bit tile; a row's 16-byte pieces XORed with its index
-        mod 8, so the 8 rows an ldmatrix reads sit in 8 bank groups."""
-        shift = self.head_dim.bit_length() - 1 - 3
-        return cute.make_composed_layout(cute.make_swizzle(3, 3, shift), 0,
-                                         cute.make_layout((rows, self.head_dim), stride=(self.head_dim, 1)))
+    def _tile_layout(self, rows: int, cols: int | None = None):
+        """(rows, cols = head_dim) 16-bit tile, row-major for power-of-two rows; a row's 16-byte
+        pieces XORed with its index mod 8, so the 8 rows an ldmatrix reads sit in 8 bank groups."""
+        cols = cols or self.head_dim
+        if cols & (cols - 1) == 0:
+            shift = cols.bit_length() - 1 - 3
+            return cute.make_composed_layout(cute.make_swizzle(3, 3, shift), 0,
+                                             cute.make_layout((rows, cols), stride=(cols, 1)))
+        # (192: 8 x 64 swizzled atoms, rows first, then the three 64-column blocks)
+        atom = cute.make_composed_layout(cute.make_swizzle(3, 3, 3), 0, cute.make_layout((8, 64), stride=(64, 1)))
+        return cute.tile_to_shape(atom, (rows, cols), (0, 1))
+
+    def _pieces(self, rows: int, chunks: int) -> int:
+        """16-byte pieces a thread moves of a tile of ``rows`` x ``chunks`` pieces (piece ``p
+        * THREADS + tidx``, row-major)."""
+        assert rows * chunks % THREADS == 0
+        return rows * chunks // THREADS
 
     # ------------------------------------------------------------------ #
     # 2. the kernel
@@ -82,7 +97,7 @@ class PrefillSm80:
     def kernel(self, args: KernelArgs):
         tidx, _, _ = cute.arch.thread_idx()
         unit, _, _ = cute.arch.block_idx()
-        d, tile_n = self.head_dim, self.tile_n
+        d, d_vo, tile_n = self.head_dim, self.head_dim_vo, self.tile_n
         wait_for_inputs()
         pairs = args.units // args.heads
         head = unit // pairs
@@ -102,14 +117,18 @@ class PrefillSm80:
             first, end = kv_tile_range(first_row, TILE_M, qo_len, kv_len, args.causal, args.window_left, tile_n)
 
             # ---- stage 1: Q and the first K tile ---------------------------------------
-            q_rows = cute.make_rmem_tensor(cute.make_layout(TILE_M // self.rows_per_pass), Int64)
-            for p in cutlass.range_constexpr(TILE_M // self.rows_per_pass):
-                row = cutlass.min(first_row + p * self.rows_per_pass + tidx // self.chunks, qo_len - 1)
+            q_rows = cute.make_rmem_tensor(cute.make_layout(self._pieces(TILE_M, self.chunks)), Int64)
+            for p in cutlass.range_constexpr(cute.size(q_rows)):
+                row = cutlass.min(first_row + (p * THREADS + tidx) // self.chunks, qo_len - 1)
                 q_rows[p] = Int64(q_begin + row) * args.q_stride_token + Int64(head) * args.q_stride_head
-            self._load_tile(q_base, TILE_M, q_rows, args.q, tidx)
-            kv_rows = cute.make_rmem_tensor(cute.make_layout(tile_n // self.kv_rows_per_pass), Int64)
+            self._load_tile(q_base, TILE_M, d, q_rows, args.q, tidx)
+            kv_rows = cute.make_rmem_tensor(cute.make_layout(self._pieces(tile_n, self.kv_chunks)), Int64)
+            v_rows = kv_rows  # (V's rows are K's, but for MLA's narrower V rows)
+            if const_expr(self.mla):
+                v_rows = cute.make_rmem_tensor(cute.make_layout(self._pieces(tile_n, d_vo // VEC)), Int64)
             if end > first:
-                self._kv_rows(args, kv_rows, end - 1, kv_begin, kv_len, kv_head, tidx)
+                self._kv_rows(args, kv_rows, end - 1, kv_begin, kv_len, kv_head, tidx, self.kv_chunks,
+                              args.kv_stride_token, args.kv_stride_head)
                 self._load_kv(k_base, kv_rows, args.k, tidx)
             cute.arch.cp_async_commit_group()
 
@@ -120,8 +139,8 @@ class PrefillSm80:
             thr_mma = tiled_mma.get_slice(tidx)
             s_q = cute.make_tensor(q_base, self._tile_layout(TILE_M))
             s_k = cute.make_tensor(k_base, self._tile_layout(tile_n))
-            s_v = cute.make_tensor(v_base, self._tile_layout(tile_n))
-            s_vt = cute.composition(s_v, cute.make_layout((d, tile_n), stride=(tile_n, 1)))  # V^T: the B of P V
+            s_v = cute.make_tensor(v_base, self._tile_layout(tile_n, d_vo))
+            s_vt = cute.composition(s_v, cute.make_layout((d_vo, tile_n), stride=(tile_n, 1)))  # V^T: the B of P V
             load_a = cute.make_tiled_copy_A(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.dtype),
                                             tiled_mma).get_slice(tidx)
             load_b = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.dtype),
@@ -136,9 +155,9 @@ class PrefillSm80:
                         (load_bt.partition_S(s_vt), load_bt.retile(r_v), r_v))
             acc_s = cute.make_rmem_tensor(thr_mma.partition_shape_C((TILE_M, tile_n)), Float32)
             r_p = cute.make_rmem_tensor(thr_mma.partition_shape_A((TILE_M, tile_n)), self.dtype)
-            acc_o = cute.make_rmem_tensor(thr_mma.partition_shape_C((TILE_M, d)), Float32)
+            acc_o = cute.make_rmem_tensor(thr_mma.partition_shape_C((TILE_M, d_vo)), Float32)
             coord_s = rows_view(thr_mma.partition_C(cute.make_identity_tensor((TILE_M, tile_n))))
-            coord_o = rows_view(thr_mma.partition_C(cute.make_identity_tensor((TILE_M, d))))
+            coord_o = rows_view(thr_mma.partition_C(cute.make_identity_tensor((TILE_M, d_vo))))
             row_max = cute.make_rmem_tensor(cute.make_layout(2), Float32)
             row_sum = cute.make_rmem_tensor(cute.make_layout(2), Float32)  # this thread's columns only
             row_max.fill(NEG_INF)
@@ -164,7 +183,12 @@ class PrefillSm80:
                 cute.arch.cp_async_wait_group(0)
                 codes = self._staged_codes(k_base, tidx)  # (FP8: this thread's pieces of K(n))
                 cute.arch.sync_threads()  # K(n) has landed; every warp is done with V(n + 1)
-                self._load_kv(v_base, kv_rows, args.v, tidx)  # (V's rows are K's)
+                if const_expr(self.mla):
+                    self._kv_rows(args, v_rows, n, kv_begin, kv_len, kv_head, tidx, d_vo // VEC, args.v_stride_token,
+                                  args.v_stride_head)
+                    self._load_tile(v_base, tile_n, d_vo, v_rows, args.v, tidx)
+                else:
+                    self._load_kv(v_base, kv_rows, args.v, tidx)
                 cute.arch.cp_async_commit_group()
                 self._widen(k_base, codes, tidx)
                 self._scores(tiled_mma, operands, load_a, load_b, acc_s)
@@ -175,7 +199,8 @@ class PrefillSm80:
                 codes = self._staged_codes(v_base, tidx)
                 cute.arch.sync_threads()  # V(n) has landed; every warp is done with K(n)
                 if i + 1 < end - first:
-                    self._kv_rows(args, kv_rows, n - 1, kv_begin, kv_len, kv_head, tidx)
+                    self._kv_rows(args, kv_rows, n - 1, kv_begin, kv_len, kv_head, tidx, self.kv_chunks,
+                                  args.kv_stride_token, args.kv_stride_head)
                     self._load_kv(k_base, kv_rows, args.k, tidx)
                 cute.arch.cp_async_commit_group()
                 self._widen(v_base, codes, tidx)
@@ -193,29 +218,31 @@ class PrefillSm80:
     # 3. loads
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _kv_rows(self, args, kv_rows, n, kv_begin, kv_len, kv_head, tidx):
-        """The element offsets of this thread's rows of KV tile ``n`` (-1: a page id outside
-        the cache, read as zeros); rows past the request repeat its last one."""
-        head_offset = Int64(kv_head) * args.kv_stride_head
+    def _kv_rows(self, args, kv_rows, n, kv_begin, kv_len, kv_head, tidx, chunks: cutlass.Constexpr, stride_token,
+                 stride_head):
+        """The element offsets of the rows of this thread's pieces of KV tile ``n`` (rows of
+        ``chunks`` pieces; -1: a page id outside the cache, read as zeros); rows past the
+        request repeat its last one."""
+        head_offset = Int64(kv_head) * stride_head
         indices = cute.make_tensor(args.kv_indices, cute.make_layout(1 << 30))
         for p in cutlass.range_constexpr(cute.size(kv_rows)):
-            token = cutlass.min(n * self.tile_n + p * self.kv_rows_per_pass + tidx // self.kv_chunks, kv_len - 1)
+            token = cutlass.min(n * self.tile_n + (p * THREADS + tidx) // chunks, kv_len - 1)
             if args.page_size == 0:
-                kv_rows[p] = Int64(kv_begin + token) * args.kv_stride_token + head_offset
+                kv_rows[p] = Int64(kv_begin + token) * stride_token + head_offset
             else:
                 slot = token // args.page_size
                 page = indices[kv_begin + slot]
                 entry = token - slot * args.page_size
                 kv_rows[p] = cutlass.select_(
                     page >= 0 and page < args.num_pages,
-                    Int64(page) * args.kv_stride_page + Int64(entry) * args.kv_stride_token + head_offset, Int64(-1))
+                    Int64(page) * args.kv_stride_page + Int64(entry) * stride_token + head_offset, Int64(-1))
 
     @cute.jit
     def _load_kv(self, base, row_offsets, src, tidx):
         """A K or V tile: 16-bit rows into the swizzled tile at ``base``; FP8 rows into its
         upper half, row-major (``_widen`` moves them into place)."""
         if const_expr(not self.kv_format):
-            self._load_tile(base, self.tile_n, row_offsets, src, tidx)
+            self._load_tile(base, self.tile_n, self.head_dim, row_offsets, src, tidx)
         else:
             atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.kv_dtype,
                                        num_bits_per_copy=128)
@@ -273,17 +300,18 @@ class PrefillSm80:
             cute.arch.sync_threads()
 
     @cute.jit
-    def _load_tile(self, base, rows: cutlass.Constexpr, row_offsets, src, tidx):
-        """cp.async of a (rows, head_dim) tile into the swizzled buffer at ``base``: this
-        thread's 16-byte piece of row ``p * rows_per_pass + tidx / chunks`` from element offset
-        ``row_offsets[p]`` of ``src`` (< 0: zeros)."""
+    def _load_tile(self, base, rows: cutlass.Constexpr, cols: cutlass.Constexpr, row_offsets, src, tidx):
+        """cp.async of a (rows, cols) 16-bit tile into the swizzled buffer at ``base``: this
+        thread's pieces ``p * THREADS + tidx`` (row-major, 16 bytes each), piece p's row from
+        element offset ``row_offsets[p]`` of ``src`` (< 0: zeros)."""
         atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.dtype,
                                    num_bits_per_copy=128)
-        layout = self._tile_layout(rows)
-        chunk = tidx % self.chunks
+        layout = self._tile_layout(rows, cols)
+        chunks = cols // VEC
         piece = cute.make_layout(VEC)
-        for p in cutlass.range_constexpr(rows // self.rows_per_pass):
-            row = p * self.rows_per_pass + tidx // self.chunks
+        for p in cutlass.range_constexpr(self._pieces(rows, chunks)):
+            row = (p * THREADS + tidx) // chunks
+            chunk = (p * THREADS + tidx) % chunks
             dst = cute.make_tensor(base + cute.assume(layout((row, chunk * VEC)), divby=VEC), piece)
             if row_offsets[p] >= 0:
                 start = cute.assume(row_offsets[p] + chunk * VEC, divby=VEC)
