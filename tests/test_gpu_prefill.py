@@ -191,7 +191,7 @@ def test_refusals():
     with pytest.raises(ValueError, match="custom_mask must be bool"):
         cutefi.single_prefill_with_kv_cache(q, k, v, custom_mask=torch.ones(8, 7, dtype=torch.bool, device="cuda"))
     with pytest.raises(NotImplementedError, match="pos_encoding_mode"):
-        cutefi.single_prefill_with_kv_cache(q, k, v, pos_encoding_mode="ROPE_LLAMA")
+        cutefi.single_prefill_with_kv_cache(q, k, v, pos_encoding_mode="ALIBI")
     with pytest.raises(ValueError, match="head_dim"):
         cutefi.single_prefill_with_kv_cache(q[..., :96], k[..., :96], v[..., :96])
     with pytest.raises(ValueError, match="multiple of num_kv_heads"):

@@ -68,6 +68,8 @@ def test_checks_before_the_device():
         cutefi.single_prefill_with_kv_cache(q, k, k, packed_custom_mask=torch.ones(7, dtype=torch.uint8))
     with pytest.raises(NotImplementedError, match="pos_encoding_mode"):
         cutefi.single_prefill_with_kv_cache(q, k, k, pos_encoding_mode="ALIBI")
+    with pytest.raises(ValueError, match="rope_scale and rope_theta must be > 0"):
+        cutefi.single_prefill_with_kv_cache(q, k, k, pos_encoding_mode="ROPE_LLAMA", rope_theta=-1.0)
     with pytest.raises(ValueError, match="head_dim must be one of"):
         cutefi.single_prefill_with_kv_cache(q[..., :32], k[..., :32], k[..., :32])
     with pytest.raises(ValueError, match="multiple of num_kv_heads"):

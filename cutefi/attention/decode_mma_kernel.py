@@ -35,16 +35,13 @@ from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.fp8_widen import widen_factor, widen_pair
 from cutefi.cute.mma_frag import acc_as_a, rows_view
 from cutefi.cute.pdl import wait_for_inputs
+from cutefi.cute.rope_angle import rope_cos_sin
 
 VEC = launch.VEC  # 16-bit elements of a 16-byte piece
 ROWS = launch.MMA_DECODE_ROWS
 LOG2E = 1.4426950408889634
 TILE = launch.MMA_DECODE_TILE
 WARPS = launch.MMA_DECODE_WARPS
-INV_TWO_PI = 0.15915494309189535
-TWO_PI_HI = 6.28125  # 8 significant bits
-TWO_PI_LO = 6.283185307179586 - 6.28125
-ROUND_MAGIC = 12582912.0  # 1.5 * 2^23: adding and subtracting it rounds to an integer
 F16_MAX = 65504.0
 
 
@@ -321,13 +318,9 @@ class BatchDecodeMmaKernel:
 
     @cute.jit
     def _rope_cos_sin(self, a, position: Float32, dim):
-        """(cos, sin) of Llama RoPE's angle of head dim ``dim`` (< head_dim / 2) at ``position``:
-        the angle reduced by whole turns first (2 pi in two parts: k * TWO_PI_HI is exact for
-        k < 2^15 turns), so the fast sin/cos see |r| <= pi (no local-memory range reduction)."""
-        angle = position * (a.rope_rcp_scale * cute.math.exp2(Float32(dim) * a.rope_log2_step, fastmath=True))
-        turns = (angle * Float32(INV_TWO_PI) + Float32(ROUND_MAGIC)) - Float32(ROUND_MAGIC)  # nearest integer
-        reduced = (angle - turns * Float32(TWO_PI_HI)) - turns * Float32(TWO_PI_LO)
-        return cute.math.cos(reduced, fastmath=True), cute.math.sin(reduced, fastmath=True)
+        """(cos, sin) of Llama RoPE's angle of head dim ``dim`` (< head_dim / 2) at ``position``
+        (``cute/rope_angle.py``)."""
+        return rope_cos_sin(position, dim, a.rope_rcp_scale, a.rope_log2_step)
 
     @cute.jit
     def _stage_q_rotated(self, a, q_smem, tidx, request, first_head, heads_here, live, position: Float32):

@@ -12,9 +12,9 @@ are aligned to the end of each KV (append: the queries are the last ``qo_len`` o
 kv head ``h // group``. Checks and the launch: ``ops.py``.
 
 Custom masks (``masks.py``; they replace the causal mask, as in FlashInfer) and FP8 K/V run on
-the mma.sync kernel on every GPU, as does MLA prefill (head_dim_qk 192, head_dim_vo 128);
-attention sinks (``run(sinks=)``) on both kernels. Not yet: pos_encoding_mode other than
-"NONE" and other head_dim_vo != head_dim_qk pairs: each is refused with an error naming it.
+the mma.sync kernel on every GPU, as do MLA prefill (head_dim_qk 192, head_dim_vo 128) and
+in-kernel RoPE (``pos_encoding_mode="ROPE_LLAMA"``); attention sinks (``run(sinks=)``) on both
+kernels. Not yet: ALiBi and other head_dim_vo != head_dim_qk pairs: each is refused with an error naming it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ..jit.policy import Family
 from . import launch, plan
 from .masks import plan_mask, single_mask
 from .ops import (RAGGED_OP, SIZES, _check_options, _check_qkv, _output, _rows_aligned, _scales, check_sinks,
-                  host_indptr, launch_ragged, plan_options, run_scales, stream_counter)
+                  host_indptr, launch_ragged, plan_options, rope_scales, run_scales, stream_counter)
 from .paged import BatchPrefillWithPagedKVCacheWrapper
 from .wrapper import PrefillWrapperBase
 
@@ -90,7 +90,8 @@ def single_prefill_with_kv_cache(q, k, v, custom_mask=None, packed_custom_mask=N
     require_flag("return_lse", return_lse)
     window_left = require_int("window_left", window_left)
     heads, _, head_dim, _ = _check_qkv(q, k, v, kv_layout, 3)
-    scales = [*_scales(sm_scale, head_dim, logits_soft_cap), 1.0]
+    scales = [*_scales(sm_scale, head_dim, logits_soft_cap), 1.0,
+              *rope_scales(pos_encoding_mode, rope_scale, rope_theta, head_dim, v.shape[2])]
     for name, t in (("q", q), ("k", k), ("v", v)):
         _rows_aligned(name, t)
     mask = None
@@ -133,7 +134,8 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
         (no synchronisation) or the device (copied to the host once)."""
         _check_options(pos_encoding_mode, None)
         options = plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, window_left,
-                               q_data_type, kv_data_type, sm_scale, logits_soft_cap)
+                               q_data_type, kv_data_type, sm_scale, logits_soft_cap, pos_encoding_mode, rope_scale,
+                               rope_theta)
         qo_host, kv_host = host_indptr("qo_indptr", qo_indptr), host_indptr("kv_indptr", kv_indptr)
         if qo_host.shape != kv_host.shape:
             raise ValueError(f"qo_indptr and kv_indptr must have one length (batch + 1); got {qo_host.shape[0]} "
@@ -162,7 +164,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
             raise RuntimeError("run() before plan(): call plan(qo_indptr, kv_indptr, ...) first")
         if args:
             raise TypeError(f"run() takes q, k, v and keyword arguments; got {len(args)} extra positional ones")
-        scales = run_scales(p["scales"], q_scale, k_scale, v_scale)
+        scales = run_scales(p, q_scale, k_scale, v_scale)
         heads, kv_heads, head_dim, kv_tokens = _check_qkv(q, k, v, self._kv_layout, 3)
         if (heads, kv_heads, head_dim, v.shape[2]) != (p["heads"], p["kv_heads"], p["head_dim"], p["head_dim_vo"]) \
                 or q.dtype != p["q_dtype"] or k.dtype != p["kv_dtype"]:

@@ -172,6 +172,8 @@ def sm80_contract(dtype: str, head_dim: int, kv_dtype: str | None = None, softwa
     (any page size; page ids outside ``[0, num_pages)`` read zeros). FP8 K/V (``kv_dtype``) are
     widened in shared memory; ``out_scale`` multiplies the output (FlashInfer's v_scale).
     ``head_dim_vo`` (MLA, ragged K/V only): V's and the output's rows, V's own strides.
+    ``has_rope``: Llama RoPE on q (position ``r + kv_len - qo_len``) and k (position ``t``) in
+    shared memory (``cute/rope_angle.py``; FlashInfer's ``pos_encoding_mode="ROPE_LLAMA"``).
     ``has_mask``: a custom mask, request by request from byte ``mask_begin`` (the work array's last row) of ``mask``:
     the request's [qo_len, kv_len] booleans row-major, 8 a byte, the first in the lowest bit."""
     kv_dtype = kv_dtype or dtype
@@ -185,13 +187,14 @@ def sm80_contract(dtype: str, head_dim: int, kv_dtype: str | None = None, softwa
                 Param("out", "ptr", dtype, 4), Param("lse", "ptr", "fp32", 4), Param("work", "ptr", "i32", 4),
                 Param("kv_indices", "ptr", "i32", 4), Param("mask", "ptr", "u8", 1), Param("sinks", "ptr", "fp32", 4),
                 *scalars("i32", "units", "heads", "group", "causal", "window_left", "write_lse", "page_size",
-                         "num_pages", "has_mask", "has_sinks"),
-                *scalars("f32", "q_mult", "cap_scale", "out_scale"), *scalars("i64", *SM80_STRIDES, *OUT_STRIDES)),
+                         "num_pages", "has_mask", "has_sinks", "has_rope"),
+                *scalars("f32", "q_mult", "cap_scale", "out_scale", "rope_rcp_scale", "rope_log2_step"),
+                *scalars("i64", *SM80_STRIDES, *OUT_STRIDES)),
         block=(SM80_THREADS, 1, 1),
         grid=lambda p: (p["units"], 1, 1),
         sample={"units": 1024, "heads": 32, "group": 4, "causal": 1, "window_left": -1, "write_lse": 1,
-                "page_size": 0, "num_pages": 0, "has_mask": 0, "has_sinks": 0, "q_mult": 0.1275, "cap_scale": 0.0,
-                "out_scale": 1.0,
+                "page_size": 0, "num_pages": 0, "has_mask": 0, "has_sinks": 0, "has_rope": 0, "q_mult": 0.1275,
+                "cap_scale": 0.0, "out_scale": 1.0, "rope_rcp_scale": 1.0, "rope_log2_step": -0.2,
                 **{name: 4096 for name in (*SM80_STRIDES, *OUT_STRIDES)}},
         smem_bytes=sm80_smem_bytes(*dims),
         entry=f"cutefi_prefill_sm80_{dtype}_d{head_dim}" + (f"_{kv_dtype}" if kv_dtype != dtype else "")

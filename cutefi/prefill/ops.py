@@ -13,6 +13,7 @@ from .._checks import require_flag, require_int, require_real, require_same_devi
 from .._library import compiling, define
 from ..dtypes import name_of
 from ..jit.driver import device_info
+from ..attention.decode import _rope
 from ..jit.lookup import device_cc, get_kernel
 from . import launch
 
@@ -31,9 +32,9 @@ SIZES = ("pairs", "heads", "group", "causal", "window_left")
 
 # ---- argument checks -----------------------------------------------------------------------------
 def _check_options(pos_encoding_mode: str, backend: str | None) -> None:
-    if pos_encoding_mode != "NONE":
-        raise NotImplementedError(f"pos_encoding_mode={pos_encoding_mode!r}: cutefi's prefill supports 'NONE' "
-                                  "(apply RoPE first, e.g. with cutefi.apply_rope)")
+    if pos_encoding_mode not in ("NONE", "ROPE_LLAMA"):
+        raise NotImplementedError(f"pos_encoding_mode={pos_encoding_mode!r}: cutefi's prefill supports 'NONE' and "
+                                  "'ROPE_LLAMA'")
     if backend is not None and backend not in ("auto", "cutefi"):
         raise ValueError(f"backend must be 'auto' or 'cutefi'; got {backend!r} (cutefi runs its own kernels only)")
 
@@ -124,7 +125,8 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
         return
     device = q.get_device()
     dtype, head_dim = name_of(q.dtype), q.shape[2]
-    if mask is not None or k_view.dtype != q.dtype or v_view.shape[-1] != head_dim or \
+    rope = scales[3] > 0  # (in-kernel RoPE: the mma.sync kernel's)
+    if mask is not None or rope or k_view.dtype != q.dtype or v_view.shape[-1] != head_dim or \
             not uses_tma_kernel(device, page_size):
         _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size, p, units, scales, pdl, mask,
                          sinks)
@@ -174,6 +176,7 @@ def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: i
                   sinks=sinks.data_ptr() if sinks is not None else 0, has_sinks=int(sinks is not None), units=units,
                   heads=p["heads"], group=p["group"], causal=p["causal"], window_left=p["window_left"],
                   write_lse=int(lse is not None), page_size=page_size, num_pages=k_view.shape[0] if page_size else 0,
+                  has_rope=int(scales[3] > 0), rope_rcp_scale=scales[3], rope_log2_step=scales[4],
                   q_mult=scales[0], cap_scale=scales[1], out_scale=scales[2], q_stride_token=q.stride(0),
                   q_stride_head=q.stride(1),
                   kv_stride_page=page_stride, kv_stride_token=token_stride, kv_stride_head=head_stride,
@@ -237,8 +240,19 @@ def host_indptr(name: str, indptr) -> np.ndarray:
     return host
 
 
+def rope_scales(pos_encoding_mode: str, rope_scale, rope_theta, head_dim: int, head_dim_vo: int) -> list[float]:
+    """[1 / rope_scale (0: no RoPE), log2 step between dims] of FlashInfer's in-kernel Llama
+    RoPE (q at position ``r + kv_len - qo_len``, k at ``t``), the last two of a launch's scales."""
+    rope, rcp_scale, log2_step = _rope(pos_encoding_mode, rope_scale, rope_theta, head_dim)
+    if rope and head_dim_vo != head_dim:
+        raise NotImplementedError("pos_encoding_mode='ROPE_LLAMA' with head_dim_vo != head_dim_qk (MLA) is not "
+                                  "implemented: MLA's RoPE covers part of the head; apply it first")
+    return [rcp_scale if rope else 0.0, log2_step]
+
+
 def plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, window_left, q_data_type,
-                 kv_data_type, sm_scale, logits_soft_cap) -> dict:
+                 kv_data_type, sm_scale, logits_soft_cap, pos_encoding_mode="NONE", rope_scale=None,
+                 rope_theta=None) -> dict:
     """The checked options of a wrapper's ``plan`` (the part the ragged and paged forms share)."""
     heads, kv_heads = require_int("num_qo_heads", num_qo_heads), require_int("num_kv_heads", num_kv_heads)
     head_dim = require_int("head_dim_qk", head_dim_qk)
@@ -261,9 +275,9 @@ def plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, w
         raise TypeError(f"kv_data_type must be q_data_type ({q_dtype}), float8_e4m3fn or float8_e5m2; got "
                         f"{kv_data_type!r}")
     return dict(heads=heads, kv_heads=kv_heads, group=heads // kv_heads, head_dim=head_dim, head_dim_vo=head_dim_vo,
-                causal=int(causal),
-                window_left=window_left, q_dtype=q_dtype, kv_dtype=kv_dtype,
-                scales=list(_scales(sm_scale, head_dim, logits_soft_cap)))
+                causal=int(causal), window_left=window_left, q_dtype=q_dtype, kv_dtype=kv_dtype,
+                scales=list(_scales(sm_scale, head_dim, logits_soft_cap)),
+                rope=rope_scales(pos_encoding_mode, rope_scale, rope_theta, head_dim, head_dim_vo))
 
 
 def _scale_value(name: str, value) -> float:
@@ -290,8 +304,9 @@ def check_sinks(sinks, heads: int, q: torch.Tensor) -> torch.Tensor | None:
     return sinks.contiguous()
 
 
-def run_scales(scales, q_scale, k_scale, v_scale) -> list[float]:
-    """A run's [q k^T multiplier, cap multiplier, output multiplier]: FlashInfer's q_scale and
-    k_scale multiply sm_scale, v_scale the output."""
+def run_scales(plan: dict, q_scale, k_scale, v_scale) -> list[float]:
+    """A run's [q k^T multiplier, cap multiplier, output multiplier, RoPE's two]: FlashInfer's
+    q_scale and k_scale multiply sm_scale, v_scale the output."""
     factor = _scale_value("q_scale", q_scale) * _scale_value("k_scale", k_scale)
-    return [scales[0] * factor, scales[1], _scale_value("v_scale", v_scale)]
+    scales = plan["scales"]
+    return [scales[0] * factor, scales[1], _scale_value("v_scale", v_scale), *plan["rope"]]

@@ -65,7 +65,8 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
         device (copied to the host once); ``paged_kv_indices`` int32 (kept on the device)."""
         _check_options(pos_encoding_mode, None)
         options = plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, window_left,
-                               q_data_type, kv_data_type, sm_scale, logits_soft_cap)
+                               q_data_type, kv_data_type, sm_scale, logits_soft_cap, pos_encoding_mode, rope_scale,
+                               rope_theta)
         if options["head_dim_vo"] != options["head_dim"]:
             raise NotImplementedError("head_dim_vo != head_dim_qk (MLA) runs on ragged K/V only "
                                       "(BatchPrefillWithRaggedKVCacheWrapper)")
@@ -132,7 +133,7 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
             raise RuntimeError("run() before plan(): call plan(qo_indptr, paged_kv_indptr, ...) first")
         if args:
             raise TypeError(f"run() takes q, paged_kv_cache and keyword arguments; got {len(args)} extra positional ones")
-        scales = run_scales(p["scales"], q_scale, k_scale, v_scale)
+        scales = run_scales(p, q_scale, k_scale, v_scale)
         if window_left is not None and window_left != p["window_left"]:
             raise ValueError(f"window_left={window_left} differs from the planned {p['window_left']}: plan again")
         require_tensor("q", q)

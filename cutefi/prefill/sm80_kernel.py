@@ -34,6 +34,7 @@ from cutefi.cute.fp8_widen import f16x2_to_bf16x2, widen_factor, widen_pair
 from cutefi.cute.mma_frag import acc_as_a, kv_tile_range, rows_view
 from cutefi.cute.pack16 import convert_pairs
 from cutefi.cute.pdl import wait_for_inputs
+from cutefi.cute.rope_angle import rope_cos_sin
 from cutefi.prefill import launch
 
 VEC = 8  # 16-bit elements of a 16-byte piece
@@ -174,6 +175,8 @@ class PrefillSm80:
             # ---- stage 2: the KV tiles, last first ----------------------------------------
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
+            if args.has_rope != 0:
+                self._rotate(args, q_base, TILE_M, first_row + kv_len - qo_len, tidx)
             if const_expr(self.q_in_registers):
                 q_from, q_to, _ = operands[0]
                 for kb in cutlass.range_constexpr(cute.size(r_q, mode=[2])):
@@ -191,6 +194,8 @@ class PrefillSm80:
                     self._load_kv(v_base, kv_rows, args.v, tidx)
                 cute.arch.cp_async_commit_group()
                 self._widen(k_base, codes, tidx)
+                if args.has_rope != 0:
+                    self._rotate(args, k_base, tile_n, n * tile_n, tidx)
                 self._scores(tiled_mma, operands, load_a, load_b, acc_s)
                 self._softmax(args, acc_s, coord_s, rows_view(acc_o), row_max, row_sum, q_mult, mult, first_row,
                               n * tile_n, qo_len, kv_len, mask_begin)
@@ -318,6 +323,33 @@ class PrefillSm80:
                 cute.copy(atom, cute.make_tensor(src + start, piece), dst)
             else:
                 dst.fill(0)
+
+    @cute.jit
+    def _rotate(self, args, base, rows: cutlass.Constexpr, first_position, tidx):
+        """Llama RoPE in place on the (rows, head_dim) tile at ``base``, row r at position
+        ``first_position + r``: a thread takes pieces c and c + head_dim / 16 of a row (dims i
+        and i + head_dim / 2 pair up), rotates them in fp32 and stores both; then a barrier."""
+        layout = self._tile_layout(rows)
+        halves = self.head_dim // (2 * VEC)
+        piece = cute.make_layout(VEC)
+        for t in cutlass.range_constexpr(rows * halves // THREADS):
+            row = (t * THREADS + tidx) // halves
+            chunk = (t * THREADS + tidx) % halves
+            lo_at = cute.make_tensor(base + cute.assume(layout((row, chunk * VEC)), divby=VEC), piece)
+            hi_at = cute.make_tensor(base + cute.assume(layout((row, (chunk + halves) * VEC)), divby=VEC), piece)
+            lo = cute.make_rmem_tensor(piece, Float32)
+            hi = cute.make_rmem_tensor(piece, Float32)
+            lo.store(lo_at.load().to(Float32))
+            hi.store(hi_at.load().to(Float32))
+            position = Float32(first_position + row)
+            for e in cutlass.range_constexpr(VEC):
+                cos, sin = rope_cos_sin(position, chunk * VEC + e, args.rope_rcp_scale, args.rope_log2_step)
+                x1, x2 = lo[e], hi[e]
+                lo[e] = x1 * cos - x2 * sin
+                hi[e] = x2 * cos + x1 * sin
+            lo_at.store(lo.load().to(self.dtype))
+            hi_at.store(hi.load().to(self.dtype))
+        cute.arch.sync_threads()
 
     # ------------------------------------------------------------------ #
     # 4. S = Q K^T, softmax, epilogue
