@@ -71,3 +71,13 @@ def finish_row(total: Float32, row_max: Float32, sink: Float32):
         cute.math.exp2(row_max - ref, fastmath=True)
     lse = cutlass.select_(nonempty, ref + cute.math.log2(denominator, fastmath=True), Float32(NEG_INF))
     return inv, lse
+
+
+@cute.jit
+def head_sink(sinks, heads, head, has_sinks) -> Float32:
+    """Head ``head``'s attention sink as a base-2 logit (``sinks``: float32 [heads] in natural-log
+    units, FlashInfer's), or -inf where the launch has none."""
+    sink = Float32(NEG_INF)
+    if has_sinks != 0:
+        sink = cute.make_tensor(sinks, cute.make_layout(heads))[head] * Float32(1.4426950408889634)
+    return sink

@@ -28,7 +28,7 @@ from cutlass.cute.nvgpu import cpasync, warp
 
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
-from cutefi.cute.attention_state import finish_row
+from cutefi.cute.attention_state import finish_row, head_sink
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.fp8_widen import f16x2_to_bf16x2, widen_factor, widen_pair
 from cutefi.cute.mma_frag import acc_as_a, kv_tile_range, rows_view
@@ -41,7 +41,6 @@ VEC = 8  # 16-bit elements of a 16-byte piece
 TILE_M = launch.TILE_M
 THREADS = launch.SM80_THREADS
 NEG_INF = float("-inf")
-LOG2E = 1.4426950408889634
 
 
 class PrefillSm80:
@@ -446,9 +445,7 @@ class PrefillSm80:
         columns = cute.size(o_rows, mode=[1])
         values = cute.make_rmem_tensor(cute.make_layout((2, columns // 2)), self.dtype)
         head_offset = Int64(head) * args.out_stride_head
-        sink = Float32(NEG_INF)  # (an attention sink: a logit with no value in the denominator)
-        if args.has_sinks != 0:
-            sink = cute.make_tensor(args.sinks, cute.make_layout(args.heads))[head] * Float32(LOG2E)
+        sink = head_sink(args.sinks, args.heads, head, args.has_sinks)  # (a logit with no value)
         for r in cutlass.range_constexpr(2):
             total = row_sum[r]
             total = total + cute.arch.shuffle_sync_bfly(total, offset=1)

@@ -34,7 +34,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
-from cutefi.cute.attention_state import finish_row
+from cutefi.cute.attention_state import finish_row, head_sink
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.mma_frag import kv_tile_range
 from cutefi.cute.pack16 import convert_pairs
@@ -52,7 +52,6 @@ CHAINS = 4  # independent partial reductions a row in the softmax
 UNIT_SLOTS = 4
 TURN_BARRIER = 2  # named barriers 2, 3: the consumers' turns to issue wgmmas (0 is __syncthreads)
 NEG_INF = float("-inf")
-LOG2E = 1.4426950408889634
 
 
 class PrefillSm90:
@@ -465,9 +464,7 @@ class PrefillSm90:
         o_rows = _rows_view(acc_o)
         coord_rows = _rows_view(coord_o)
         lse = cute.make_rmem_tensor(cute.make_layout(2), Float32)
-        sink = Float32(NEG_INF)  # (an attention sink: a logit with no value in the denominator)
-        if args.has_sinks != 0:
-            sink = cute.make_tensor(args.sinks, cute.make_layout(args.heads))[head] * Float32(LOG2E)
+        sink = head_sink(args.sinks, args.heads, head, args.has_sinks)  # (a logit with no value)
         for r in cutlass.range_constexpr(2):
             total = row_sum[r]
             total = total + cute.arch.shuffle_sync_bfly(total, offset=1)
