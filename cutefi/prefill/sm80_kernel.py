@@ -10,13 +10,16 @@ warp. Stages:
      one (their keys are masked, their queries not stored);
   2. per KV tile, last first (the tiles that need a mask come first): V's rows start loading
      while S = Q K^T runs (ldmatrix, mma.sync m16n8k16, fp32), then the mask where the tile
-     needs one (and a custom mask's bits, read from global memory per score), the online softmax on each thread's two rows (base 2), P packed to 16-bit
-     pairs in the registers where it is the A operand of O += P V; the next K tile loads
-     while P V runs (V by ldmatrix.trans);
-  3. O / rowsum and the base-2 lse, stored from registers (rows past the request's end are
-     never written).
-This is the correctness path of every non-Hopper GPU (and of Hopper's page sizes the TMA
-kernel does not take): one K and one V buffer, no warp specialisation.
+     needs one (and a custom mask's bits, read from global memory per score), the online
+     softmax on each thread's two rows (base 2), P packed to 16-bit pairs in the registers
+     where it is the A operand of O += P V; the next K tile loads while P V runs (V by
+     ldmatrix.trans);
+  3. O / rowsum (the head's sink in the denominator, if any) and the base-2 lse, stored from
+     registers (rows past the request's end are never written).
+Options, in shared memory between the stages: FP8 K/V widened to 16 bits, Llama RoPE on Q
+and K, and MLA's 192-wide Q/K with 128-wide V. This is the path of every non-Hopper GPU, and
+on Hopper of what the TMA kernel does not take (other page sizes, custom masks, FP8 KV, RoPE,
+MLA): one K and one V buffer, no warp specialisation.
 """
 
 from __future__ import annotations
