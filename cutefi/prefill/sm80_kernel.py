@@ -68,8 +68,9 @@ class PrefillSm80:
         self.kv_dtype = cute_dtype(kv_dtype) if self.kv_format else self.dtype
         self.kv_chunks = head_dim * (1 if self.kv_format else 2) // 16
         self.kv_rows_per_pass = THREADS // self.kv_chunks
-        # head dim 256: Q's fragments are re-read per tile (registers for O)
-        self.q_in_registers = head_dim <= 192
+        # Q's fragments stay in registers up to head dim 128 (16-bit K/V); wider heads and FP8
+        # builds re-read them per tile (their registers went to spills on sm_100a/sm_120a)
+        self.q_in_registers = head_dim <= 128 and not self.kv_format
 
     @cute.jit
     def __call__(self, args: KernelArgs):
