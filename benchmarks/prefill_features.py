@@ -1,6 +1,7 @@
 """Timing (CUDA events, 20 calls after 3 warm-up) of the prefill paths beyond the Hopper kernel's
 ragged bf16 one, against torch SDPA in the same process: FP8 KV, in-kernel RoPE, custom masks and
-MLA (192/128) on the mma.sync kernel, and the mma.sync kernel forced on 16-bit KV. bf16, batch 4
+MLA (192/128) on the Hopper kernel and the mma.sync one, and the mma.sync kernel forced on
+16-bit KV. bf16, batch 4
 x 4096 (MLA: 16 heads), causal. Run: python benchmarks/prefill_features.py"""
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -64,7 +65,10 @@ def main():
     mla = cutefi.BatchPrefillWithRaggedKVCacheWrapper(workspace)
     mla.plan(indptr, indptr, hm, hm, 192, head_dim_vo=128, causal=True, q_data_type=torch.bfloat16)
     mla_flops = 2 * b * hm * L * L * (192 + 128) / 2
+    rows.append(("cutefi MLA 192/128 (16 heads)", bench(lambda: mla.run(qm, km, vm)), mla_flops))
+    ops.MMA_SYNC_ONLY = True
     rows.append(("cutefi MLA 192/128 (mma.sync, 16 heads)", bench(lambda: mla.run(qm, km, vm)), mla_flops))
+    ops.MMA_SYNC_ONLY = False
     qms, kms, vms = (t.view(b, L, hm, -1).transpose(1, 2) for t in (qm, km, vm))
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
         try:

@@ -109,11 +109,11 @@ def _ragged(lens_q, lens_kv, heads, kv_heads, d, dtype, seed):
     return q, k, v, indptr(lens_q), indptr(lens_kv)
 
 
-def _ragged_reference(q, k, v, qo_indptr, kv_indptr, causal, window_left=-1, sinks=None):
+def _ragged_reference(q, k, v, qo_indptr, kv_indptr, causal, window_left=-1, sinks=None, cap=None):
     outs, lses = [], []
     for b in range(qo_indptr.shape[0] - 1):
         qs, qe, ks, ke = qo_indptr[b].item(), qo_indptr[b + 1].item(), kv_indptr[b].item(), kv_indptr[b + 1].item()
-        o, s = reference(q[qs:qe], k[ks:ke], v[ks:ke], causal, window_left, sinks=sinks)
+        o, s = reference(q[qs:qe], k[ks:ke], v[ks:ke], causal, window_left, cap=cap, sinks=sinks)
         outs.append(o)
         lses.append(s)
     return torch.cat(outs), torch.cat(lses)

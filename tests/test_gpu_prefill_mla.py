@@ -1,6 +1,6 @@
-"""DeepSeek-style MLA prefill (head_dim_qk 192, head_dim_vo 128) on the mma.sync kernel (every
-GPU, Hopper included): single and ragged forms against the float32 reference (scores over 192
-dims, output over V's 128)."""
+"""DeepSeek-style MLA prefill (head_dim_qk 192, head_dim_vo 128) on both kernels (Hopper's TMA
+build and the mma.sync kernel, forced on Hopper with ``ops.MMA_SYNC_ONLY``): single and ragged
+forms against the float32 reference (scores over 192 dims, output over V's 128)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,16 @@ import pytest
 import torch
 
 import cutefi
+from cutefi.prefill import ops
 from test_gpu_prefill import _check, _ragged_reference, pytestmark, reference
 
 __all__ = ["pytestmark"]
+
+
+@pytest.fixture(autouse=True, params=["native", "mma_sync"])
+def _kernel(request, monkeypatch):
+    """Each test on the GPU's own kernel and again on the mma.sync kernel."""
+    monkeypatch.setattr(ops, "MMA_SYNC_ONLY", request.param == "mma_sync")
 
 
 def _mla(lens_q, lens_kv, heads, kv_heads, seed):
@@ -23,7 +30,7 @@ def _mla(lens_q, lens_kv, heads, kv_heads, seed):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("qo,kv", [(1, 1), (200, 333), (129, 64)])
+@pytest.mark.parametrize("qo,kv", [(1, 1), (200, 333), (129, 64), (1000, 1500)])
 def test_single_mla(causal, qo, kv):
     q, k, v, _, _ = _mla([qo], [kv], 8, 8, qo + kv)
     out, lse = cutefi.single_prefill_with_kv_cache(q, k, v, causal=causal, return_lse=True)
@@ -31,16 +38,17 @@ def test_single_mla(causal, qo, kv):
     _check(out, lse, *reference(q, k, v, causal))
 
 
-@pytest.mark.parametrize("heads,kv_heads", [(16, 16), (8, 2)])
-def test_ragged_mla(heads, kv_heads):
-    lens_q, lens_kv = [300, 1, 64, 17], [300, 200, 64, 500]
+@pytest.mark.parametrize("heads,kv_heads,window_left,cap", [(16, 16, 150, None), (8, 2, -1, None), (4, 4, -1, 30.0)])
+def test_ragged_mla(heads, kv_heads, window_left, cap):
+    lens_q, lens_kv = [300, 1, 64, 17, 700], [300, 200, 64, 500, 1100]
     q, k, v, qo_indptr, kv_indptr = _mla(lens_q, lens_kv, heads, kv_heads, heads)
     wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
     wrapper.plan(qo_indptr, kv_indptr, heads, kv_heads, 192, head_dim_vo=128, causal=True,
-                 q_data_type=torch.bfloat16, window_left=150)
+                 q_data_type=torch.bfloat16, window_left=window_left, logits_soft_cap=cap)
     out = torch.full((q.shape[0], heads, 128), float("nan"), device="cuda", dtype=torch.bfloat16)
     out, lse = wrapper.run(q, k, v, out=out, return_lse=True)
-    _check(out, lse, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, True, window_left=150))
+    _check(out, lse, *_ragged_reference(q, k, v, qo_indptr, kv_indptr, True, window_left=window_left,
+                                        cap=cap))
 
 
 def test_mla_refusals():

@@ -89,25 +89,28 @@ def test_checks_before_the_device():
 
 
 @requires_dsl
-@pytest.mark.parametrize("head_dim", launch.HEAD_DIMS)
-def test_sm90_sass(head_dim):
+@pytest.mark.parametrize("head_dim,head_dim_vo", [(d, d) for d in launch.HEAD_DIMS] + [launch.MLA_HEAD_DIMS])
+def test_sm90_sass(head_dim, head_dim_vo):
+    """Ragged builds (and MLA's, head_dim_qk 192 with head_dim_vo 128): both GEMMs on HGMMA,
+    Q/K/V by TMA, no local memory."""
     from cutefi.jit.compile import build
     from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
     from cutefi.jit.targets import Target
 
-    artifact = build(launch.SM90_SPECS[("bf16", head_dim)], Target.parse("9.0a"))
+    spec = launch.SM90_SPECS[("bf16", head_dim)] if head_dim == head_dim_vo else launch.SM90_MLA_SPECS["bf16"]
+    artifact = build(spec, Target.parse("9.0a"))
     try:
         sass = disassemble(artifact.cubin)
     except DisassemblerNotFoundError as error:
         pytest.skip(str(error))
     tile_n = launch.tile_n(head_dim)
     qk = re.findall(r"\bHGMMA\.64x%dx16\.F32\.BF16 R\d+, gdesc" % tile_n, sass)  # S = Q K^T: smem operands
-    pv = re.findall(r"\bHGMMA\.64x%dx16\.F32\.BF16 R\d+, R\d+" % head_dim, sass)  # O += P V: P from registers
+    pv = re.findall(r"\bHGMMA\.64x%dx16\.F32\.BF16 R\d+, R\d+" % head_dim_vo, sass)  # O += P V: P from registers
     # (S = Q K^T issued for a unit's first KV tile and in the loop; O += P V in the loop and for
     # the last tile: each GEMM's K blocks appear twice)
     assert len(qk) == 2 * head_dim // 16 and len(pv) == 2 * tile_n // 16, (len(qk), len(pv))
-    # Q (a unit's, and the end marker's), K and V: head_dim / 64 boxes each
-    assert len(re.findall(r"\bUTMALDG\b", sass)) == 4 * head_dim // launch.BOX_COLS
+    # Q (a unit's, and the end marker's) and K: head_dim / 64 boxes each; V head_dim_vo / 64
+    assert len(re.findall(r"\bUTMALDG\b", sass)) == (3 * head_dim + head_dim_vo) // launch.BOX_COLS
     assert not re.search(r"\b(LDL|STL)\b", sass), "the prefill kernel spills"
 
 

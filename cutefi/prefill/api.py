@@ -12,9 +12,9 @@ are aligned to the end of each KV (append: the queries are the last ``qo_len`` o
 kv head ``h // group``. Checks and the launch: ``ops.py``.
 
 Custom masks (``masks.py``; they replace the causal mask, as in FlashInfer) and FP8 K/V run on
-the mma.sync kernel on every GPU, as do MLA prefill (head_dim_qk 192, head_dim_vo 128) and
-in-kernel RoPE (``pos_encoding_mode="ROPE_LLAMA"``); attention sinks (``run(sinks=)``) on both
-kernels. Not yet: ALiBi and other head_dim_vo != head_dim_qk pairs: each is refused with an error naming it.
+the mma.sync kernel on every GPU, as does in-kernel RoPE (``pos_encoding_mode="ROPE_LLAMA"``);
+MLA prefill (head_dim_qk 192, head_dim_vo 128; ragged K/V) and attention sinks
+(``run(sinks=)``) run on both kernels. Not yet: ALiBi and other head_dim_vo != head_dim_qk pairs: each is refused with an error naming it.
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ PLACEHOLDER_TOKENS = 4096
 OUT_STRIDES = ("out_stride_token", "out_stride_head", "lse_stride_token", "lse_stride_head")
 
 
+MLA_HEAD_DIMS = (192, 128)  # DeepSeek-style MLA prefill: (head_dim_qk, head_dim_vo), ragged K/V
 PAGE_SIZES = (16, 32, 64)  # paged builds: a page is whole 1 KiB swizzle atoms of rows (8+)
 
 
@@ -61,7 +62,7 @@ def tile_n(head_dim: int, page_size: int = 0) -> int:
     only with P packed two elements an instruction, ``cute/pack16``: before, ptxas serialised
     the wgmmas for want of registers (C7512) and the tile had to be 112.) A paged build's tile
     is whole pages: 64 keys at head dim 256 with pages of 32 or 64."""
-    keys = {64: 128, 128: 128, 256: 80}[head_dim]
+    keys = {64: 128, 128: 128, 192: 128, 256: 80}[head_dim]
     if page_size and keys % page_size:
         keys = 64
     if page_size and keys % page_size:
@@ -72,51 +73,57 @@ def tile_n(head_dim: int, page_size: int = 0) -> int:
 def plan_tile_n(head_dim: int, page_size: int = 0) -> int:
     """The tile a plan weighs its units by: the Hopper kernel's where it has a build for the
     page size, the mma.sync kernel's otherwise."""
-    return tile_n(head_dim, page_size) if page_size in (0, *PAGE_SIZES) and head_dim in HEAD_DIMS \
-        else SM80_TILE_N[head_dim]
+    hopper = (head_dim in HEAD_DIMS and page_size in (0, *PAGE_SIZES)) or (head_dim == MLA_HEAD_DIMS[0]
+                                                                         and not page_size)
+    return tile_n(head_dim, page_size) if hopper else SM80_TILE_N[head_dim]
 
 
 def q_bytes(head_dim: int) -> int:
     return TILE_M * head_dim * 2
 
 
-def tile_bytes(head_dim: int, page_size: int = 0) -> int:
-    """One K or V tile."""
-    return tile_n(head_dim, page_size) * head_dim * 2
+def tile_bytes(head_dim: int, page_size: int = 0, columns: int | None = None) -> int:
+    """One K tile (or V tile of ``columns`` head-dim elements: MLA's head_dim_vo)."""
+    return tile_n(head_dim, page_size) * (columns or head_dim) * 2
 
 
 # (K stages, V stages): a K tile is free once S = Q K^T is done, a V tile only after the next
 # tile's S (P V of tile j runs with S of tile j + 1), so V takes the deeper ring; all but the
 # Q tile of shared memory, at most 227 KB a CTA
-RINGS = {64: (4, 6), 128: (2, 4), 256: (2, 2)}  # (d256: 80-key tiles and two V stages beat 64 and three, +3.5%)
+# (d256: 80-key tiles and two V stages beat 64 and three, +3.5%; MLA 192/128: 48 KiB K tiles)
+RINGS = {64: (4, 6), 128: (2, 4), 192: (2, 2), 256: (2, 2)}
 # Q tiles in flight: with two, the next unit's Q has landed when a unit ends: 11% faster at
 # head dim 64 on the H200; at 128 (where it costs a V stage) and 256 (no room) one
-Q_STAGES = {64: 2, 128: 1, 256: 1}
+Q_STAGES = {64: 2, 128: 1, 192: 1, 256: 1}
 # the consumers take turns to issue their wgmmas (ping-pong): measured 2-3% faster at head
 # dims 128 and 256 on the H200, 4% slower at 64 (where the softmax is as long as the GEMMs)
-PINGPONG = {64: False, 128: True, 256: True}
+PINGPONG = {64: False, 128: True, 192: True, 256: True}
 
 
 def stages(head_dim: int) -> tuple[int, int]:
     return RINGS[head_dim]
 
 
-def smem_bytes(head_dim: int, page_size: int = 0) -> int:
+def smem_bytes(head_dim: int, page_size: int = 0, head_dim_vo: int | None = None) -> int:
     k_stages, v_stages = stages(head_dim)
-    return (BARRIER_BYTES + Q_STAGES[head_dim] * q_bytes(head_dim)
-            + (k_stages + v_stages) * tile_bytes(head_dim, page_size))
+    return (BARRIER_BYTES + Q_STAGES[head_dim] * q_bytes(head_dim) + k_stages * tile_bytes(head_dim, page_size)
+            + v_stages * tile_bytes(head_dim, page_size, head_dim_vo))
 
 
-def sm90_contract(dtype: str, head_dim: int, page_size: int = 0) -> LaunchContract:
+def sm90_contract(dtype: str, head_dim: int, page_size: int = 0, head_dim_vo: int | None = None) -> LaunchContract:
     """``page_size`` 0: K and V are ``[kv_heads, tokens, head_dim]`` views (ragged); otherwise
     ``[pages, kv_heads, page_size, head_dim]`` views of a paged cache, read a page (and 64
-    head-dim columns) a TMA box, through ``kv_indices``."""
-    if dtype not in DTYPES or head_dim not in HEAD_DIMS or (page_size and page_size not in PAGE_SIZES):
+    head-dim columns) a TMA box, through ``kv_indices``. ``head_dim_vo`` (MLA, ragged only):
+    V's and the output's head dim, with ``head_dim`` q's and k's."""
+    dims = (head_dim, head_dim_vo or head_dim)
+    if dtype not in DTYPES or (page_size and page_size not in PAGE_SIZES) or not (
+            (head_dim in HEAD_DIMS and dims[1] == head_dim) or (dims == MLA_HEAD_DIMS and not page_size)):
         raise ValueError(f"prefill sm90 builds are {DTYPES} x head_dim {HEAD_DIMS} x pages of {PAGE_SIZES} (or "
-                         f"ragged); got {dtype}, {head_dim}, {page_size}")
-    if smem_bytes(head_dim, page_size) > SMEM_LIMIT:
-        raise ValueError(f"prefill d{head_dim}: {smem_bytes(head_dim, page_size)} bytes of shared memory exceed "
-                         f"{SMEM_LIMIT}")
+                         f"ragged), or (head_dim_qk, head_dim_vo) = {MLA_HEAD_DIMS} ragged; got {dtype}, {dims}, "
+                         f"{page_size}")
+    smem = smem_bytes(head_dim, page_size, dims[1])
+    if smem > SMEM_LIMIT:
+        raise ValueError(f"prefill d{head_dim}: {smem} bytes of shared memory exceed {SMEM_LIMIT}")
     q_recipe = TmaRecipe("q", dtype, box=(BOX_COLS, TILE_M, 1), placeholder=(4, PLACEHOLDER_TOKENS, head_dim),
                          swizzle="128B", l2_promotion="256B")
     if page_size:
@@ -124,8 +131,8 @@ def sm90_contract(dtype: str, head_dim: int, page_size: int = 0) -> LaunchContra
                              swizzle="128B", l2_promotion="256B") for name in ("k", "v"))
     else:
         kv = tuple(TmaRecipe(name, dtype, box=(BOX_COLS, tile_n(head_dim), 1),
-                             placeholder=(4, PLACEHOLDER_TOKENS, head_dim), swizzle="128B", l2_promotion="256B")
-                   for name in ("k", "v"))
+                             placeholder=(4, PLACEHOLDER_TOKENS, columns), swizzle="128B", l2_promotion="256B")
+                   for name, columns in zip(("k", "v"), dims))
     tma = (q_recipe, *kv)
     paged = (Param("kv_indices", "ptr", "i32", 4),) if page_size else ()
     return LaunchContract(
@@ -139,9 +146,10 @@ def sm90_contract(dtype: str, head_dim: int, page_size: int = 0) -> LaunchContra
         sample={"units": 1024, "heads": 32, "group": 4, "causal": 1, "window_left": -1, "write_lse": 1,
                 "ctas": 132, "has_sinks": 0, "q_mult": 0.1275, "cap_scale": 0.0,
                 **{name: 4096 for name in OUT_STRIDES}},
-        smem_bytes=smem_bytes(head_dim, page_size),
+        smem_bytes=smem,
         tma=tma,
-        entry=f"cutefi_prefill_sm90_{dtype}_d{head_dim}" + (f"_p{page_size}" if page_size else ""),
+        entry=f"cutefi_prefill_sm90_{dtype}_d{head_dim}" + (f"_p{page_size}" if page_size else "")
+        + (f"_vo{dims[1]}" if dims[1] != head_dim else ""),
         pdl=True,
     )
 
@@ -153,7 +161,6 @@ SM80_THREADS = 32 * SM80_WARPS
 SM80_TILE_N = {64: 128, 128: 64, 192: 64, 256: 32}
 SM80_STRIDES = ("q_stride_token", "q_stride_head", "kv_stride_page", "kv_stride_token", "kv_stride_head",
                 "v_stride_token", "v_stride_head")
-MLA_HEAD_DIMS = (192, 128)  # DeepSeek-style MLA prefill: (head_dim_qk, head_dim_vo), the mma.sync kernel's
 
 
 def sm80_smem_bytes(head_dim: int, head_dim_vo: int | None = None) -> int:
@@ -233,9 +240,15 @@ SM80_MLA_SPECS = {
                            head_dim=MLA_HEAD_DIMS[0], head_dim_vo=MLA_HEAD_DIMS[1])
     for dtype in DTYPES
 }
+SM90_MLA_SPECS = {
+    dtype: KernelSpec.make("prefill.sm90", "cute", "cutefi.prefill.sm90_kernel:PrefillSm90",
+                           "cutefi.prefill.launch:sm90_contract", Family.WGMMA, dtype=dtype,
+                           head_dim=MLA_HEAD_DIMS[0], head_dim_vo=MLA_HEAD_DIMS[1])
+    for dtype in DTYPES
+}
 # a test build: sm_80/86's integer e4m3 widening, run where the hardware converts (the H200's tests)
 SM80_SOFTWARE_FP8_SPEC = KernelSpec.make(
     "prefill.sm80", "cute", "cutefi.prefill.sm80_kernel:PrefillSm80", "cutefi.prefill.launch:sm80_contract",
     Family.MMA_SYNC, dtype="bf16", head_dim=128, kv_dtype="fp8e4m3", software_fp8=True)
 register(*SM90_SPECS.values(), *PAGED_SPECS.values(), *SM80_SPECS.values(), *SM80_FP8_SPECS.values(),
-         *SM80_MLA_SPECS.values(), SM80_SOFTWARE_FP8_SPEC)
+         *SM80_MLA_SPECS.values(), *SM90_MLA_SPECS.values(), SM80_SOFTWARE_FP8_SPEC)

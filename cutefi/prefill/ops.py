@@ -126,12 +126,14 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
     device = q.get_device()
     dtype, head_dim = name_of(q.dtype), q.shape[2]
     rope = scales[3] > 0  # (in-kernel RoPE: the mma.sync kernel's)
-    if mask is not None or rope or k_view.dtype != q.dtype or v_view.shape[-1] != head_dim or \
+    mla = v_view.shape[-1] != head_dim  # (the Hopper kernel's MLA build is ragged only)
+    if mask is not None or rope or k_view.dtype != q.dtype or (mla and page_size) or \
             not uses_tma_kernel(device, page_size):
         _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size, p, units, scales, pdl, mask,
                          sinks)
         return
-    spec = launch.PAGED_SPECS[(dtype, head_dim, page_size)] if page_size else launch.SM90_SPECS[(dtype, head_dim)]
+    spec = (launch.PAGED_SPECS[(dtype, head_dim, page_size)] if page_size else launch.SM90_MLA_SPECS[dtype] if mla
+            else launch.SM90_SPECS[(dtype, head_dim)])
     kernel = get_kernel(spec, device)
     ctas = min(units, device_info(device).sms)
     paged = {"kv_indices": kv_indices.data_ptr()} if page_size else {}
@@ -149,7 +151,8 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
 
 def uses_tma_kernel(device: int, page_size: int) -> bool:
     """The Hopper kernel runs on sm_90 for ragged K/V and its page sizes; the mma.sync kernel
-    everywhere else (and everywhere with ``MMA_SYNC_ONLY``), and for custom masks."""
+    everywhere else (and everywhere with ``MMA_SYNC_ONLY``), and for custom masks, FP8 K/V,
+    in-kernel RoPE and paged MLA."""
     return not MMA_SYNC_ONLY and device_cc(device) == (9, 0) and (page_size == 0 or page_size in launch.PAGE_SIZES)
 
 

@@ -58,10 +58,11 @@ class PrefillSm90:
     # ------------------------------------------------------------------ #
     # 1. specialisation
     # ------------------------------------------------------------------ #
-    def __init__(self, dtype: str, head_dim: int, page_size: int = 0) -> None:
-        self.contract = launch.sm90_contract(dtype, head_dim, page_size)
+    def __init__(self, dtype: str, head_dim: int, page_size: int = 0, head_dim_vo: int | None = None) -> None:
+        self.contract = launch.sm90_contract(dtype, head_dim, page_size, head_dim_vo)
         self.dtype = cute_dtype(dtype)
-        self.head_dim = head_dim
+        self.head_dim = head_dim  # (q's and k's)
+        self.head_dim_vo = head_dim_vo or head_dim  # (v's and the output's: MLA's 128 under 192)
         # paged: K and V tiles gathered a page (and BOX_COLS columns) a TMA box
         self.page_size = page_size
         self.tile_n = launch.tile_n(head_dim, page_size)
@@ -75,13 +76,13 @@ class PrefillSm90:
                                                  (launch.TILE_M // ROWS, 1, 1), (ROWS, width), a_source)
 
     def _smem_layouts(self):
-        """(Q (128, d, q_stages), K (tile_n, d, k_stages), V (tile_n, d, v_stages)): row-major tiles as
+        """(Q (128, d, q_stages), K (tile_n, d, k_stages), V (tile_n, d_vo, v_stages)): row-major tiles as
         TMA writes them, 128-byte swizzled, K-major for S = Q K^T (V is read through a
         transposed view)."""
         atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, self.dtype)
         q = cute.tile_to_shape(atom, (launch.TILE_M, self.head_dim, self.q_stages), order=(0, 1, 2))
         k = cute.tile_to_shape(atom, (self.tile_n, self.head_dim, self.k_stages), order=(0, 1, 2))
-        v = cute.tile_to_shape(atom, (self.tile_n, self.head_dim, self.v_stages), order=(0, 1, 2))
+        v = cute.tile_to_shape(atom, (self.tile_n, self.head_dim_vo, self.v_stages), order=(0, 1, 2))
         return q, k, v
 
     # ------------------------------------------------------------------ #
@@ -89,7 +90,7 @@ class PrefillSm90:
     # ------------------------------------------------------------------ #
     @cute.jit
     def __call__(self, args: KernelArgs):
-        q_smem, k_smem, _ = self._smem_layouts()
+        q_smem, k_smem, v_smem = self._smem_layouts()
         load = cpasync.CopyBulkTensorTileG2SOp()
         atom_q, tma_q = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.q), cute.slice_(q_smem, (None, None, 0)),
                                                     (launch.TILE_M, self.head_dim))
@@ -101,11 +102,11 @@ class PrefillSm90:
             atom_v, tma_v = cpasync.make_tiled_tma_atom(load, _page_rows_dim_heads_pages(args.v), box,
                                                         (self.page_size, launch.BOX_COLS))
         else:
-            kv_stage = cute.slice_(k_smem, (None, None, 0))  # (V's tiles are laid out alike)
-            atom_k, tma_k = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.k), kv_stage,
-                                                        (self.tile_n, self.head_dim))
-            atom_v, tma_v = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.v), kv_stage,
-                                                        (self.tile_n, self.head_dim))
+            atom_k, tma_k = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.k),
+                                                        cute.slice_(k_smem, (None, None, 0)), (self.tile_n, self.head_dim))
+            atom_v, tma_v = cpasync.make_tiled_tma_atom(load, _tokens_dim_heads(args.v),
+                                                        cute.slice_(v_smem, (None, None, 0)),
+                                                        (self.tile_n, self.head_dim_vo))
         kernel_args.launch(self.kernel, self.contract, args,
                            args.replace(q=(atom_q, tma_q), k=(atom_k, tma_k), v=(atom_v, tma_v)))
 
@@ -140,10 +141,10 @@ class PrefillSm90:
         s_k = storage.s_k.get_tensor(k_smem.outer, swizzle=k_smem.inner)
         s_v = storage.s_v.get_tensor(v_smem.outer, swizzle=v_smem.inner)
         unit_slots = storage.unit_slots.get_tensor(cute.make_layout(UNIT_SLOTS))
-        q_ring = self._ring(storage.q_barriers, self.q_stages, cute.size_in_bytes(self.dtype, cute.slice_(q_smem, (None, None, 0))))
-        tile_bytes = cute.size_in_bytes(self.dtype, cute.slice_(k_smem, (None, None, 0)))
-        k_ring = self._ring(storage.k_barriers, self.k_stages, tile_bytes)
-        v_ring = self._ring(storage.v_barriers, self.v_stages, tile_bytes)
+        stage_bytes = lambda layout: cute.size_in_bytes(self.dtype, cute.slice_(layout, (None, None, 0)))
+        q_ring = self._ring(storage.q_barriers, self.q_stages, stage_bytes(q_smem))
+        k_ring = self._ring(storage.k_barriers, self.k_stages, stage_bytes(k_smem))
+        v_ring = self._ring(storage.v_barriers, self.v_stages, stage_bytes(v_smem))
         pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
         pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
         wait_for_inputs()
@@ -215,7 +216,8 @@ class PrefillSm90:
             t_sk = t_gk = t_sv = t_gv = None
             if const_expr(not self.page_size):
                 t_sk, t_gk = _tma_view(k_atom, s_k, cute.domain_offset((kv_begin, 0, 0), tma_k), (tile_n, d))
-                t_sv, t_gv = _tma_view(v_atom, s_v, cute.domain_offset((kv_begin, 0, 0), tma_v), (tile_n, d))
+                t_sv, t_gv = _tma_view(v_atom, s_v, cute.domain_offset((kv_begin, 0, 0), tma_v),
+                                       (tile_n, self.head_dim_vo))
             for i in cutlass.range(end - first, unroll=1):
                 n = end - 1 - i
                 pages = Int32(0)
@@ -300,9 +302,9 @@ class PrefillSm90:
     @cute.jit
     def _consume(self, args, rings, s_q, s_k, s_v, thread, unit_slots):
         q_ring, k_ring, v_ring = rings
-        d, tile_n = self.head_dim, self.tile_n
+        tile_n = self.tile_n
         mma_qk = self._tiled_mma(tile_n, OperandMajorMode.K, warpgroup.OperandSource.SMEM)
-        mma_pv = self._tiled_mma(d, OperandMajorMode.MN, warpgroup.OperandSource.RMEM)
+        mma_pv = self._tiled_mma(self.head_dim_vo, OperandMajorMode.MN, warpgroup.OperandSource.RMEM)
         # wgmma operands are partitioned per warpgroup, accumulator coordinates per thread
         wg_first = thread // launch.WARPGROUP * launch.WARPGROUP
         wg_qk, wg_pv = mma_qk.get_slice(wg_first), mma_pv.get_slice(wg_first)
@@ -311,9 +313,9 @@ class PrefillSm90:
         frag_v = wg_pv.make_fragment_B(wg_pv.partition_B(_transposed(s_v)))
         frag_p = wg_pv.make_fragment_A(wg_pv.partition_shape_A((launch.TILE_M, tile_n)))
         acc_s = cute.make_rmem_tensor(wg_qk.partition_shape_C((launch.TILE_M, tile_n)), Float32)
-        acc_o = cute.make_rmem_tensor(wg_pv.partition_shape_C((launch.TILE_M, d)), Float32)
+        acc_o = cute.make_rmem_tensor(wg_pv.partition_shape_C((launch.TILE_M, self.head_dim_vo)), Float32)
         coord_s = _rows_view(mma_qk.get_slice(thread).partition_C(cute.make_identity_tensor((launch.TILE_M, tile_n))))
-        coord_o = mma_pv.get_slice(thread).partition_C(cute.make_identity_tensor((launch.TILE_M, d)))
+        coord_o = mma_pv.get_slice(thread).partition_C(cute.make_identity_tensor((launch.TILE_M, self.head_dim_vo)))
         row_max = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         row_sum = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.q_stages)

@@ -7,8 +7,12 @@ head_dim]`` (cuDNN's kernel, FlashAttention-2's, and the one torch picks; ragged
 one SDPA call a request), and FlashInfer's wrapper when it imports. ``single_prefill``:
 single_prefill_with_kv_cache, one request, against the same peers.
 
-FLOPs: 4 * heads * head_dim per visible (query, key) pair, counting L^2 / 2 pairs for a causal
-square request (FlashAttention's and cuDNN's convention); bytes: q, k, v and out once.
+``head_dim_vo`` (0: ``head_dim``): V's and the output's head dim, e.g. 192 / 128 for
+DeepSeek-style MLA prefill.
+
+FLOPs: 2 * heads * (head_dim + head_dim_vo) per visible (query, key) pair, counting L^2 / 2
+pairs for a causal square request (FlashAttention's and cuDNN's convention); bytes: q, k, v and
+out once.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ def _lengths(shape: dict[str, int]) -> list[int]:
         return [seq_len] * batch
     g = torch.Generator().manual_seed(batch * 7919 + seq_len)
     return torch.randint(min(128, seq_len), seq_len + 1, (batch,), generator=g).tolist()
+
+
+def _head_dim_vo(shape: dict[str, int]) -> int:
+    return shape.get("head_dim_vo", 0) or shape["head_dim"]
 
 
 def _indptr(lengths: list[int]) -> torch.Tensor:
@@ -64,7 +72,7 @@ def _sdpa(backend=None):
         causal = state["causal"]
         if state["dense"] is not None:
             dq, dk, dv = state["dense"]
-            return one(dq, dk, dv, causal).transpose(1, 2).reshape(q.shape)
+            return one(dq, dk, dv, causal).transpose(1, 2).reshape(*q.shape[:2], v.shape[2])
         outs = []
         for start, end in zip(state["indptr"][:-1].tolist(), state["indptr"][1:].tolist()):
             outs.append(one(q[start:end].transpose(0, 1)[None], k[start:end].transpose(0, 1)[None],
@@ -89,12 +97,19 @@ class BatchPrefill(Routine):
         ShapeFlag("ragged", (0,), (0,), "1: lengths uniform in [128, seq_len]", minimum=0),
         ShapeFlag("page_size", (0,), (0,), "0: contiguous K/V; 16, 32, 64: cutefi reads a paged cache (NHD, "
                   "pages shuffled) with BatchPrefillWithPagedKVCacheWrapper", minimum=0),
+        ShapeFlag("head_dim_vo", (0,), (0,), "V's head dimension (0: head_dim; 128 with head_dim 192: MLA)",
+                  minimum=0),
     )
 
     def check_shape(self, shape: dict[str, int]) -> None:
-        check_attention_heads(shape)
+        mla = (shape["head_dim"], _head_dim_vo(shape)) == (192, 128)
+        check_attention_heads({**shape, "head_dim": 128} if mla else shape)
+        if _head_dim_vo(shape) != shape["head_dim"] and not mla:
+            raise BenchInputError("head_dim_vo must be 0 (head_dim), or 128 with head_dim 192 (MLA)")
         if shape.get("page_size", 0) not in (0, 16, 32, 64):
             raise BenchInputError("page_size must be 0 (contiguous K/V), 16, 32 or 64")
+        if mla and shape.get("page_size", 0):
+            raise BenchInputError("head_dim_vo != head_dim (MLA) runs on contiguous K/V only (page_size 0)")
 
     def backends(self) -> dict[str, Backend]:
         sdpa = torch.nn.attention.SDPBackend
@@ -110,17 +125,17 @@ class BatchPrefill(Routine):
 
     def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
         lengths = _lengths(shape)
-        heads, kv_heads, d = shape["qo_heads"], shape["kv_heads"], shape["head_dim"]
+        heads, kv_heads, d, d_vo = shape["qo_heads"], shape["kv_heads"], shape["head_dim"], _head_dim_vo(shape)
         total = sum(lengths)
         q = randn(total, heads, d, dtype=dtype)
         k = randn(total, kv_heads, d, dtype=dtype)
-        v = randn(total, kv_heads, d, dtype=dtype)
+        v = randn(total, kv_heads, d_vo, dtype=dtype)
         indptr = _indptr(lengths)
         causal = bool(shape["causal"])
         dense = None
         if len(set(lengths)) == 1:  # the peers' padded batch: the same memory, [b, heads, L, d] views
             b, n = len(lengths), lengths[0]
-            dense = tuple(t.view(b, n, t.shape[1], d).transpose(1, 2) for t in (q, k, v))
+            dense = tuple(t.view(b, n, *t.shape[1:]).transpose(1, 2) for t in (q, k, v))
         state: dict[str, Any] = {"indptr": indptr, "causal": causal, "dense": dense, "lengths": lengths}
         workspace = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
         page_size = shape.get("page_size", 0)
@@ -132,13 +147,14 @@ class BatchPrefill(Routine):
             state["cutefi"] = lambda q, k, v: wrapper.run(q, cache)
         else:
             wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(workspace)
-            wrapper.plan(indptr, indptr, heads, kv_heads, d, causal=causal, q_data_type=dtype)
+            wrapper.plan(indptr, indptr, heads, kv_heads, d, head_dim_vo=d_vo, causal=causal, q_data_type=dtype)
             state["cutefi"] = wrapper.run
         flashinfer = flashinfer_module()
         if flashinfer is not None:
             fi = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8,
                                                                              device="cuda"))
-            fi.plan(indptr.cuda(), indptr.cuda(), heads, kv_heads, d, causal=causal, q_data_type=dtype)
+            fi.plan(indptr.cuda(), indptr.cuda(), heads, kv_heads, d, head_dim_vo=d_vo, causal=causal,
+                    q_data_type=dtype)
             state["flashinfer"] = fi
         return state, q, k, v
 
@@ -147,7 +163,7 @@ class BatchPrefill(Routine):
         16k request would not fit)."""
         state, q, k, v = inputs
         group = shape["qo_heads"] // shape["kv_heads"]
-        out = torch.empty(q.shape, device="cuda")
+        out = torch.empty(*q.shape[:2], v.shape[2], device="cuda")
         scale = q.shape[-1] ** -0.5
         indptr = state["indptr"].tolist()
         for start, end in zip(indptr[:-1], indptr[1:]):
@@ -169,10 +185,11 @@ class BatchPrefill(Routine):
         elem = torch.empty((), dtype=dtype).element_size()
         lengths = _lengths(shape)
         pairs = sum(n * n for n in lengths) / (2 if shape["causal"] else 1)
-        flops = int(4 * pairs * shape["qo_heads"] * shape["head_dim"])
+        d, d_vo = shape["head_dim"], _head_dim_vo(shape)
+        flops = int(2 * pairs * shape["qo_heads"] * (d + d_vo))
         tokens = sum(lengths)
-        qo_bytes = 2 * tokens * shape["qo_heads"] * shape["head_dim"] * elem
-        kv_bytes = 2 * tokens * shape["kv_heads"] * shape["head_dim"] * elem
+        qo_bytes = tokens * shape["qo_heads"] * (d + d_vo) * elem
+        kv_bytes = tokens * shape["kv_heads"] * (d + d_vo) * elem
         return Cost(bytes=qo_bytes + kv_bytes, flops=flops)
 
 
