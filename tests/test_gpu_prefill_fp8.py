@@ -1,6 +1,7 @@
 """FP8 KV caches (float8_e4m3fn / float8_e5m2) and FlashInfer's q_scale / k_scale / v_scale on
-the GPU: the mma.sync kernel widens K and V in shared memory on every GPU (Hopper included);
-the float32 reference reads the same FP8 values (``reference`` upcasts k and v), scaled as
+the GPU, each test twice: the mma.sync kernel widening K and V in shared memory (every GPU), and
+K/V widened in a copy for Hopper's TMA kernel (``ops.FP8_WIDEN_ROWS`` 0: every plan; elsewhere
+the mma.sync kernel again); the float32 reference reads the same FP8 values (``reference`` upcasts k and v), scaled as
 FlashInfer defines them: sm_scale * q_scale * k_scale on the scores, v_scale on the output."""
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ from test_gpu_prefill_paged import _paged
 
 __all__ = ["pytestmark"]
 FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
+
+
+@pytest.fixture(autouse=True, params=["in_kernel", "widened"])
+def _widen(request, monkeypatch):
+    monkeypatch.setattr(ops, "FP8_WIDEN_ROWS", 0 if request.param == "widened" else 1 << 30)
 
 
 def _fp8(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -66,6 +72,38 @@ def test_paged_fp8_kv(kv_dtype, page_size):
     out = wrapper.run(q, paged8, v_scale=0.5)
     ref, _ = _ragged_reference(q, k8, v8, qo_indptr, kv_indptr, True)
     _check(out, None, ref * 0.5, None)
+
+
+def test_paged_fp8_cuda_graph_replay_after_replan():
+    """A captured FP8 run replays after a plan with new lengths and page order (graph-mode
+    plans keep FP8 pages FP8, on the mma.sync kernel: a widened copy of one plan's pages would
+    not serve the next)."""
+    lens_q, lens_kv = [100, 1, 300], [400, 50, 300]
+    q, k, v, qo_indptr, kv_indptr, paged, page_indptr, indices, last = _paged(lens_q, lens_kv, 8, 8, 128, 32,
+                                                                               "NHD", 5, fused=True)
+    paged8 = _fp8(paged, torch.float8_e4m3fn)
+    indices_buf = torch.empty(4096, dtype=torch.int32, device="cuda")
+    wrapper = cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"),
+                                                         use_cuda_graph=True, paged_kv_indices_buf=indices_buf)
+    plan = dict(causal=True, q_data_type=torch.bfloat16, kv_data_type=torch.float8_e4m3fn)
+    wrapper.plan(qo_indptr, page_indptr, indices, last, 8, 8, 128, 32, **plan)
+    out = torch.full_like(q, float("nan"))
+    wrapper.run(q, paged8, out=out, k_scale=0.5)
+    fp8 = lambda t: _fp8(t, torch.float8_e4m3fn)
+    _check(out, None, *_ragged_reference(q * 0.5, fp8(k), fp8(v), qo_indptr, kv_indptr, True))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        wrapper.run(q, paged8, out=out, k_scale=0.5)
+    lens_kv2 = [300, 60, 390]
+    q2, k2, v2, qo2, kv2, paged2, page_indptr2, indices2, last2 = _paged(lens_q, lens_kv2, 8, 8, 128, 32, "NHD", 6,
+                                                                         fused=True)
+    paged8[:paged2.shape[0]].copy_(_fp8(paged2, torch.float8_e4m3fn))
+    q.copy_(q2)
+    wrapper.plan(qo2, page_indptr2, indices2, last2, 8, 8, 128, 32, **plan)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _check(out, None, *_ragged_reference(q2 * 0.5, fp8(k2), fp8(v2), qo2, kv2, True))
 
 
 def test_scales_on_sixteen_bit_kv():

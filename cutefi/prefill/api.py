@@ -11,10 +11,13 @@ are aligned to the end of each KV (append: the queries are the last ``qo_len`` o
 (FlashInfer's; merge with ``cutefi.merge_state``). Grouped heads (GQA/MQA): q head ``h`` reads
 kv head ``h // group``. Checks and the launch: ``ops.py``.
 
-Custom masks (``masks.py``; they replace the causal mask, as in FlashInfer) and FP8 K/V run on
-the mma.sync kernel on every GPU, as does in-kernel RoPE (``pos_encoding_mode="ROPE_LLAMA"``);
-MLA prefill (head_dim_qk 192, head_dim_vo 128; ragged K/V) and attention sinks
-(``run(sinks=)``) run on both kernels. Not yet: ALiBi and other head_dim_vo != head_dim_qk pairs: each is refused with an error naming it.
+Custom masks (``masks.py``; they replace the causal mask, as in FlashInfer) run on the mma.sync
+kernel on every GPU, as does in-kernel RoPE (``pos_encoding_mode="ROPE_LLAMA"``). FP8 K/V run on
+the mma.sync kernel (widened in shared memory), or on Hopper, where each KV token serves enough q
+rows (``ops.FP8_WIDEN_ROWS``), widened to q's dtype in a copy for the TMA kernel. MLA prefill
+(head_dim_qk 192, head_dim_vo 128; ragged K/V) and attention sinks (``run(sinks=)``) run on both
+kernels. Not yet: ALiBi and other head_dim_vo != head_dim_qk pairs: each is refused with an error
+naming it.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ..jit.policy import Family
 from . import launch, plan
 from .masks import plan_mask, single_mask
 from .ops import (RAGGED_OP, SIZES, _check_options, _check_qkv, _output, _rows_aligned, _scales, check_sinks,
-                  host_indptr, launch_ragged, plan_options, rope_scales, run_scales, stream_counter)
+                  fp8_widen, host_indptr, launch_ragged, plan_options, rope_scales, run_scales, stream_counter)
 from .paged import BatchPrefillWithPagedKVCacheWrapper
 from .wrapper import PrefillWrapperBase
 
@@ -67,8 +70,10 @@ def _single(q, k, v, out, lse, mask, causal: bool, kv_layout: str, window_left: 
     kv_len = k.shape[0 if kv_layout == "NHD" else 1]
     work, pairs = _SINGLE_WORK.get(device, q.shape[0], kv_len, causal, window_left, q.shape[2])
     heads, kv_heads = q.shape[1], k.shape[1 if kv_layout == "NHD" else 0]
+    group = heads // kv_heads
     launch_ragged(q, k, v, out, lse, work, stream_counter(device), mask, None, kv_layout,
-                  [pairs, heads, heads // kv_heads, int(causal), window_left], scales, pdl)
+                  [pairs, heads, group, int(causal), window_left, fp8_widen(k.dtype, q.dtype, q.shape[0] * group, 1)],
+                  scales, pdl)
 
 
 _SINGLE_OP = define("single_prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, Tensor? mask, "
@@ -148,7 +153,10 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
         part = plan.partition(qo_host, kv_host, bool(options["causal"]), options["window_left"], options["head_dim"],
                               mask_begin)
         pairs = self._buffer.upload(part, qo_host.shape[0] - 1, int(qo_host[-1]), bool(non_blocking))
-        self._plan = dict(options, pairs=pairs, total_q=int(qo_host[-1]), total_kv=int(kv_host[-1]), mask=mask)
+        widen = fp8_widen(options["kv_dtype"], options["q_dtype"], int(qo_host[-1]) * options["group"],
+                          qo_host.shape[0] - 1)
+        self._plan = dict(options, pairs=pairs, total_q=int(qo_host[-1]), total_kv=int(kv_host[-1]), mask=mask,
+                          widen=widen)
 
     begin_forward = plan
 

@@ -26,8 +26,15 @@ KV_LAYOUTS = ("NHD", "HND")
 # run the mma.sync kernel on Hopper too (tests and benchmarks of that kernel on an H100/H200)
 MMA_SYNC_ONLY = os.environ.get("CUTEFI_PREFILL_MMA_SYNC", "") == "1"
 SOFTWARE_FP8 = False  # (tests: the sm_80/86 e4m3 widening build where it has one)
-# the scalars of a launch the op carries, in order
-SIZES = ("pairs", "heads", "group", "causal", "window_left")
+# FP8 K/V on Hopper: widened to q's dtype before the TMA kernel (a copy of the ragged K/V, or of
+# the plan's pages) where a KV token serves at least this many q rows (qo_len x group, the
+# batch's mean): enough for the TMA kernel's speed (~2.7x the mma.sync kernel's) to repay the
+# copy (torch's cast: ~0.8 ns a token and kv head of d128 K and V on the H200, break-even near
+# 460 rows); below it, the mma.sync kernel widens in shared memory
+FP8_WIDEN_ROWS = 512
+# the scalars of a launch the op carries, in order ("widen": -1, FP8 K/V stay FP8; otherwise
+# they are widened for Hopper's kernel: 0 ragged, n > 0 the first n page-table entries)
+SIZES = ("pairs", "heads", "group", "causal", "window_left", "widen")
 
 
 # ---- argument checks -----------------------------------------------------------------------------
@@ -127,8 +134,10 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
     dtype, head_dim = name_of(q.dtype), q.shape[2]
     rope = scales[3] > 0  # (in-kernel RoPE: the mma.sync kernel's)
     mla = v_view.shape[-1] != head_dim  # (the Hopper kernel's MLA build is ragged only)
-    if mask is not None or rope or k_view.dtype != q.dtype or (mla and page_size) or \
-            not uses_tma_kernel(device, page_size):
+    tma = mask is None and not rope and not (mla and page_size) and uses_tma_kernel(device, page_size)
+    if tma and k_view.dtype != q.dtype and p.get("widen", -1) >= 0:
+        k_view, v_view, kv_indices = _widened(q.dtype, k_view, v_view, kv_indices, page_size, p["widen"])
+    if not tma or k_view.dtype != q.dtype:
         _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size, p, units, scales, pdl, mask,
                          sinks)
         return
@@ -147,6 +156,27 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
                   lse_stride_head=lse.stride(1) if lse is not None else 0, **paged)
     if scales[2] != 1.0:  # (v_scale: the Hopper kernel has no output multiplier)
         out.mul_(scales[2])
+
+
+def _widened(dtype: torch.dtype, k_view: torch.Tensor, v_view: torch.Tensor, kv_indices, page_size: int,
+              entries: int):
+    """FP8 K/V as ``dtype`` copies for the TMA kernel: the ragged views whole (their strides
+    kept), or the pages of the first ``entries`` page-table entries, gathered in entry order
+    (ids clamped to the cache; entry e becomes page e)."""
+    if not page_size:
+        return k_view.to(dtype), v_view.to(dtype), kv_indices
+    ids = kv_indices[:entries].long().clamp(0, k_view.shape[0] - 1)
+    order = torch.arange(entries, dtype=torch.int32, device=kv_indices.device)
+    return k_view.index_select(0, ids).to(dtype), v_view.index_select(0, ids).to(dtype), order
+
+
+def fp8_widen(kv_dtype: torch.dtype, q_dtype: torch.dtype, rows: int, requests: int, entries: int | None = None) -> int:
+    """A plan's ``widen`` size (``SIZES``): whether ``rows`` q rows a kv head (qo tokens x
+    group) over ``requests`` requests make FP8 K/V worth widening for Hopper's kernel;
+    ``entries``: a paged plan's page-table entries (None: ragged K/V)."""
+    if kv_dtype == q_dtype or rows < FP8_WIDEN_ROWS * max(requests, 1) or entries == 0:
+        return -1
+    return entries or 0
 
 
 def uses_tma_kernel(device: int, page_size: int) -> bool:

@@ -22,8 +22,8 @@ from ..attention.plan import check_i32
 from ..jit.logs import api_log
 from . import launch, plan
 from .masks import plan_mask
-from .ops import (PAGED_OP, SIZES, _check_options, _output, _rows_aligned, check_sinks, host_indptr, launch_paged,
-                  plan_options, run_scales)
+from .ops import (PAGED_OP, SIZES, _check_options, _output, _rows_aligned, check_sinks, fp8_widen, host_indptr,
+                  launch_paged, plan_options, run_scales)
 from .wrapper import PrefillWrapperBase
 
 
@@ -101,8 +101,12 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
         part = plan.partition_requests(qo_host, kv_host[:-1], kv_len, bool(options["causal"]), options["window_left"],
                                        launch.plan_tile_n(options["head_dim"], page_size), mask_begin)
         pairs = self._buffer.upload(part, batch, int(qo_host[-1]), bool(non_blocking))
+        # (CUDA graphs: FP8 pages stay FP8, on the mma.sync kernel: a captured copy of this plan's
+        # pages would not serve a later plan's)
+        entries = 0 if self._buffer.use_cuda_graph else int(kv_host[-1])
+        widen = fp8_widen(options["kv_dtype"], options["q_dtype"], int(qo_host[-1]) * options["group"], batch, entries)
         self._plan = dict(options, pairs=pairs, page_size=page_size, total_q=int(qo_host[-1]), indices=indices,
-                          mask=mask)
+                          mask=mask, widen=widen)
 
     begin_forward = plan
 

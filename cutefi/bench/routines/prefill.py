@@ -8,7 +8,8 @@ one SDPA call a request), and FlashInfer's wrapper when it imports. ``single_pre
 single_prefill_with_kv_cache, one request, against the same peers.
 
 ``head_dim_vo`` (0: ``head_dim``): V's and the output's head dim, e.g. 192 / 128 for
-DeepSeek-style MLA prefill.
+DeepSeek-style MLA prefill. ``kv_fp8=1`` (``=2``): cutefi's K/V hold float8_e4m3fn
+(float8_e5m2) codes with k_scale and v_scale; the peers read the same values in q's type.
 
 FLOPs: 2 * heads * (head_dim + head_dim_vo) per visible (query, key) pair, counting L^2 / 2
 pairs for a causal square request (FlashAttention's and cuDNN's convention); bytes: q, k, v and
@@ -32,6 +33,9 @@ def _lengths(shape: dict[str, int]) -> list[int]:
         return [seq_len] * batch
     g = torch.Generator().manual_seed(batch * 7919 + seq_len)
     return torch.randint(min(128, seq_len), seq_len + 1, (batch,), generator=g).tolist()
+
+
+_FP8 = (None, torch.float8_e4m3fn, torch.float8_e5m2)  # by the kv_fp8 flag
 
 
 def _head_dim_vo(shape: dict[str, int]) -> int:
@@ -99,6 +103,7 @@ class BatchPrefill(Routine):
                   "pages shuffled) with BatchPrefillWithPagedKVCacheWrapper", minimum=0),
         ShapeFlag("head_dim_vo", (0,), (0,), "V's head dimension (0: head_dim; 128 with head_dim 192: MLA)",
                   minimum=0),
+        ShapeFlag("kv_fp8", (0,), (0,), "1: float8_e4m3fn K/V for cutefi, 2: float8_e5m2 (0: q's type)", minimum=0),
     )
 
     def check_shape(self, shape: dict[str, int]) -> None:
@@ -108,6 +113,8 @@ class BatchPrefill(Routine):
             raise BenchInputError("head_dim_vo must be 0 (head_dim), or 128 with head_dim 192 (MLA)")
         if shape.get("page_size", 0) not in (0, 16, 32, 64):
             raise BenchInputError("page_size must be 0 (contiguous K/V), 16, 32 or 64")
+        if shape.get("kv_fp8", 0) not in range(len(_FP8)):
+            raise BenchInputError("kv_fp8 must be 0, 1 (e4m3) or 2 (e5m2)")
         if mla and shape.get("page_size", 0):
             raise BenchInputError("head_dim_vo != head_dim (MLA) runs on contiguous K/V only (page_size 0)")
 
@@ -130,6 +137,14 @@ class BatchPrefill(Routine):
         q = randn(total, heads, d, dtype=dtype)
         k = randn(total, kv_heads, d, dtype=dtype)
         v = randn(total, kv_heads, d_vo, dtype=dtype)
+        kv_dtype = _FP8[shape.get("kv_fp8", 0)] or dtype
+        scales: dict[str, float] = {}
+        k_run, v_run = k, v  # (cutefi's K/V)
+        if kv_dtype != dtype:  # the peers and the reference see the FP8 values (times the scales)
+            scales = {"k_scale": 0.5, "v_scale": 0.25}
+            k_run, v_run = (k * 2).to(kv_dtype), (v * 4).to(kv_dtype)
+            k.copy_(k_run.to(dtype) * 0.5)
+            v.copy_(v_run.to(dtype) * 0.25)
         indptr = _indptr(lengths)
         causal = bool(shape["causal"])
         dense = None
@@ -141,14 +156,17 @@ class BatchPrefill(Routine):
         page_size = shape.get("page_size", 0)
         if page_size:  # the same K/V in shuffled pages (FlashInfer's paged layout)
             wrapper = cutefi.BatchPrefillWithPagedKVCacheWrapper(workspace)
-            cache, page_indptr, indices, last = _paged_cache(k, v, lengths, page_size)
+            codes = (k_run.view(torch.uint8), v_run.view(torch.uint8)) if kv_dtype != dtype else (k_run, v_run)
+            cache, page_indptr, indices, last = _paged_cache(*codes, lengths, page_size)
+            cache = cache.view(kv_dtype)  # (FP8 pages built as bytes: index_put takes no float8)
             wrapper.plan(indptr, page_indptr, indices, last, heads, kv_heads, d, page_size, causal=causal,
-                         q_data_type=dtype)
-            state["cutefi"] = lambda q, k, v: wrapper.run(q, cache)
+                         q_data_type=dtype, kv_data_type=kv_dtype)
+            state["cutefi"] = lambda q, k, v: wrapper.run(q, cache, **scales)
         else:
             wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(workspace)
-            wrapper.plan(indptr, indptr, heads, kv_heads, d, head_dim_vo=d_vo, causal=causal, q_data_type=dtype)
-            state["cutefi"] = wrapper.run
+            wrapper.plan(indptr, indptr, heads, kv_heads, d, head_dim_vo=d_vo, causal=causal, q_data_type=dtype,
+                         kv_data_type=kv_dtype)
+            state["cutefi"] = lambda q, k, v: wrapper.run(q, k_run, v_run, **scales)
         flashinfer = flashinfer_module()
         if flashinfer is not None:
             fi = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8,
@@ -189,7 +207,7 @@ class BatchPrefill(Routine):
         flops = int(2 * pairs * shape["qo_heads"] * (d + d_vo))
         tokens = sum(lengths)
         qo_bytes = tokens * shape["qo_heads"] * (d + d_vo) * elem
-        kv_bytes = tokens * shape["kv_heads"] * (d + d_vo) * elem
+        kv_bytes = tokens * shape["kv_heads"] * (d + d_vo) * (1 if shape.get("kv_fp8") else elem)
         return Cost(bytes=qo_bytes + kv_bytes, flops=flops)
 
 
