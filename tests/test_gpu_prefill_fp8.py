@@ -106,6 +106,28 @@ def test_paged_fp8_cuda_graph_replay_after_replan():
     _check(out, None, *_ragged_reference(q2 * 0.5, fp8(k2), fp8(v2), qo2, kv2, True))
 
 
+@pytest.mark.parametrize("kv_dtype", FP8)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_widen_kernel_is_exact(kv_dtype, dtype):
+    """The widening kernel against torch's cast, bit for bit: ragged K/V as strided views of a
+    fused buffer, and pages gathered through a page table with ids outside the cache."""
+    if not ops.uses_tma_kernel(torch.cuda.current_device(), 0):
+        pytest.skip("the widening kernel serves Hopper's TMA kernel")
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    fused = (torch.randn(300, 3, 4, 128, device="cuda", generator=gen) * 8).to(kv_dtype)  # [tokens, qkv, heads, d]
+    k, v = fused[:, 1], fused[:, 2]
+    k_out, v_out, _ = ops._widened(dtype, k.transpose(0, 1), v.transpose(0, 1), None, 0, 0, False)
+    assert torch.equal(k_out.transpose(0, 1), k.to(dtype)) and torch.equal(v_out.transpose(0, 1), v.to(dtype))
+    cache = (torch.randn(10, 2, 16, 4, 64, device="cuda", generator=gen) * 8).to(kv_dtype)  # NHD pages
+    ids = torch.tensor([3, 7, 0, 12, -1, 9], dtype=torch.int32, device="cuda")
+    k_pages, v_pages = cache[:, 0].transpose(1, 2), cache[:, 1].transpose(1, 2)  # [pages, heads, rows, d]
+    k_out, v_out, order = ops._widened(dtype, k_pages, v_pages, ids, 16, 5, False)
+    kept = ids[:5].long().clamp(0, 9)
+    gather = lambda pages: pages.contiguous().view(torch.uint8)[kept].view(kv_dtype).to(dtype)  # (no float8 index)
+    assert torch.equal(k_out, gather(k_pages)) and torch.equal(v_out, gather(v_pages))
+    assert order.tolist() == [0, 1, 2, 3, 4]
+
+
 def test_scales_on_sixteen_bit_kv():
     """q_scale, k_scale and v_scale apply to bf16 caches too (Hopper's kernel: v_scale after)."""
     q, k, v, qo_indptr, kv_indptr = _ragged([100, 3], [120, 40], 4, 4, 64, torch.bfloat16, 5)

@@ -17,6 +17,18 @@ from cutefi.prefill import launch, plan
 from conftest import requires_dsl
 
 
+def _sass(spec, arch: str) -> str:
+    """The SASS of ``spec`` built for ``arch`` (skips where no disassembler is installed)."""
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
+    from cutefi.jit.targets import Target
+
+    try:
+        return disassemble(build(spec, Target.parse(arch)).cubin)
+    except DisassemblerNotFoundError as error:
+        pytest.skip(str(error))
+
+
 def _visible_tiles(qo_len, kv_len, m_block, causal, window_left, tile_n):
     """The KV tiles holding a key some row of the q tile sees, by brute force."""
     rows = np.arange(m_block * launch.TILE_M, min((m_block + 1) * launch.TILE_M, qo_len)) + kv_len - qo_len
@@ -93,16 +105,8 @@ def test_checks_before_the_device():
 def test_sm90_sass(head_dim, head_dim_vo):
     """Ragged builds (and MLA's, head_dim_qk 192 with head_dim_vo 128): both GEMMs on HGMMA,
     Q/K/V by TMA, no local memory."""
-    from cutefi.jit.compile import build
-    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
-    from cutefi.jit.targets import Target
-
     spec = launch.SM90_SPECS[("bf16", head_dim)] if head_dim == head_dim_vo else launch.SM90_MLA_SPECS["bf16"]
-    artifact = build(spec, Target.parse("9.0a"))
-    try:
-        sass = disassemble(artifact.cubin)
-    except DisassemblerNotFoundError as error:
-        pytest.skip(str(error))
+    sass = _sass(spec, "9.0a")
     tile_n = launch.tile_n(head_dim)
     qk = re.findall(r"\bHGMMA\.64x%dx16\.F32\.BF16 R\d+, gdesc" % tile_n, sass)  # S = Q K^T: smem operands
     pv = re.findall(r"\bHGMMA\.64x%dx16\.F32\.BF16 R\d+, R\d+" % head_dim_vo, sass)  # O += P V: P from registers
@@ -119,15 +123,7 @@ def test_sm90_sass(head_dim, head_dim_vo):
 def test_paged_sm90_sass(head_dim, page_size):
     """Paged builds: a TMA box per page and 64 head-dim columns (4-D: the cache's pages, kv
     heads, page rows, head dim), the same wgmmas, no local memory."""
-    from cutefi.jit.compile import build
-    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
-    from cutefi.jit.targets import Target
-
-    artifact = build(launch.PAGED_SPECS[("bf16", head_dim, page_size)], Target.parse("9.0a"))
-    try:
-        sass = disassemble(artifact.cubin)
-    except DisassemblerNotFoundError as error:
-        pytest.skip(str(error))
+    sass = _sass(launch.PAGED_SPECS[("bf16", head_dim, page_size)], "9.0a")
     tile_n = launch.tile_n(head_dim, page_size)
     assert tile_n % page_size == 0
     assert len(re.findall(r"\bHGMMA\.64x%dx16\.F32\.BF16 R\d+, gdesc" % tile_n, sass)) == 2 * head_dim // 16
@@ -150,15 +146,7 @@ def test_sm80_sass(arch, head_dim):
     """The mma.sync kernel builds for the family's targets (Blackwell included: compiled here,
     never run): per KV tile, S = Q K^T and O += P V on HMMA.16816 (tile_n / 8 x head_dim / 16
     MMAs each a warp), K/V and Q by cp.async (LDGSTS), fragments by ldmatrix, no local memory."""
-    from cutefi.jit.compile import build
-    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
-    from cutefi.jit.targets import Target
-
-    artifact = build(launch.SM80_SPECS[("bf16", head_dim)], Target.parse(arch))
-    try:
-        sass = disassemble(artifact.cubin)
-    except DisassemblerNotFoundError as error:
-        pytest.skip(str(error))
+    sass = _sass(launch.SM80_SPECS[("bf16", head_dim)], arch)
     tile_n = launch.SM80_TILE_N[head_dim]
     assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", sass)) == 2 * (tile_n // 8) * (head_dim // 16)
     passes = lambda rows: rows * head_dim // 8 // launch.SM80_THREADS
@@ -196,15 +184,7 @@ def test_masks_pack_like_segment_packbits():
 def test_sm80_fp8_kv_sass(arch, kv_dtype):
     """FP8 K/V builds: the same HMMAs on f16/bf16 operands widened in shared memory (sm_89+
     e4m3 by F2FP.F16.E4M3, sm_80 by integer ops), no local memory."""
-    from cutefi.jit.compile import build
-    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
-    from cutefi.jit.targets import Target
-
-    artifact = build(launch.SM80_FP8_SPECS[("bf16", 128, kv_dtype)], Target.parse(arch))
-    try:
-        sass = disassemble(artifact.cubin)
-    except DisassemblerNotFoundError as error:
-        pytest.skip(str(error))
+    sass = _sass(launch.SM80_FP8_SPECS[("bf16", 128, kv_dtype)], arch)
     assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", sass)) == 2 * (64 // 8) * (128 // 16)
     hardware = re.findall(r"\bF2FP\.F16\.E4M3\.UNPACK_B\b", sass)
     assert bool(hardware) == (kv_dtype == "fp8e4m3" and arch != "8.0"), len(hardware)
@@ -216,15 +196,7 @@ def test_sm80_fp8_kv_sass(arch, kv_dtype):
 def test_sm80_mla_sass(arch):
     """MLA builds (head_dim_qk 192, head_dim_vo 128): S over 12 K blocks, P V over 16 n-tiles
     of V, Q and K rows of 24 pieces spread over the threads, no local memory."""
-    from cutefi.jit.compile import build
-    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
-    from cutefi.jit.targets import Target
-
-    artifact = build(launch.SM80_MLA_SPECS["bf16"], Target.parse(arch))
-    try:
-        sass = disassemble(artifact.cubin)
-    except DisassemblerNotFoundError as error:
-        pytest.skip(str(error))
+    sass = _sass(launch.SM80_MLA_SPECS["bf16"], arch)
     tile_n = launch.SM80_TILE_N[192]
     mmas = (tile_n // 8) * (192 // 16) + (128 // 8) * (tile_n // 16)
     assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", sass)) == mmas
@@ -244,3 +216,14 @@ def test_fp8_widen_decision():
     assert ops.fp8_widen(e4m3, bf16, 2 * rows, 2) == 0  # ragged: the whole K/V
     assert ops.fp8_widen(e4m3, bf16, 2 * rows, 2, entries=7) == 7  # paged: the plan's entries
     assert ops.fp8_widen(e4m3, bf16, 2 * rows, 2, entries=0) == -1
+
+
+@requires_dsl
+@pytest.mark.parametrize("dtype,kv_dtype", [("bf16", "fp8e4m3"), ("fp16", "fp8e5m2")])
+def test_widen_kv_sass(dtype, kv_dtype):
+    """The FP8 widening kernel: one 128-bit load and two 128-bit stores a thread, e4m3 through
+    the hardware conversion, no local memory."""
+    sass = _sass(launch.WIDEN_SPECS[(dtype, kv_dtype)], "9.0a")
+    assert len(re.findall(r"\bLDG\.E\.128\b", sass)) == 1 and len(re.findall(r"\bSTG\.E\.128\b", sass)) == 2
+    assert len(re.findall(r"\bF2FP\.F16\.E4M3\.UNPACK_B\b", sass)) == (8 if kv_dtype == "fp8e4m3" else 0)
+    assert not re.search(r"\b(LDL|STL)\b", sass)

@@ -246,9 +246,41 @@ SM90_MLA_SPECS = {
                            head_dim=MLA_HEAD_DIMS[0], head_dim_vo=MLA_HEAD_DIMS[1])
     for dtype in DTYPES
 }
+# ---- prefill.widen_kv: FP8 K/V widened for the Hopper kernel (``widen_kernel.py``) ----------------
+WIDEN_THREADS = 256
+WIDEN_STRIDES = tuple(f"{which}_{name}_stride" for which in "kv" for name in ("outer", "a", "b"))
+
+
+def widen_contract(dtype: str, kv_dtype: str) -> LaunchContract:
+    """K and V (grid y 0 and 1) widened from ``kv_dtype`` codes to ``dtype``: ``rows`` dense
+    output rows of ``head_dim`` (a multiple of 16) from source rows at byte strides (multiples
+    of 16) over (outer, a, b); ``paged``: outer ``o`` is page ``ids[o]`` (clamped to the
+    ``sources`` pages of the cache)."""
+    if dtype not in DTYPES or kv_dtype not in KV_FP8:
+        raise ValueError(f"prefill.widen_kv builds are {DTYPES} x {KV_FP8}; got {dtype}, {kv_dtype}")
+    return LaunchContract(
+        params=(Param("k_src", "ptr", "i32", 16), Param("v_src", "ptr", "i32", 16), Param("k_dst", "ptr", "i32", 16),
+                Param("v_dst", "ptr", "i32", 16), Param("ids", "ptr", "i32", 4),
+                *scalars("i32", "rows", "head_dim", "inner_a", "inner_b", "paged", "sources"),
+                *scalars("i64", *WIDEN_STRIDES)),
+        block=(WIDEN_THREADS, 1, 1),
+        grid=lambda p: ((p["rows"] * (p["head_dim"] // 16) + WIDEN_THREADS - 1) // WIDEN_THREADS, 2, 1),
+        sample={"rows": 4096 * 8, "head_dim": 128, "inner_a": 8, "inner_b": 1, "paged": 0, "sources": 4096,
+                **{name: 1024 for name in WIDEN_STRIDES}},
+        entry=f"cutefi_prefill_widen_{kv_dtype}_to_{dtype}",
+        pdl=True,
+    )
+
+
+WIDEN_SPECS = {
+    (dtype, kv_dtype): KernelSpec.make("prefill.widen_kv", "cute", "cutefi.prefill.widen_kernel:WidenKv",
+                                       "cutefi.prefill.launch:widen_contract", Family.WGMMA, dtype=dtype,
+                                       kv_dtype=kv_dtype)
+    for dtype in DTYPES for kv_dtype in KV_FP8
+}
 # a test build: sm_80/86's integer e4m3 widening, run where the hardware converts (the H200's tests)
 SM80_SOFTWARE_FP8_SPEC = KernelSpec.make(
     "prefill.sm80", "cute", "cutefi.prefill.sm80_kernel:PrefillSm80", "cutefi.prefill.launch:sm80_contract",
     Family.MMA_SYNC, dtype="bf16", head_dim=128, kv_dtype="fp8e4m3", software_fp8=True)
 register(*SM90_SPECS.values(), *PAGED_SPECS.values(), *SM80_SPECS.values(), *SM80_FP8_SPECS.values(),
-         *SM80_MLA_SPECS.values(), *SM90_MLA_SPECS.values(), SM80_SOFTWARE_FP8_SPEC)
+         *SM80_MLA_SPECS.values(), *SM90_MLA_SPECS.values(), *WIDEN_SPECS.values(), SM80_SOFTWARE_FP8_SPEC)

@@ -26,12 +26,12 @@ KV_LAYOUTS = ("NHD", "HND")
 # run the mma.sync kernel on Hopper too (tests and benchmarks of that kernel on an H100/H200)
 MMA_SYNC_ONLY = os.environ.get("CUTEFI_PREFILL_MMA_SYNC", "") == "1"
 SOFTWARE_FP8 = False  # (tests: the sm_80/86 e4m3 widening build where it has one)
-# FP8 K/V on Hopper: widened to q's dtype before the TMA kernel (a copy of the ragged K/V, or of
-# the plan's pages) where a KV token serves at least this many q rows (qo_len x group, the
-# batch's mean): enough for the TMA kernel's speed (~2.7x the mma.sync kernel's) to repay the
-# copy (torch's cast: ~0.8 ns a token and kv head of d128 K and V on the H200, break-even near
-# 460 rows); below it, the mma.sync kernel widens in shared memory
-FP8_WIDEN_ROWS = 512
+# FP8 K/V on Hopper: widened to q's dtype before the TMA kernel (``widen_kernel.py``: a dense
+# copy of the ragged K/V, or of the plan's pages) where a KV token serves at least this many q
+# rows (qo_len x group, the batch's mean): the copy costs 3 bytes an element and the TMA kernel
+# reads 2, against the mma.sync kernel's 1 (which widens in shared memory), so it pays where the
+# mma.sync kernel is compute bound and ~2.7x slower (break-even near 200 rows, d128)
+FP8_WIDEN_ROWS = 256
 # the scalars of a launch the op carries, in order ("widen": -1, FP8 K/V stay FP8; otherwise
 # they are widened for Hopper's kernel: 0 ragged, n > 0 the first n page-table entries)
 SIZES = ("pairs", "heads", "group", "causal", "window_left", "widen")
@@ -136,7 +136,9 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
     mla = v_view.shape[-1] != head_dim  # (the Hopper kernel's MLA build is ragged only)
     tma = mask is None and not rope and not (mla and page_size) and uses_tma_kernel(device, page_size)
     if tma and k_view.dtype != q.dtype and p.get("widen", -1) >= 0:
-        k_view, v_view, kv_indices = _widened(q.dtype, k_view, v_view, kv_indices, page_size, p["widen"])
+        widened = _widened(q.dtype, k_view, v_view, kv_indices, page_size, p["widen"], pdl)
+        if widened is not None:
+            k_view, v_view, kv_indices = widened
     if not tma or k_view.dtype != q.dtype:
         _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size, p, units, scales, pdl, mask,
                          sinks)
@@ -159,15 +161,36 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
 
 
 def _widened(dtype: torch.dtype, k_view: torch.Tensor, v_view: torch.Tensor, kv_indices, page_size: int,
-              entries: int):
-    """FP8 K/V as ``dtype`` copies for the TMA kernel: the ragged views whole (their strides
-    kept), or the pages of the first ``entries`` page-table entries, gathered in entry order
-    (ids clamped to the cache; entry e becomes page e)."""
+              entries: int, pdl: bool):
+    """FP8 K/V as dense ``dtype`` copies for the TMA kernel (``widen_kernel.py``), with the
+    page table they now need: the ragged views whole ([kv_heads, tokens, d] views of NHD
+    copies), or the pages of the first ``entries`` page-table entries in entry order (ids
+    clamped to the cache; entry e becomes page e). None where the strides do not allow it."""
+    heads, d = k_view.shape[-3], k_view.shape[-1]
+    if page_size:  # [pages, kv_heads, page_size, d]: rows (entry, kv head, page row)
+        outer, inner_b, shape = entries, page_size, (entries, heads, page_size, d)
+        strides = [t.stride()[:3] for t in (k_view, v_view)]
+    else:  # [kv_heads, tokens, d]: rows (token, kv head)
+        outer, inner_b, shape = k_view.shape[1], 1, (k_view.shape[1], heads, d)
+        strides = [(t.stride(1), t.stride(0), 0) for t in (k_view, v_view)]
+    rows = outer * heads * inner_b
+    if any(s % 16 for group in strides for s in group) or k_view.stride(-1) != 1 or v_view.stride(-1) != 1 \
+            or rows * (d // 16) >= 2**31 - launch.WIDEN_THREADS:
+        return None
+    device = k_view.get_device()
+    k_out = torch.empty(shape, dtype=dtype, device=k_view.device)
+    v_out = torch.empty_like(k_out)
+    kernel = get_kernel(launch.WIDEN_SPECS[(name_of(dtype), name_of(k_view.dtype))], device)
+    blocks = -(-rows * (d // 16) // launch.WIDEN_THREADS)
+    if blocks:
+        kernel.launch((blocks, 2, 1), device, None, pdl, k_src=k_view.data_ptr(), v_src=v_view.data_ptr(),
+                      k_dst=k_out.data_ptr(), v_dst=v_out.data_ptr(),
+                      ids=kv_indices.data_ptr() if page_size else 0, rows=rows, head_dim=d, inner_a=heads,
+                      inner_b=inner_b, paged=int(bool(page_size)), sources=k_view.shape[0],
+                      **dict(zip(launch.WIDEN_STRIDES, (*strides[0], *strides[1]))))
     if not page_size:
-        return k_view.to(dtype), v_view.to(dtype), kv_indices
-    ids = kv_indices[:entries].long().clamp(0, k_view.shape[0] - 1)
-    order = torch.arange(entries, dtype=torch.int32, device=kv_indices.device)
-    return k_view.index_select(0, ids).to(dtype), v_view.index_select(0, ids).to(dtype), order
+        return k_out.transpose(0, 1), v_out.transpose(0, 1), kv_indices
+    return k_out, v_out, torch.arange(entries, dtype=torch.int32, device=k_view.device)
 
 
 def fp8_widen(kv_dtype: torch.dtype, q_dtype: torch.dtype, rows: int, requests: int, entries: int | None = None) -> int:
