@@ -1,6 +1,7 @@
 """Timing (CUDA events, 20 calls after 3 warm-up) of the prefill paths beyond the Hopper kernel's
 ragged bf16 one, against torch SDPA in the same process: FP8 KV (widened for the Hopper kernel,
-and on the mma.sync kernel), in-kernel RoPE, custom masks, MLA (192/128) on the Hopper kernel
+and on the mma.sync kernel), RoPE (applied first for the Hopper kernel, and inside the
+mma.sync kernel), custom masks, MLA (192/128) on the Hopper kernel
 and the mma.sync one, and the mma.sync kernel forced on 16-bit KV. bf16, batch 4 x 4096 (MLA:
 16 heads), causal. Run: python benchmarks/prefill_features.py"""
 import torch
@@ -54,7 +55,10 @@ def main():
     fp8_mma = ragged(kv_data_type=torch.float8_e4m3fn)
     rows.append(("cutefi FP8 e4m3 KV (mma.sync)", bench(lambda: fp8_mma.run(q, k8, v8)), flops))
     rope = ragged(pos_encoding_mode="ROPE_LLAMA")
+    rows.append(("cutefi ROPE_LLAMA (rotated, Hopper kernel)", bench(lambda: rope.run(q, k, v)), flops))
+    ops.MMA_SYNC_ONLY = True
     rows.append(("cutefi ROPE_LLAMA (mma.sync)", bench(lambda: rope.run(q, k, v)), flops))
+    ops.MMA_SYNC_ONLY = False
     causal = torch.ones(L, L, dtype=torch.bool, device="cuda").tril()
     masked = ragged(custom_mask=causal.reshape(-1).repeat(b))
     rows.append(("cutefi custom mask = causal (mma.sync)", bench(lambda: masked.run(q, k, v)), flops))

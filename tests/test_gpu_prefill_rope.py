@@ -1,5 +1,6 @@
-"""In-kernel Llama RoPE (FlashInfer's ``pos_encoding_mode="ROPE_LLAMA"``, on the mma.sync
-kernel): q row r of a request at position ``r + kv_len - qo_len`` (append), key t at ``t``;
+"""Llama RoPE (FlashInfer's ``pos_encoding_mode="ROPE_LLAMA"``), each test twice: on the GPU's
+own path (Hopper: q and k turned in copies by the rope kernel, then the TMA kernel; paged
+caches on the mma.sync kernel) and with the mma.sync kernel forced (RoPE inside): q row r of a request at position ``r + kv_len - qo_len`` (append), key t at ``t``;
 the reference rotates q and k in float32 (dims i and i + d/2 pair up, angle position /
 rope_scale * rope_theta^(-2i/d)) and then attends as ``test_gpu_prefill.reference``."""
 
@@ -9,10 +10,16 @@ import pytest
 import torch
 
 import cutefi
+from cutefi.prefill import ops
 from test_gpu_prefill import _check, _qkv, _ragged, pytestmark, reference
 from test_gpu_prefill_paged import _paged
 
 __all__ = ["pytestmark"]
+
+
+@pytest.fixture(autouse=True, params=["native", "mma_sync"])
+def _kernel(request, monkeypatch):
+    monkeypatch.setattr(ops, "MMA_SYNC_ONLY", request.param == "mma_sync")
 
 
 def _rotated(x: torch.Tensor, positions: torch.Tensor, scale: float, theta: float) -> torch.Tensor:
@@ -41,6 +48,30 @@ def test_single_rope(head_dim, qo, kv):
     _check(out, lse, *_reference(q, k, v, True, 2.0, 5e5))
 
 
+@pytest.mark.parametrize("kv_layout", ["NHD", "HND"])
+def test_ragged_rope_layouts_and_groups(kv_layout):
+    """GQA (4 q heads a kv head), HND K/V (strided rows for the rope kernel), a window and a
+    soft cap: RoPE composes with each."""
+    lens_q, lens_kv = [130, 3, 257], [130, 500, 400]
+    q, k, v, qo_indptr, kv_indptr = _ragged(lens_q, lens_kv, 8, 2, 64, torch.bfloat16, 17)
+    k_in, v_in = (k, v) if kv_layout == "NHD" else (k.transpose(0, 1).contiguous(), v.transpose(0, 1).contiguous())
+    wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"),
+                                                          kv_layout=kv_layout)
+    wrapper.plan(qo_indptr, kv_indptr, 8, 2, 64, causal=True, pos_encoding_mode="ROPE_LLAMA", rope_scale=4.0,
+                 rope_theta=5e5, q_data_type=torch.bfloat16, window_left=200, logits_soft_cap=20.0)
+    out, lse = wrapper.run(q, k_in, v_in, return_lse=True)
+    outs, lses = [], []
+    for b in range(len(lens_q)):
+        qs, ks = slice(qo_indptr[b], qo_indptr[b + 1]), slice(kv_indptr[b], kv_indptr[b + 1])
+        qo, kv = lens_q[b], lens_kv[b]
+        q_rot = _rotated(q[qs], torch.arange(qo, device="cuda") + kv - qo, 4.0, 5e5)
+        k_rot = _rotated(k[ks], torch.arange(kv, device="cuda"), 4.0, 5e5)
+        o, s = reference(q_rot, k_rot, v[ks], True, window_left=200, cap=20.0)
+        outs.append(o)
+        lses.append(s)
+    _check(out, lse, torch.cat(outs), torch.cat(lses))
+
+
 def test_ragged_and_paged_rope():
     lens_q, lens_kv = [5, 200, 1], [40, 260, 17]
     q, k, v, qo_indptr, kv_indptr = _ragged(lens_q, lens_kv, 4, 4, 128, torch.bfloat16, 91)
@@ -65,4 +96,32 @@ def test_ragged_and_paged_rope():
     for b in range(len(lens_q)):
         qs, ks = slice(qo_indptr[b], qo_indptr[b + 1]), slice(kv_indptr[b], kv_indptr[b + 1])
         outs.append(_reference(q[qs], k[ks], v[ks], False, 1.0, 1e6)[0])
+    _check(out, None, torch.cat(outs), None)
+
+
+def test_ragged_rope_cuda_graph_replay_after_replan():
+    """A captured RoPE run replays after a plan with new lengths (the positions live in the
+    wrapper's fixed buffer)."""
+    lens_q, lens_kv = [100, 40], [300, 40]
+    q, k, v, qo_indptr, kv_indptr = _ragged(lens_q, lens_kv, 4, 4, 128, torch.bfloat16, 23)
+    wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"),
+                                                          use_cuda_graph=True)
+    options = dict(causal=True, pos_encoding_mode="ROPE_LLAMA", q_data_type=torch.bfloat16)
+    wrapper.plan(qo_indptr, kv_indptr, 4, 4, 128, **options)
+    out = torch.full_like(q, float("nan"))
+    wrapper.run(q, k, v, out=out)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        wrapper.run(q, k, v, out=out)
+    lens_q2, lens_kv2 = [60, 80], [200, 140]  # (the same batch size and token totals)
+    q2, k2, v2, qo2, kv2 = _ragged(lens_q2, lens_kv2, 4, 4, 128, torch.bfloat16, 24)
+    q.copy_(q2)
+    k.copy_(k2)
+    v.copy_(v2)
+    wrapper.plan(qo2, kv2, 4, 4, 128, **options)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    outs = [_reference(q2[qo2[b]:qo2[b + 1]], k2[kv2[b]:kv2[b + 1]], v2[kv2[b]:kv2[b + 1]], True, 1.0, 1e4)[0]
+            for b in range(2)]
     _check(out, None, torch.cat(outs), None)

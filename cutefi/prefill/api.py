@@ -12,7 +12,8 @@ are aligned to the end of each KV (append: the queries are the last ``qo_len`` o
 kv head ``h // group``. Checks and the launch: ``ops.py``.
 
 Custom masks (``masks.py``; they replace the causal mask, as in FlashInfer) run on the mma.sync
-kernel on every GPU, as does in-kernel RoPE (``pos_encoding_mode="ROPE_LLAMA"``). FP8 K/V run on
+kernel on every GPU. RoPE (``pos_encoding_mode="ROPE_LLAMA"``) runs inside the mma.sync kernel,
+or, on Hopper for the single and ragged forms, first in copies (``rotate.py``) for the TMA kernel. FP8 K/V run on
 the mma.sync kernel (widened in shared memory), or on Hopper, where each KV token serves enough q
 rows (``ops.FP8_WIDEN_ROWS``), widened to q's dtype in a copy for the TMA kernel. MLA prefill
 (head_dim_qk 192, head_dim_vo 128; ragged K/V) and attention sinks (``run(sinks=)``) run on both
@@ -35,6 +36,7 @@ from .masks import plan_mask, single_mask
 from .ops import (RAGGED_OP, SIZES, _check_options, _check_qkv, _output, _rows_aligned, _scales, check_sinks,
                   fp8_widen, host_indptr, launch_ragged, plan_options, rope_scales, run_scales, stream_counter)
 from .paged import BatchPrefillWithPagedKVCacheWrapper
+from .rotate import rope_index
 from .wrapper import PrefillWrapperBase
 
 
@@ -46,7 +48,8 @@ class _WorkCache:
         self._arrays: dict[tuple, tuple[torch.Tensor, int]] = {}
 
     def get(self, device: int, qo_len: int, kv_len: int, causal: bool, window_left: int,
-            head_dim: int) -> tuple[torch.Tensor, int]:
+            head_dim: int) -> tuple[torch.Tensor, int, torch.Tensor]:
+        """(work array, pairs, ``rotate.rope_index``) on the device."""
         key = (device, qo_len, kv_len, causal, window_left, head_dim)
         found = self._arrays.get(key)
         if found is None:
@@ -54,11 +57,13 @@ class _WorkCache:
                 raise RuntimeError(f"single_prefill_with_kv_cache: no work array for qo_len={qo_len}, kv_len={kv_len} "
                                    "yet, and none can be uploaded during CUDA graph capture: call it once with "
                                    "these lengths before capturing")
-            part = plan.partition(np.array([0, qo_len]), np.array([0, kv_len]), causal, window_left, head_dim)
-            work = torch.from_numpy(part.work.reshape(-1)).to(f"cuda:{device}")
+            qo_indptr, kv_indptr = np.array([0, qo_len]), np.array([0, kv_len])
+            part = plan.partition(qo_indptr, kv_indptr, causal, window_left, head_dim)
+            arrays = np.concatenate([part.work.reshape(-1), rope_index(qo_indptr, kv_indptr)])
+            both = torch.from_numpy(arrays.astype(np.int32)).to(f"cuda:{device}")
             if len(self._arrays) > 256:
                 self._arrays.clear()
-            found = self._arrays[key] = (work, part.pairs)
+            found = self._arrays[key] = (both[:part.work.size], part.pairs, both[part.work.size:])
         return found
 
 
@@ -68,10 +73,10 @@ _SINGLE_WORK = _WorkCache()
 def _single(q, k, v, out, lse, mask, causal: bool, kv_layout: str, window_left: int, scales, pdl: bool) -> None:
     device = q.get_device()
     kv_len = k.shape[0 if kv_layout == "NHD" else 1]
-    work, pairs = _SINGLE_WORK.get(device, q.shape[0], kv_len, causal, window_left, q.shape[2])
+    work, pairs, rope = _SINGLE_WORK.get(device, q.shape[0], kv_len, causal, window_left, q.shape[2])
     heads, kv_heads = q.shape[1], k.shape[1 if kv_layout == "NHD" else 0]
     group = heads // kv_heads
-    launch_ragged(q, k, v, out, lse, work, stream_counter(device), mask, None, kv_layout,
+    launch_ragged(q, k, v, out, lse, work, stream_counter(device), mask, None, rope, kv_layout,
                   [pairs, heads, group, int(causal), window_left, fp8_widen(k.dtype, q.dtype, q.shape[0] * group, 1)],
                   scales, pdl)
 
@@ -155,8 +160,10 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
         pairs = self._buffer.upload(part, qo_host.shape[0] - 1, int(qo_host[-1]), bool(non_blocking))
         widen = fp8_widen(options["kv_dtype"], options["q_dtype"], int(qo_host[-1]) * options["group"],
                           qo_host.shape[0] - 1)
+        rope = self._buffer.upload_rope(rope_index(qo_host, kv_host), bool(non_blocking)) if options["rope"][0] \
+            else None
         self._plan = dict(options, pairs=pairs, total_q=int(qo_host[-1]), total_kv=int(kv_host[-1]), mask=mask,
-                          widen=widen)
+                          widen=widen, rope_index=rope)
 
     begin_forward = plan
 
@@ -193,9 +200,11 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
         sizes = [p[name] for name in SIZES]
         sinks = check_sinks(sinks, heads, q)
         if compiling():
-            RAGGED_OP(q, k, v, out, lse, work, counter, p["mask"], sinks, self._kv_layout, sizes, scales, pdl)
+            RAGGED_OP(q, k, v, out, lse, work, counter, p["mask"], sinks, p["rope_index"], self._kv_layout, sizes,
+                      scales, pdl)
         else:
-            launch_ragged(q, k, v, out, lse, work, counter, p["mask"], sinks, self._kv_layout, sizes, scales, pdl)
+            launch_ragged(q, k, v, out, lse, work, counter, p["mask"], sinks, p["rope_index"], self._kv_layout,
+                          sizes, scales, pdl)
         return (out, lse) if return_lse else out
 
     forward = run

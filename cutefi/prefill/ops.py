@@ -16,6 +16,7 @@ from ..jit.driver import device_info
 from ..attention.decode import _rope
 from ..jit.lookup import device_cc, get_kernel
 from . import launch
+from .rotate import rotated
 
 _LOG2E = 1.4426950408889634
 _DTYPES = (torch.float16, torch.bfloat16)
@@ -243,16 +244,24 @@ def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: i
                   lse_stride_head=lse.stride(1) if lse is not None else 0)
 
 
-def launch_ragged(q, k, v, out, lse, work, counter, mask, sinks, kv_layout: str, sizes, scales, pdl: bool) -> None:
-    """q/out [tokens, heads, d]; k/v in ``kv_layout`` (NHD [tokens, kv_heads, d], HND [kv_heads, tokens, d])."""
+def launch_ragged(q, k, v, out, lse, work, counter, mask, sinks, rope_index, kv_layout: str, sizes, scales,
+                  pdl: bool) -> None:
+    """q/out [tokens, heads, d]; k/v in ``kv_layout`` (NHD [tokens, kv_heads, d], HND [kv_heads, tokens,
+    d]); ``rope_index``: the plan's ``rotate.rope_index`` (with in-kernel RoPE)."""
     if k.shape[0 if kv_layout == "NHD" else 1] == 0:  # no keys anywhere (TMA cannot describe it)
         if q.shape[0]:
             out.zero_()
             if lse is not None:
                 lse.fill_(-math.inf)
         return
-    launch_kernel(q, _heads_first(k, kv_layout), _heads_first(v, kv_layout), out, lse, work, counter, None, 0,
-                  sizes, scales, pdl, mask, sinks)
+    k_view = _heads_first(k, kv_layout)
+    if scales[3] > 0 and rope_index is not None and mask is None and k.dtype == q.dtype and \
+            v.shape[-1] == q.shape[-1] and uses_tma_kernel(q.get_device(), 0):
+        # RoPE first, in copies, so Hopper's TMA kernel (which has none inside) takes the call
+        q, k_rows = rotated(q, k_view.transpose(0, 1), rope_index, scales[3], scales[4])
+        k_view, scales = k_rows.transpose(0, 1), [*scales[:3], 0.0, scales[4]]
+    launch_kernel(q, k_view, _heads_first(v, kv_layout), out, lse, work, counter, None, 0, sizes, scales, pdl, mask,
+                  sinks)
 
 
 def launch_paged(q, k_cache, v_cache, out, lse, work, counter, kv_indices, mask, sinks, kv_layout: str,
@@ -264,8 +273,8 @@ def launch_paged(q, k_cache, v_cache, out, lse, work, counter, kv_indices, mask,
 
 
 RAGGED_OP = define("prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, Tensor work, "
-                   "Tensor(c!) counter, Tensor? mask, Tensor? sinks, str kv_layout, int[] sizes, float[] scales, "
-                   "bool pdl) -> ()", launch_ragged,
+                   "Tensor(c!) counter, Tensor? mask, Tensor? sinks, Tensor? rope_index, str kv_layout, int[] sizes, "
+                   "float[] scales, bool pdl) -> ()", launch_ragged,
                    lambda *args: None)
 PAGED_OP = define("paged_prefill_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor(a!) out, Tensor(b!)? lse, "
                   "Tensor work, Tensor(c!) counter, Tensor kv_indices, Tensor? mask, Tensor? sinks, str kv_layout, "

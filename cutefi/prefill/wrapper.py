@@ -46,6 +46,7 @@ class WorkBuffer:
         self.work: torch.Tensor | None = None
         self.counter = torch.zeros(1, dtype=torch.int32, device=f"cuda:{device}")  # (runs must not overlap)
         self.capacity = 0
+        self.rope: torch.Tensor | None = None  # (``rotate.rope_index`` of plans with RoPE)
 
     def upload(self, part: plan.PrefillPartition, batch: int, total_q: int, non_blocking: bool) -> int:
         """Copy the partition's work array to the device; returns the pairs the kernel walks."""
@@ -64,3 +65,15 @@ class WorkBuffer:
             self.work = torch.empty(staged.numel(), dtype=torch.int32, device=f"cuda:{self.device}")
         self.work.copy_(staged.pin_memory() if non_blocking else staged, non_blocking=bool(non_blocking))
         return work.shape[1]
+
+    def upload_rope(self, index: np.ndarray, non_blocking: bool) -> torch.Tensor:
+        """The plan's ``rotate.rope_index`` on the device (CUDA graphs: one address, so every
+        plan must have the first one's batch size)."""
+        staged = torch.from_numpy(index)
+        if self.rope is None or self.rope.numel() != staged.numel():
+            if self.use_cuda_graph and self.rope is not None:
+                raise ValueError(f"this plan's batch differs from the first plan's ({(self.rope.numel() - 2) // 4} "
+                                 "requests): a CUDA-graph wrapper keeps its batch size")
+            self.rope = torch.empty(staged.numel(), dtype=torch.int32, device=f"cuda:{self.device}")
+        self.rope.copy_(staged.pin_memory() if non_blocking else staged, non_blocking=bool(non_blocking))
+        return self.rope
