@@ -98,6 +98,10 @@ Q_STAGES = {64: 2, 128: 1, 192: 1, 256: 1}
 # the consumers take turns to issue their wgmmas (ping-pong): measured 2-3% faster at head
 # dims 128 and 256 on the H200, 4% slower at 64 (where the softmax is as long as the GEMMs)
 PINGPONG = {64: False, 128: True, 192: True, 256: True}
+# lazy rescale (``sm90_kernel``: O rescaled only when a row's maximum outgrows its reference by
+# 2^8): measured 2.7% faster at head dim 256 (O is 128 registers a thread) and 1-4% slower at
+# 64 and 128 on the H200 (``benchmarks/results/prefill_lazy_rescale_h200.txt``)
+LAZY_RESCALE = {64: False, 128: False, 192: False, 256: True}
 
 
 def stages(head_dim: int) -> tuple[int, int]:

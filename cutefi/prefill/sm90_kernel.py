@@ -11,8 +11,9 @@ ABI, tiles and launch: ``launch.py`` (``sm90_contract``). A CTA has three warpgr
      deeper); a unit index of -1 (with any Q tile) ends the consumers' loop;
   1-2. consumers: each owns 64 of the tile's 128 q rows and, per KV tile: S = Q K^T (both
      operands in shared memory, fp32 accumulators), the mask where the tile needs one, the
-     online softmax (base 2; O rescaled by the change of each row's maximum), P packed into
-     16-bit pairs in registers, where it already sits as the A operand of O += P V (V's tile
+     online softmax (base 2; O rescaled by the change of each row's maximum, or, with
+     ``launch.LAZY_RESCALE``, only when it outgrows the reference the exponentials take by
+     2^8), P packed into 16-bit pairs in registers, where it already sits as the A operand of O += P V (V's tile
      seen transposed: MN-major B). S of tile j is issued together with P V of tile j - 1 and
      the softmax of j runs while that P V does (intra-warpgroup overlap); with
      ``launch.PINGPONG`` the two consumers take turns to issue (named barriers), so one's
@@ -51,6 +52,7 @@ CHAINS = 4  # independent partial reductions a row in the softmax
 # have yet to read units u - q_stages .. u - 1; more than q_stages + 1 slots keep them apart
 UNIT_SLOTS = 4
 TURN_BARRIER = 2  # named barriers 2, 3: the consumers' turns to issue wgmmas (0 is __syncthreads)
+RESCALE_SLACK = 8.0  # how far (base 2) a row's maximum may outgrow its softmax reference
 NEG_INF = float("-inf")
 
 
@@ -69,6 +71,7 @@ class PrefillSm90:
         self.k_stages, self.v_stages = launch.stages(head_dim)
         self.q_stages = launch.Q_STAGES[head_dim]
         self.pingpong = launch.PINGPONG[head_dim]
+        self.lazy_rescale = launch.LAZY_RESCALE[head_dim]
 
     def _tiled_mma(self, width: int, b_major, a_source):
         """One 64-row wgmma atom per consumer warpgroup (the two split the tile's rows)."""
@@ -369,10 +372,11 @@ class PrefillSm90:
                                   (end - 1 - i) * tile_n, qo_len, kv_len)
                     warpgroup.wait_group(0)
                     v_ring.consumer_release(v_state)
-                    o_rows = _rows_view(acc_o)
-                    for r in cutlass.range_constexpr(2):
-                        for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
-                            o_rows[r, c] = o_rows[r, c] * rescale[r]
+                    if const_expr(self.lazy_rescale):
+                        if rescale[0] != Float32(1.0) or rescale[1] != Float32(1.0):  # (rare after the first tiles)
+                            _scale_rows(acc_o, rescale)
+                    else:
+                        _scale_rows(acc_o, rescale)
                     convert_pairs(cute.make_tensor(acc_s.iterator, _acc_as_a(acc_s.layout)), frag_p)
                     k_state.advance()
                     v_state.advance()
@@ -403,7 +407,9 @@ class PrefillSm90:
         """The online softmax of one KV tile on this thread's two rows: scores masked where the
         tile needs it, each row's new maximum (shared by the quad of threads holding the row),
         P = 2^(s * mult - max * mult) in place of S, the rows' running sums (per thread;
-        summed over the quad at the end), and in ``rescale`` the factor O's rows take."""
+        summed over the quad at the end), and in ``rescale`` the factor O's rows take.
+        ``row_max`` is the reference the exponentials take: a row's maximum, or (lazy
+        rescale) up to ``RESCALE_SLACK / mult`` below it (1 in ``rescale``)."""
         s_rows = _rows_view(acc_s)
         columns = cute.size(s_rows, mode=[1])
         if args.cap_scale != Float32(0.0):
@@ -444,10 +450,21 @@ class PrefillSm90:
             m = cute.arch.fmax(m, cute.arch.shuffle_sync_bfly(m, offset=1))
             m = cute.arch.fmax(m, cute.arch.shuffle_sync_bfly(m, offset=2))
             new_max = cute.arch.fmax(row_max[r], m)
-            # 0 while every key so far is masked: 2^(-inf - 0) = 0, never NaN
-            ref = cutlass.select_(new_max == Float32(NEG_INF), Float32(0.0), new_max * mult)
-            rescale[r] = cute.math.exp2(row_max[r] * mult - ref, fastmath=True)
-            row_max[r] = new_max
+            # lazy: the reference moves only when the maximum grew by more than RESCALE_SLACK
+            # (base 2): P stays below 2^RESCALE_SLACK and O skips its rescale (FlashAttention-4's
+            # trick; -inf to -inf is NaN: no move)
+            if const_expr(self.lazy_rescale):
+                grows = (new_max - row_max[r]) * mult > Float32(RESCALE_SLACK)
+                kept = cutlass.select_(grows, new_max, row_max[r])
+                # 0 while every key so far is masked: 2^(-inf - 0) = 0, never NaN
+                ref = cutlass.select_(kept == Float32(NEG_INF), Float32(0.0), kept * mult)
+                rescale[r] = cutlass.select_(grows, cute.math.exp2(row_max[r] * mult - ref, fastmath=True),
+                                             Float32(1.0))
+                row_max[r] = kept
+            else:
+                ref = cutlass.select_(new_max == Float32(NEG_INF), Float32(0.0), new_max * mult)
+                rescale[r] = cute.math.exp2(row_max[r] * mult - ref, fastmath=True)
+                row_max[r] = new_max
             refs.append(ref)
         sums = [[Float32(0.0)] * CHAINS for _ in range(2)]
         for c in cutlass.range_constexpr(columns):
@@ -508,6 +525,15 @@ def _gemm(tiled_mma, acc, frag_a, frag_b, zero_init: cutlass.Constexpr, wait: cu
     warpgroup.commit_group()
     if const_expr(wait >= 0):
         warpgroup.wait_group(wait)
+
+
+@cute.jit
+def _scale_rows(acc: cute.Tensor, factors: cute.Tensor):
+    """Each of this thread's two accumulator rows times its factor."""
+    rows = _rows_view(acc)
+    for r in cutlass.range_constexpr(2):
+        for c in cutlass.range_constexpr(cute.size(rows, mode=[1])):
+            rows[r, c] = rows[r, c] * factors[r]
 
 
 def _tree(values: list, combine):
