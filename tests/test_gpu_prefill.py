@@ -100,6 +100,21 @@ def test_single_window_cap_scale(head_dim, window_left, cap, sm_scale):
     _check(out, lse, *reference(q, k, v, True, window_left, sm_scale, cap))
 
 
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("growth", [0.5, 4.0])
+def test_scores_growing_tile_by_tile(head_dim, growth):
+    """Scores that grow by about ``growth`` (base 2) a 64-key step in the order the kernels take
+    KV tiles (last first): each row's maximum keeps outgrowing the softmax reference, past the
+    lazy rescale's 2^8 slack (4.0) and within it (0.5)."""
+    q, k, v = _qkv(200, 1500, 4, 4, head_dim, torch.bfloat16, seed=head_dim)
+    # q a positive direction, k[t] along it with a ramp: score(t) ~ ramp(t) + noise
+    q = ((1 + 0.1 * q.float()) / head_dim ** 0.5).to(torch.bfloat16)
+    ramp = (1500 - torch.arange(1500, device="cuda")) / 64 * growth * 0.6931  # (natural-log units)
+    k = (ramp[:, None, None] + 0.1 * k.float()).to(torch.bfloat16)
+    out, lse = cutefi.single_prefill_with_kv_cache(q, k, v, causal=True, return_lse=True)
+    _check(out, lse, *reference(q, k, v, True))
+
+
 def _ragged(lens_q, lens_kv, heads, kv_heads, d, dtype, seed):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     q = torch.randn(sum(lens_q), heads, d, device="cuda", dtype=dtype, generator=gen)
