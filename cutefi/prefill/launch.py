@@ -214,42 +214,28 @@ def sm80_contract(dtype: str, head_dim: int, kv_dtype: str | None = None, softwa
     )
 
 
-SM80_SPECS = {
-    (dtype, head_dim): KernelSpec.make("prefill.sm80", "cute", "cutefi.prefill.sm80_kernel:PrefillSm80",
-                                       "cutefi.prefill.launch:sm80_contract", Family.MMA_SYNC, dtype=dtype,
-                                       head_dim=head_dim)
-    for dtype in DTYPES for head_dim in HEAD_DIMS
-}
-SM80_FP8_SPECS = {
-    (dtype, head_dim, kv_dtype): KernelSpec.make(
-        "prefill.sm80", "cute", "cutefi.prefill.sm80_kernel:PrefillSm80", "cutefi.prefill.launch:sm80_contract",
-        Family.MMA_SYNC, dtype=dtype, head_dim=head_dim, kv_dtype=kv_dtype)
-    for dtype in DTYPES for head_dim in HEAD_DIMS for kv_dtype in KV_FP8
-}
-SM90_SPECS = {
-    (dtype, head_dim): KernelSpec.make("prefill.sm90", "cute", "cutefi.prefill.sm90_kernel:PrefillSm90",
-                                       "cutefi.prefill.launch:sm90_contract", Family.WGMMA, dtype=dtype,
-                                       head_dim=head_dim)
-    for dtype in DTYPES for head_dim in HEAD_DIMS
-}
-PAGED_SPECS = {
-    (dtype, head_dim, page_size): KernelSpec.make(
-        "prefill.sm90", "cute", "cutefi.prefill.sm90_kernel:PrefillSm90", "cutefi.prefill.launch:sm90_contract",
-        Family.WGMMA, dtype=dtype, head_dim=head_dim, page_size=page_size)
-    for dtype in DTYPES for head_dim in HEAD_DIMS for page_size in PAGE_SIZES
-}
-SM80_MLA_SPECS = {
-    dtype: KernelSpec.make("prefill.sm80", "cute", "cutefi.prefill.sm80_kernel:PrefillSm80",
-                           "cutefi.prefill.launch:sm80_contract", Family.MMA_SYNC, dtype=dtype,
-                           head_dim=MLA_HEAD_DIMS[0], head_dim_vo=MLA_HEAD_DIMS[1])
-    for dtype in DTYPES
-}
-SM90_MLA_SPECS = {
-    dtype: KernelSpec.make("prefill.sm90", "cute", "cutefi.prefill.sm90_kernel:PrefillSm90",
-                           "cutefi.prefill.launch:sm90_contract", Family.WGMMA, dtype=dtype,
-                           head_dim=MLA_HEAD_DIMS[0], head_dim_vo=MLA_HEAD_DIMS[1])
-    for dtype in DTYPES
-}
+def _sm80_spec(**options) -> KernelSpec:
+    return KernelSpec.make("prefill.sm80", "cute", "cutefi.prefill.sm80_kernel:PrefillSm80",
+                           "cutefi.prefill.launch:sm80_contract", Family.MMA_SYNC, **options)
+
+
+def _sm90_spec(**options) -> KernelSpec:
+    return KernelSpec.make("prefill.sm90", "cute", "cutefi.prefill.sm90_kernel:PrefillSm90",
+                           "cutefi.prefill.launch:sm90_contract", Family.WGMMA, **options)
+
+
+SM80_SPECS = {(dtype, head_dim): _sm80_spec(dtype=dtype, head_dim=head_dim)
+              for dtype in DTYPES for head_dim in HEAD_DIMS}
+SM80_FP8_SPECS = {(dtype, head_dim, kv_dtype): _sm80_spec(dtype=dtype, head_dim=head_dim, kv_dtype=kv_dtype)
+                  for dtype in DTYPES for head_dim in HEAD_DIMS for kv_dtype in KV_FP8}
+SM90_SPECS = {(dtype, head_dim): _sm90_spec(dtype=dtype, head_dim=head_dim)
+              for dtype in DTYPES for head_dim in HEAD_DIMS}
+PAGED_SPECS = {(dtype, head_dim, page_size): _sm90_spec(dtype=dtype, head_dim=head_dim, page_size=page_size)
+               for dtype in DTYPES for head_dim in HEAD_DIMS for page_size in PAGE_SIZES}
+SM80_MLA_SPECS = {dtype: _sm80_spec(dtype=dtype, head_dim=MLA_HEAD_DIMS[0], head_dim_vo=MLA_HEAD_DIMS[1])
+                  for dtype in DTYPES}
+SM90_MLA_SPECS = {dtype: _sm90_spec(dtype=dtype, head_dim=MLA_HEAD_DIMS[0], head_dim_vo=MLA_HEAD_DIMS[1])
+                  for dtype in DTYPES}
 # ---- prefill.widen_kv: FP8 K/V widened for the Hopper kernel (``widen_kernel.py``) ----------------
 WIDEN_THREADS = 256
 WIDEN_STRIDES = tuple(f"{which}_{name}_stride" for which in "kv" for name in ("outer", "a", "b"))
@@ -283,8 +269,6 @@ WIDEN_SPECS = {
     for dtype in DTYPES for kv_dtype in KV_FP8
 }
 # a test build: sm_80/86's integer e4m3 widening, run where the hardware converts (the H200's tests)
-SM80_SOFTWARE_FP8_SPEC = KernelSpec.make(
-    "prefill.sm80", "cute", "cutefi.prefill.sm80_kernel:PrefillSm80", "cutefi.prefill.launch:sm80_contract",
-    Family.MMA_SYNC, dtype="bf16", head_dim=128, kv_dtype="fp8e4m3", software_fp8=True)
+SM80_SOFTWARE_FP8_SPEC = _sm80_spec(dtype="bf16", head_dim=128, kv_dtype="fp8e4m3", software_fp8=True)
 register(*SM90_SPECS.values(), *PAGED_SPECS.values(), *SM80_SPECS.values(), *SM80_FP8_SPECS.values(),
          *SM80_MLA_SPECS.values(), *SM90_MLA_SPECS.values(), *WIDEN_SPECS.values(), SM80_SOFTWARE_FP8_SPEC)
