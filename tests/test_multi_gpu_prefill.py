@@ -87,6 +87,41 @@ def test_prefill_cuda_graph_on_cuda1_while_cuda0_is_current():
     _check(out, None, _ragged_reference(q, k, v, qo_indptr, kv_indptr, True)[0], None)
 
 
+@pytest.mark.parametrize("d", [0, 1])
+def test_hopper_prepasses_on_a_side_stream_while_the_other_device_is_current(d, monkeypatch):
+    """The passes that run before Hopper's kernel (FP8 K/V widened, RoPE turned; on other GPUs
+    the mma.sync kernel takes these calls) and MLA's build, on cuda:d's side stream with the
+    other device current: FP8 codes and q reach the stream only after a long sleep on it."""
+    monkeypatch.setattr(ops, "FP8_WIDEN_ROWS", 0)
+    q, k, v, qo_indptr, kv_indptr = _ragged_on(d, 50 + d)
+    k8, v8 = k.to(torch.float8_e4m3fn), v.to(torch.float8_e4m3fn)
+    workspace = torch.empty(1 << 20, dtype=torch.uint8, device=f"cuda:{d}")
+    fp8 = cutefi.BatchPrefillWithRaggedKVCacheWrapper(workspace)
+    fp8.plan(qo_indptr, kv_indptr, 8, 2, 128, causal=True, q_data_type=torch.bfloat16,
+             kv_data_type=torch.float8_e4m3fn)
+    rope = cutefi.BatchPrefillWithRaggedKVCacheWrapper(workspace)
+    rope.plan(qo_indptr, kv_indptr, 8, 2, 128, causal=True, q_data_type=torch.bfloat16, pos_encoding_mode="ROPE_LLAMA")
+    side = torch.cuda.Stream(device=d)
+    with current(1 - d), torch.cuda.stream(side):
+        live = delayed({"q": q, "k8": k8.view(torch.uint8), "v8": v8.view(torch.uint8)}, d)
+        with current(1 - d):
+            out_fp8 = fp8.run(live["q"], live["k8"].view(torch.float8_e4m3fn), live["v8"].view(torch.float8_e4m3fn))
+            out_rope = rope.run(live["q"], k, v)
+            out_mla = cutefi.single_prefill_with_kv_cache(
+                torch.cat([live["q"], live["q"][..., :64]], -1)[:130], torch.cat([k, k[..., :64]], -1)[:300],
+                v[:300], causal=True)
+    side.synchronize()
+    _check(out_fp8, None, _ragged_reference(q, k8, v8, qo_indptr, kv_indptr, True)[0], None)
+    rope_ref = cutefi.BatchPrefillWithRaggedKVCacheWrapper(workspace)  # (the same RoPE, checked elsewhere)
+    rope_ref.plan(qo_indptr, kv_indptr, 8, 2, 128, causal=True, q_data_type=torch.bfloat16,
+                  pos_encoding_mode="ROPE_LLAMA")
+    with current(d):
+        expected = rope_ref.run(q, k, v)
+    torch.testing.assert_close(out_rope, expected, rtol=0, atol=0)
+    mla = reference(torch.cat([q, q[..., :64]], -1)[:130], torch.cat([k, k[..., :64]], -1)[:300], v[:300], True)[0]
+    _check(out_mla, None, mla, None)
+
+
 def test_prefill_tensors_of_two_devices_are_refused():
     q, k, v, _, _ = _ragged_on(0, 41)
     with pytest.raises(ValueError, match="device"):

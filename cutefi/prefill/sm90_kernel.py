@@ -40,6 +40,7 @@ from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.mma_frag import kv_tile_range
 from cutefi.cute.pack16 import convert_pairs
 from cutefi.cute.pdl import wait_for_inputs
+from cutefi.cute.wgmma_frag import acc_as_a, rows_view, transposed
 from cutefi.prefill import launch
 
 PRODUCER_REGS = 24
@@ -313,11 +314,11 @@ class PrefillSm90:
         wg_qk, wg_pv = mma_qk.get_slice(wg_first), mma_pv.get_slice(wg_first)
         frag_q = wg_qk.make_fragment_A(wg_qk.partition_A(s_q))
         frag_k = wg_qk.make_fragment_B(wg_qk.partition_B(s_k))
-        frag_v = wg_pv.make_fragment_B(wg_pv.partition_B(_transposed(s_v)))
+        frag_v = wg_pv.make_fragment_B(wg_pv.partition_B(transposed(s_v)))
         frag_p = wg_pv.make_fragment_A(wg_pv.partition_shape_A((launch.TILE_M, tile_n)))
         acc_s = cute.make_rmem_tensor(wg_qk.partition_shape_C((launch.TILE_M, tile_n)), Float32)
         acc_o = cute.make_rmem_tensor(wg_pv.partition_shape_C((launch.TILE_M, self.head_dim_vo)), Float32)
-        coord_s = _rows_view(mma_qk.get_slice(thread).partition_C(cute.make_identity_tensor((launch.TILE_M, tile_n))))
+        coord_s = rows_view(mma_qk.get_slice(thread).partition_C(cute.make_identity_tensor((launch.TILE_M, tile_n))))
         coord_o = mma_pv.get_slice(thread).partition_C(cute.make_identity_tensor((launch.TILE_M, self.head_dim_vo)))
         row_max = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         row_sum = cute.make_rmem_tensor(cute.make_layout(2), Float32)
@@ -357,7 +358,7 @@ class PrefillSm90:
                 k_ring.consumer_release(k_state)
                 self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, (end - 1) * tile_n,
                               qo_len, kv_len)
-                convert_pairs(cute.make_tensor(acc_s.iterator, _acc_as_a(acc_s.layout)), frag_p)
+                convert_pairs(cute.make_tensor(acc_s.iterator, acc_as_a(acc_s.layout)), frag_p)
                 k_state.advance()
                 for i in cutlass.range(1, end - first, unroll=1):
                     k_ring.consumer_wait(k_state)
@@ -377,7 +378,7 @@ class PrefillSm90:
                             _scale_rows(acc_o, rescale)
                     else:
                         _scale_rows(acc_o, rescale)
-                    convert_pairs(cute.make_tensor(acc_s.iterator, _acc_as_a(acc_s.layout)), frag_p)
+                    convert_pairs(cute.make_tensor(acc_s.iterator, acc_as_a(acc_s.layout)), frag_p)
                     k_state.advance()
                     v_state.advance()
                 q_ring.consumer_release(q_state)
@@ -410,7 +411,7 @@ class PrefillSm90:
         summed over the quad at the end), and in ``rescale`` the factor O's rows take.
         ``row_max`` is the reference the exponentials take: a row's maximum, or (lazy
         rescale) up to ``RESCALE_SLACK / mult`` below it (1 in ``rescale``)."""
-        s_rows = _rows_view(acc_s)
+        s_rows = rows_view(acc_s)
         columns = cute.size(s_rows, mode=[1])
         if args.cap_scale != Float32(0.0):
             for r in cutlass.range_constexpr(2):
@@ -480,8 +481,8 @@ class PrefillSm90:
         """O / rowsum into ``out`` (two elements a store) and the rows' base-2 lse, for the rows
         before the request's end (the head's sink, if any, in the denominator); rows with
         nothing to see get 0 and -inf."""
-        o_rows = _rows_view(acc_o)
-        coord_rows = _rows_view(coord_o)
+        o_rows = rows_view(acc_o)
+        coord_rows = rows_view(coord_o)
         lse = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         sink = head_sink(args.sinks, args.heads, head, args.has_sinks)  # (a logit with no value)
         for r in cutlass.range_constexpr(2):
@@ -530,7 +531,7 @@ def _gemm(tiled_mma, acc, frag_a, frag_b, zero_init: cutlass.Constexpr, wait: cu
 @cute.jit
 def _scale_rows(acc: cute.Tensor, factors: cute.Tensor):
     """Each of this thread's two accumulator rows times its factor."""
-    rows = _rows_view(acc)
+    rows = rows_view(acc)
     for r in cutlass.range_constexpr(2):
         for c in cutlass.range_constexpr(cute.size(rows, mode=[1])):
             rows[r, c] = rows[r, c] * factors[r]
@@ -574,29 +575,3 @@ def _tokens_dim_heads(tensor: cute.Tensor) -> cute.Tensor:
 def _page_rows_dim_heads_pages(tensor: cute.Tensor) -> cute.Tensor:
     """[pages, kv_heads, page_size, head_dim] -> (page_size, head_dim, kv_heads, pages)."""
     return cute.make_tensor(tensor.iterator, cute.select(tensor.layout, mode=[2, 3, 1, 0]))
-
-
-def _transposed(tensor: cute.Tensor) -> cute.Tensor:
-    """(rows, cols, stages) seen as (cols, rows, stages): V's tile as the MN-major B of P V."""
-    shape = (tensor.shape[1], tensor.shape[0], *tensor.shape[2:])
-    return cute.composition(tensor, cute.make_ordered_layout(shape, order=(1, 0, *range(2, cute.rank(tensor)))))
-
-
-def _rows_view(tensor: cute.Tensor) -> cute.Tensor:
-    """A wgmma accumulator fragment ((2, 2, N/8), M, N) seen as (rows, columns) of this thread:
-    ((2, M), (2, N/8, N)); the four threads of a quad hold the same rows."""
-    layout = tensor.layout
-    return cute.make_tensor(tensor.iterator, cute.make_layout(
-        ((layout.shape[0][1], layout.shape[1]), (layout.shape[0][0], layout.shape[0][2], layout.shape[2])),
-        stride=((layout.stride[0][1], layout.stride[1]), (layout.stride[0][0], layout.stride[0][2], layout.stride[2]))))
-
-
-def _acc_as_a(layout):
-    """((2, 2, N/8), 1, 1) accumulators -> ((2, 2, 2), 1, N/16) A-operand values: a thread
-    holds the same elements of P as of S, two 8-column groups per K block."""
-    divided = cute.logical_divide(layout, ((None, None, 2), None, None))
-    return cute.make_layout(
-        ((divided.shape[0][0], divided.shape[0][1], divided.shape[0][2][0]), divided.shape[1],
-         (divided.shape[0][2][1], divided.shape[2])),
-        stride=((divided.stride[0][0], divided.stride[0][1], divided.stride[0][2][0]), divided.stride[1],
-                (divided.stride[0][2][1], divided.stride[2])))
