@@ -129,7 +129,7 @@ def test_widen_kernel_is_exact(kv_dtype, dtype):
 
 
 def test_scales_on_sixteen_bit_kv():
-    """q_scale, k_scale and v_scale apply to bf16 caches too (Hopper's kernel: v_scale after)."""
+    """q_scale, k_scale and v_scale apply to bf16 caches too (v_scale in either kernel's epilogue)."""
     q, k, v, qo_indptr, kv_indptr = _ragged([100, 3], [120, 40], 4, 4, 64, torch.bfloat16, 5)
     wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
     wrapper.plan(qo_indptr, kv_indptr, 4, 4, 64, causal=False, q_data_type=torch.bfloat16)

@@ -118,7 +118,8 @@ def sm90_contract(dtype: str, head_dim: int, page_size: int = 0, head_dim_vo: in
     """``page_size`` 0: K and V are ``[kv_heads, tokens, head_dim]`` views (ragged); otherwise
     ``[pages, kv_heads, page_size, head_dim]`` views of a paged cache, read a page (and 64
     head-dim columns) a TMA box, through ``kv_indices``. ``head_dim_vo`` (MLA, ragged only):
-    V's and the output's head dim, with ``head_dim`` q's and k's."""
+    V's and the output's head dim, with ``head_dim`` q's and k's. ``out_scale`` multiplies the
+    output (FlashInfer's v_scale)."""
     dims = (head_dim, head_dim_vo or head_dim)
     if dtype not in DTYPES or (page_size and page_size not in PAGE_SIZES) or not (
             (head_dim in HEAD_DIMS and dims[1] == head_dim) or (dims == MLA_HEAD_DIMS and not page_size)):
@@ -144,11 +145,11 @@ def sm90_contract(dtype: str, head_dim: int, page_size: int = 0, head_dim_vo: in
                 Param("lse", "ptr", "fp32", 4), Param("work", "ptr", "i32", 4),
                 Param("counter", "ptr", "i32", 4), *paged, Param("sinks", "ptr", "fp32", 4),
                 *scalars("i32", "units", "heads", "group", "causal", "window_left", "write_lse", "ctas", "has_sinks"),
-                *scalars("f32", "q_mult", "cap_scale"), *scalars("i64", *OUT_STRIDES)),
+                *scalars("f32", "q_mult", "cap_scale", "out_scale"), *scalars("i64", *OUT_STRIDES)),
         block=(THREADS, 1, 1),
         grid=lambda p: (p["ctas"], 1, 1),
         sample={"units": 1024, "heads": 32, "group": 4, "causal": 1, "window_left": -1, "write_lse": 1,
-                "ctas": 132, "has_sinks": 0, "q_mult": 0.1275, "cap_scale": 0.0,
+                "ctas": 132, "has_sinks": 0, "q_mult": 0.1275, "cap_scale": 0.0, "out_scale": 1.0,
                 **{name: 4096 for name in OUT_STRIDES}},
         smem_bytes=smem,
         tma=tma,

@@ -153,12 +153,10 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
                   lse=lse.data_ptr() if lse is not None else 0, work=work.data_ptr(), counter=counter.data_ptr(),
                   sinks=sinks.data_ptr() if sinks is not None else 0, has_sinks=int(sinks is not None), units=units,
                   heads=p["heads"], group=p["group"], causal=p["causal"], window_left=p["window_left"],
-                  write_lse=int(lse is not None), ctas=ctas, q_mult=scales[0], cap_scale=scales[1],
+                  write_lse=int(lse is not None), ctas=ctas, q_mult=scales[0], cap_scale=scales[1], out_scale=scales[2],
                   out_stride_token=out.stride(0), out_stride_head=out.stride(1),
                   lse_stride_token=lse.stride(0) if lse is not None else 0,
                   lse_stride_head=lse.stride(1) if lse is not None else 0, **paged)
-    if scales[2] != 1.0:  # (v_scale: the Hopper kernel has no output multiplier)
-        out.mul_(scales[2])
 
 
 def _widened(dtype: torch.dtype, k_view: torch.Tensor, v_view: torch.Tensor, kv_indices, page_size: int,

@@ -17,8 +17,9 @@ ABI, tiles and launch: ``launch.py`` (``sm90_contract``). A CTA has three warpgr
      seen transposed: MN-major B). S of tile j is issued together with P V of tile j - 1 and
      the softmax of j runs while that P V does (intra-warpgroup overlap); with
      ``launch.PINGPONG`` the two consumers take turns to issue (named barriers), so one's
-     softmax runs under the other's GEMMs. Then the epilogue: O / rowsum and the base-2 lse,
-     stored from registers (rows past the request's end are never written).
+     softmax runs under the other's GEMMs. Then the epilogue: O / rowsum (times
+     ``out_scale``, FlashInfer's v_scale) and the base-2 lse, stored from registers (rows
+     past the request's end are never written).
 
 KV tiles are taken from the last one down: the tiles that need a mask (the request's end,
 the causal diagonal) come first.
@@ -490,6 +491,7 @@ class PrefillSm90:
             total = total + cute.arch.shuffle_sync_bfly(total, offset=1)
             total = total + cute.arch.shuffle_sync_bfly(total, offset=2)
             inv, lse[r] = finish_row(total, row_max[r] * mult, sink)
+            inv = inv * args.out_scale  # (FlashInfer's v_scale)
             for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
                 o_rows[r, c] = o_rows[r, c] * inv
         head_offset = Int64(head) * args.out_stride_head
