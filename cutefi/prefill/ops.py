@@ -192,7 +192,8 @@ def _widened(dtype: torch.dtype, k_view: torch.Tensor, v_view: torch.Tensor, kv_
     return k_out, v_out, torch.arange(entries, dtype=torch.int32, device=k_view.device)
 
 
-def fp8_widen(kv_dtype: torch.dtype, q_dtype: torch.dtype, rows: int, requests: int, entries: int | None = None) -> int:
+def fp8_widen(kv_dtype: torch.dtype, q_dtype: torch.dtype, rows: int, requests: int,
+              entries: int | None = None) -> int:
     """A plan's ``widen`` size (``SIZES``): whether ``rows`` q rows a kv head (qo tokens x
     group) over ``requests`` requests make FP8 K/V worth widening for Hopper's kernel;
     ``entries``: a paged plan's page-table entries (None: ragged K/V)."""
@@ -202,9 +203,9 @@ def fp8_widen(kv_dtype: torch.dtype, q_dtype: torch.dtype, rows: int, requests: 
 
 
 def uses_tma_kernel(device: int, page_size: int) -> bool:
-    """The Hopper kernel runs on sm_90 for ragged K/V and its page sizes; the mma.sync kernel
-    everywhere else (and everywhere with ``MMA_SYNC_ONLY``), and for custom masks, FP8 K/V,
-    in-kernel RoPE and paged MLA."""
+    """The Hopper kernel runs on sm_90 for ragged K/V and its page sizes (FP8 K/V and RoPE after
+    a pre-pass, where one applies); the mma.sync kernel everywhere else (and everywhere with
+    ``MMA_SYNC_ONLY``), and for custom masks and paged MLA."""
     return not MMA_SYNC_ONLY and device_cc(device) == (9, 0) and (page_size == 0 or page_size in launch.PAGE_SIZES)
 
 
