@@ -74,6 +74,32 @@ def test_paged_fp8_kv(kv_dtype, page_size):
     _check(out, None, ref * 0.5, None)
 
 
+@pytest.mark.parametrize("page_size", [0, 32])
+def test_hnd_fp8_kv(page_size):
+    """HND K/V ([kv_heads, tokens, d] ragged, [pages, kv_heads, page_size, d] paged): the
+    widening kernel's strided rows, and the mma.sync kernel's."""
+    lens_q, lens_kv = [300, 5], [320, 70]
+    if page_size:
+        q, k, v, qo_indptr, kv_indptr, paged, page_indptr, indices, last = _paged(
+            lens_q, lens_kv, 8, 2, 128, page_size, "HND", 61, fused=True)
+        wrapper = cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"),
+                                                             kv_layout="HND")
+        wrapper.plan(qo_indptr, page_indptr, indices.cuda(), last, 8, 2, 128, page_size, causal=True,
+                     q_data_type=torch.bfloat16, kv_data_type=torch.float8_e5m2)
+        out = wrapper.run(q, _fp8(paged, torch.float8_e5m2), v_scale=2.0)
+    else:
+        q, k, v, qo_indptr, kv_indptr = _ragged(lens_q, lens_kv, 8, 2, 128, torch.bfloat16, 62)
+        wrapper = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"),
+                                                              kv_layout="HND")
+        wrapper.plan(qo_indptr, kv_indptr, 8, 2, 128, causal=True, q_data_type=torch.bfloat16,
+                     kv_data_type=torch.float8_e5m2)
+        hnd = lambda t: _fp8(t, torch.float8_e5m2).transpose(0, 1).contiguous()
+        out = wrapper.run(q, hnd(k), hnd(v), v_scale=2.0)
+    k8, v8 = _fp8(k, torch.float8_e5m2), _fp8(v, torch.float8_e5m2)
+    ref, _ = _ragged_reference(q, k8, v8, qo_indptr, kv_indptr, True)
+    _check(out, None, ref * 2.0, None)
+
+
 def test_paged_fp8_cuda_graph_replay_after_replan():
     """A captured FP8 run replays after a plan with new lengths and page order (graph-mode
     plans keep FP8 pages FP8, on the mma.sync kernel: a widened copy of one plan's pages would
