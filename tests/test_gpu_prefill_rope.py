@@ -99,6 +99,28 @@ def test_ragged_and_paged_rope():
     _check(out, None, torch.cat(outs), None)
 
 
+@pytest.mark.parametrize("use_cuda_graph", [False, True])
+def test_paged_rope_hnd(use_cuda_graph):
+    """HND pages of 32, GQA: Hopper gathers the plan's pages and turns their keys first (in
+    CUDA-graph mode the mma.sync kernel turns them inside)."""
+    lens_q, lens_kv = [150, 2, 64], [400, 40, 64]
+    q, k, v, qo_indptr, kv_indptr, paged, page_indptr, indices, last = _paged(lens_q, lens_kv, 8, 2, 128, 32, "HND",
+                                                                              93)
+    fixed = dict(paged_kv_indices_buf=torch.empty(4096, dtype=torch.int32, device="cuda")) if use_cuda_graph else {}
+    wrapper = cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"),
+                                                         kv_layout="HND", use_cuda_graph=use_cuda_graph, **fixed)
+    wrapper.plan(qo_indptr, page_indptr, indices.cuda(), last, 8, 2, 128, 32, causal=True,
+                 pos_encoding_mode="ROPE_LLAMA", rope_scale=2.0, rope_theta=5e5, q_data_type=torch.bfloat16)
+    out, lse = wrapper.run(q, paged, return_lse=True)
+    outs, lses = [], []
+    for b in range(len(lens_q)):
+        qs, ks = slice(qo_indptr[b], qo_indptr[b + 1]), slice(kv_indptr[b], kv_indptr[b + 1])
+        o, s = _reference(q[qs], k[ks], v[ks], True, 2.0, 5e5)
+        outs.append(o)
+        lses.append(s)
+    _check(out, lse, torch.cat(outs), torch.cat(lses))
+
+
 def test_ragged_rope_cuda_graph_replay_after_replan():
     """A captured RoPE run replays after a plan with new lengths (the positions live in the
     wrapper's fixed buffer)."""

@@ -207,15 +207,13 @@ def test_sm80_mla_sass(arch):
 
 def test_fp8_widen_decision():
     """FP8 K/V are widened for Hopper's kernel only where a KV token serves FP8_WIDEN_ROWS q
-    rows (qo tokens x group, the batch's mean), and never for an empty page table."""
+    rows (qo tokens x group, the batch's mean)."""
     from cutefi.prefill import ops
 
     e4m3, bf16, rows = torch.float8_e4m3fn, torch.bfloat16, ops.FP8_WIDEN_ROWS
-    assert ops.fp8_widen(bf16, bf16, 10 * rows, 1) == -1  # (16-bit K/V: nothing to widen)
-    assert ops.fp8_widen(e4m3, bf16, 2 * rows - 1, 2) == -1
-    assert ops.fp8_widen(e4m3, bf16, 2 * rows, 2) == 0  # ragged: the whole K/V
-    assert ops.fp8_widen(e4m3, bf16, 2 * rows, 2, entries=7) == 7  # paged: the plan's entries
-    assert ops.fp8_widen(e4m3, bf16, 2 * rows, 2, entries=0) == -1
+    assert ops.fp8_widen(bf16, bf16, 10 * rows, 1) == 0  # (16-bit K/V: nothing to widen)
+    assert ops.fp8_widen(e4m3, bf16, 2 * rows - 1, 2) == 0
+    assert ops.fp8_widen(e4m3, bf16, 2 * rows, 2) == 1
 
 
 @requires_dsl

@@ -13,7 +13,7 @@ kv head ``h // group``. Checks and the launch: ``ops.py``.
 
 Custom masks (``masks.py``; they replace the causal mask, as in FlashInfer) run on the mma.sync
 kernel on every GPU. RoPE (``pos_encoding_mode="ROPE_LLAMA"``) runs inside the mma.sync kernel,
-or, on Hopper for the single and ragged forms, first in copies (``rotate.py``) for the TMA kernel. FP8 K/V run on
+or, on Hopper, first in copies (``rotate.py``; a paged plan's pages gathered) for the TMA kernel. FP8 K/V run on
 the mma.sync kernel (widened in shared memory), or on Hopper, where each KV token serves enough q
 rows (``ops.FP8_WIDEN_ROWS``), widened to q's dtype in a copy for the TMA kernel. MLA prefill
 (head_dim_qk 192, head_dim_vo 128; ragged K/V) and attention sinks (``run(sinks=)``) run on both
@@ -76,9 +76,9 @@ def _single(q, k, v, out, lse, mask, causal: bool, kv_layout: str, window_left: 
     work, pairs, rope = _SINGLE_WORK.get(device, q.shape[0], kv_len, causal, window_left, q.shape[2])
     heads, kv_heads = q.shape[1], k.shape[1 if kv_layout == "NHD" else 0]
     group = heads // kv_heads
+    widen = fp8_widen(k.dtype, q.dtype, q.shape[0] * group, 1)
     launch_ragged(q, k, v, out, lse, work, stream_counter(device), mask, None, rope, kv_layout,
-                  [pairs, heads, group, int(causal), window_left, fp8_widen(k.dtype, q.dtype, q.shape[0] * group, 1)],
-                  scales, pdl)
+                  [pairs, heads, group, int(causal), window_left, widen, 0], scales, pdl)
 
 
 _SINGLE_OP = define("single_prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, Tensor? mask, "
@@ -163,7 +163,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
         rope = self._buffer.upload_rope(rope_index(qo_host, kv_host), bool(non_blocking)) if options["rope"][0] \
             else None
         self._plan = dict(options, pairs=pairs, total_q=int(qo_host[-1]), total_kv=int(kv_host[-1]), mask=mask,
-                          widen=widen, rope_index=rope)
+                          widen=widen, entries=0, rope_index=rope)
 
     begin_forward = plan
 

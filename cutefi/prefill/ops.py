@@ -16,7 +16,7 @@ from ..jit.driver import device_info
 from ..attention.decode import _rope
 from ..jit.lookup import device_cc, get_kernel
 from . import launch
-from .rotate import rotated
+from .rotate import rotated, rotated_pages
 
 _LOG2E = 1.4426950408889634
 _DTYPES = (torch.float16, torch.bfloat16)
@@ -33,9 +33,10 @@ SOFTWARE_FP8 = False  # (tests: the sm_80/86 e4m3 widening build where it has on
 # reads 2, against the mma.sync kernel's 1 (which widens in shared memory), so it pays where the
 # mma.sync kernel is compute bound and ~2.7x slower (break-even near 200 rows, d128)
 FP8_WIDEN_ROWS = 256
-# the scalars of a launch the op carries, in order ("widen": -1, FP8 K/V stay FP8; otherwise
-# they are widened for Hopper's kernel: 0 ragged, n > 0 the first n page-table entries)
-SIZES = ("pairs", "heads", "group", "causal", "window_left", "widen")
+# the scalars of a launch the op carries, in order ("widen": 1, FP8 K/V are widened for Hopper's
+# kernel; "entries": a paged plan's page-table entries, which its pre-passes gather (0: none, as
+# in CUDA-graph mode, where a captured gather of one plan's pages would not serve the next))
+SIZES = ("pairs", "heads", "group", "causal", "window_left", "widen", "entries")
 
 
 # ---- argument checks -----------------------------------------------------------------------------
@@ -136,8 +137,8 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
     rope = scales[3] > 0  # (in-kernel RoPE: the mma.sync kernel's)
     mla = v_view.shape[-1] != head_dim  # (the Hopper kernel's MLA build is ragged only)
     tma = mask is None and not rope and not (mla and page_size) and uses_tma_kernel(device, page_size)
-    if tma and k_view.dtype != q.dtype and p.get("widen", -1) >= 0:
-        widened = _widened(q.dtype, k_view, v_view, kv_indices, page_size, p["widen"], pdl)
+    if tma and k_view.dtype != q.dtype and p.get("widen", 0) and (p.get("entries", 0) or not page_size):
+        widened = _widened(q.dtype, k_view, v_view, kv_indices, page_size, p.get("entries", 0), pdl)
         if widened is not None:
             k_view, v_view, kv_indices = widened
     if not tma or k_view.dtype != q.dtype:
@@ -192,14 +193,10 @@ def _widened(dtype: torch.dtype, k_view: torch.Tensor, v_view: torch.Tensor, kv_
     return k_out, v_out, torch.arange(entries, dtype=torch.int32, device=k_view.device)
 
 
-def fp8_widen(kv_dtype: torch.dtype, q_dtype: torch.dtype, rows: int, requests: int,
-              entries: int | None = None) -> int:
-    """A plan's ``widen`` size (``SIZES``): whether ``rows`` q rows a kv head (qo tokens x
-    group) over ``requests`` requests make FP8 K/V worth widening for Hopper's kernel;
-    ``entries``: a paged plan's page-table entries (None: ragged K/V)."""
-    if kv_dtype == q_dtype or rows < FP8_WIDEN_ROWS * max(requests, 1) or entries == 0:
-        return -1
-    return entries or 0
+def fp8_widen(kv_dtype: torch.dtype, q_dtype: torch.dtype, rows: int, requests: int) -> int:
+    """A plan's ``widen`` flag (``SIZES``): whether ``rows`` q rows a kv head (qo tokens x group)
+    over ``requests`` requests make FP8 K/V worth widening for Hopper's kernel."""
+    return int(kv_dtype != q_dtype and rows >= FP8_WIDEN_ROWS * max(requests, 1))
 
 
 def uses_tma_kernel(device: int, page_size: int) -> bool:
@@ -263,11 +260,18 @@ def launch_ragged(q, k, v, out, lse, work, counter, mask, sinks, rope_index, kv_
                   sinks)
 
 
-def launch_paged(q, k_cache, v_cache, out, lse, work, counter, kv_indices, mask, sinks, kv_layout: str,
+def launch_paged(q, k_cache, v_cache, out, lse, work, counter, kv_indices, mask, sinks, rope_index, kv_layout: str,
                  page_size: int, sizes, scales, pdl: bool) -> None:
     """q/out [tokens, heads, d]; caches [pages, page_size, kv_heads, d] (NHD) or [pages, kv_heads,
-    page_size, d] (HND)."""
+    page_size, d] (HND); ``rope_index``: the plan's ``rotate.rope_index`` (with in-kernel RoPE)."""
     k_view, v_view = (k_cache.transpose(1, 2), v_cache.transpose(1, 2)) if kv_layout == "NHD" else (k_cache, v_cache)
+    entries = dict(zip(SIZES, sizes)).get("entries", 0)
+    if scales[3] > 0 and rope_index is not None and entries > 0 and mask is None and k_cache.dtype == q.dtype and \
+            uses_tma_kernel(q.get_device(), page_size):
+        # RoPE first (q and the plan's pages, in copies), so Hopper's TMA kernel takes the call
+        q, k_view, v_view, kv_indices = rotated_pages(q, k_view, v_view, kv_indices, entries, rope_index, scales[3],
+                                                      scales[4])
+        scales = [*scales[:3], 0.0, scales[4]]
     launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size, sizes, scales, pdl, mask, sinks)
 
 
@@ -276,9 +280,10 @@ RAGGED_OP = define("prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Te
                    "float[] scales, bool pdl) -> ()", launch_ragged,
                    lambda *args: None)
 PAGED_OP = define("paged_prefill_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor(a!) out, Tensor(b!)? lse, "
-                  "Tensor work, Tensor(c!) counter, Tensor kv_indices, Tensor? mask, Tensor? sinks, str kv_layout, "
-                  "int page_size, int[] sizes, "
-                  "float[] scales, bool pdl) -> ()", launch_paged, lambda *args: None)
+                  "Tensor work, Tensor(c!) counter, Tensor kv_indices, Tensor? mask, Tensor? sinks, "
+                  "Tensor? rope_index, str kv_layout, int page_size, int[] sizes, float[] scales, bool pdl) -> ()",
+                  launch_paged,
+                  lambda *args: None)
 _COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
 
 

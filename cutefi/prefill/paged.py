@@ -24,6 +24,7 @@ from . import launch, plan
 from .masks import plan_mask
 from .ops import (PAGED_OP, SIZES, _check_options, _output, _rows_aligned, check_sinks, fp8_widen, host_indptr,
                   launch_paged, plan_options, run_scales)
+from .rotate import rope_index
 from .wrapper import PrefillWrapperBase
 
 
@@ -101,12 +102,15 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
         part = plan.partition_requests(qo_host, kv_host[:-1], kv_len, bool(options["causal"]), options["window_left"],
                                        launch.plan_tile_n(options["head_dim"], page_size), mask_begin)
         pairs = self._buffer.upload(part, batch, int(qo_host[-1]), bool(non_blocking))
-        # (CUDA graphs: FP8 pages stay FP8, on the mma.sync kernel: a captured copy of this plan's
-        # pages would not serve a later plan's)
+        # the pages the Hopper pre-passes gather (CUDA graphs: none, so FP8 and RoPE stay on the
+        # mma.sync kernel: a captured gather of this plan's pages would not serve a later plan's)
         entries = 0 if self._buffer.use_cuda_graph else int(kv_host[-1])
-        widen = fp8_widen(options["kv_dtype"], options["q_dtype"], int(qo_host[-1]) * options["group"], batch, entries)
+        widen = fp8_widen(options["kv_dtype"], options["q_dtype"], int(qo_host[-1]) * options["group"], batch)
+        rope = None
+        if options["rope"][0] and entries:  # (q rows and the gathered pages' keys)
+            rope = self._buffer.upload_rope(rope_index(qo_host, kv_host * page_size, kv_len), bool(non_blocking))
         self._plan = dict(options, pairs=pairs, page_size=page_size, total_q=int(qo_host[-1]), indices=indices,
-                          mask=mask, widen=widen)
+                          mask=mask, widen=widen, entries=entries, rope_index=rope)
 
     begin_forward = plan
 
@@ -160,10 +164,10 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
         sinks = check_sinks(sinks, p["heads"], q)
         if compiling():
             PAGED_OP(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], p["mask"], sinks,
-                     self._kv_layout, p["page_size"], sizes, scales, pdl)
+                     p["rope_index"], self._kv_layout, p["page_size"], sizes, scales, pdl)
         else:
             launch_paged(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], p["mask"], sinks,
-                         self._kv_layout, p["page_size"], sizes, scales, pdl)
+                         p["rope_index"], self._kv_layout, p["page_size"], sizes, scales, pdl)
         return (out, lse) if return_lse else out
 
     forward = run
