@@ -13,12 +13,12 @@ kv head ``h // group``. Checks and the launch: ``ops.py``.
 
 Custom masks (``masks.py``; they replace the causal mask, as in FlashInfer) run on the mma.sync
 kernel on every GPU. RoPE (``pos_encoding_mode="ROPE_LLAMA"``) runs inside the mma.sync kernel,
-or, on Hopper, first in copies (``rotate.py``; a paged plan's pages gathered) for the TMA kernel. FP8 K/V run on
-the mma.sync kernel (widened in shared memory), or on Hopper, where each KV token serves enough q
-rows (``ops.FP8_WIDEN_ROWS``), widened to q's dtype in a copy for the TMA kernel. MLA prefill
-(head_dim_qk 192, head_dim_vo 128; ragged K/V) and attention sinks (``run(sinks=)``) run on both
-kernels. Not yet: ALiBi and other head_dim_vo != head_dim_qk pairs: each is refused with an error
-naming it.
+or, on Hopper, first in copies (``rotate.py``; a paged plan's pages gathered) for the TMA
+kernel. FP8 K/V run on the mma.sync kernel (widened in shared memory), or on Hopper, where each
+KV token serves enough q rows (``ops.FP8_WIDEN_ROWS``), widened to q's dtype in a copy for the
+TMA kernel. MLA prefill (head_dim_qk 192, head_dim_vo 128; ragged K/V) and attention sinks
+(``run(sinks=)``) run on both kernels. Not yet: ALiBi and other head_dim_vo != head_dim_qk
+pairs: each is refused with an error naming it.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class _WorkCache:
     """Device work arrays of single-request plans, by (device, lengths, mask, head_dim)."""
 
     def __init__(self) -> None:
-        self._arrays: dict[tuple, tuple[torch.Tensor, int]] = {}
+        self._arrays: dict[tuple, tuple[torch.Tensor, int, torch.Tensor]] = {}
 
     def get(self, device: int, qo_len: int, kv_len: int, causal: bool, window_left: int,
             head_dim: int) -> tuple[torch.Tensor, int, torch.Tensor]:
