@@ -6,8 +6,9 @@ wave of resident CTAs."""
 from __future__ import annotations
 
 import pytest
+import torch
 
-from cutefi.norm import launch
+from cutefi.norm import launch, packed
 
 STATIC_SMEM = 48 * 1024  # the kernel's ring and reduction buffers are static shared memory
 
@@ -70,3 +71,27 @@ def test_row_iters_without_prefetch_is_one_and_bounded_rows():
     assert launch.row_iters(plain, 1 << 25, 132) == 1
     with pytest.raises(ValueError, match="2\\^30"):
         launch.row_iters(launch.geometry("layer", "bf16", 2048, False, True, None), 1 << 30, 132)
+
+
+def test_packed_chunk_row_is_exact():
+    """The packed kernel's row of chunk c, int((8c + 0.5) * rcp(n)) in float32, is floor(8c / n)
+    for every hidden size it takes, with rcp(n) off by an ulp either way (rcp.approx)."""
+    for n in range(packed.MIN_N, max(packed.N_CLASSES) + 1):
+        chunks = torch.arange(n, dtype=torch.int64)
+        want = (8 * chunks) // n
+        start = (8 * chunks).to(torch.float32) + 0.5
+        inv = torch.tensor(1.0 / n, dtype=torch.float32)
+        for rcp in (inv, torch.nextafter(inv, torch.tensor(0.0)), torch.nextafter(inv, torch.tensor(1.0))):
+            assert torch.equal((start * rcp).to(torch.int64), want), n
+
+
+@pytest.mark.parametrize("n_class", packed.N_CLASSES)
+@pytest.mark.parametrize("rows", [64, 65, 1003, 16384, 1 << 22])
+def test_packed_geometry_fits_and_covers_every_block(n_class, rows):
+    shape = packed.geometry("bf16", n_class)
+    assert shape.smem_bytes <= launch.MAX_DYNAMIC_SMEM
+    assert shape.block_threads * packed.CHUNKS * 8 == 8 * n_class  # a block's n chunks, CHUNKS a thread
+    iters = packed.blocks_per_cta(rows, n_class, 132)
+    grid = packed.contract("bf16", n_class, False).grid({"M": rows, "row_iters": iters})[0]
+    blocks = -(-rows // packed.ROWS_PER_BLOCK)
+    assert grid * iters >= blocks > (grid - 1) * iters

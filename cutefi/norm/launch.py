@@ -317,6 +317,25 @@ def _pointer_align(dtype_name: str, dtype_of_row: str) -> int:
     return max(1, dtypes.bits(dtype_name) // 8) * vec_elems(dtype_of_row)
 
 
+def norm_params(dtype_name: str, param_dtype: str, out_name: str) -> tuple[Param, ...]:
+    """The kernel parameters every row-norm build takes (one launch call serves them all)."""
+
+    def align(name: str) -> int:
+        return _pointer_align(name, dtype_name)
+
+    return (
+        *pointers("x", dtype=dtype_name, align=align(dtype_name)),
+        *pointers("weight", "bias", dtype=param_dtype, align=align(param_dtype)),
+        *pointers("out", dtype=out_name, align=align(out_name)),
+        *pointers("residual", dtype=dtype_name, align=align(dtype_name)),
+        Param("scale", "ptr", "fp32", 4),
+        *scalars("i32", "M", "N", "heads", "shift", "row_iters"),
+        *scalars("i64", "x_row_stride", "x_head_stride", "out_row_stride", "out_head_stride",
+                 "residual_row_stride", "residual_head_stride"),
+        Param("eps", "f32"), Param("scale_value", "f32"),
+    )
+
+
 def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: bool, aligned: bool = True,
              out_dtype: str | None = None, fp8_in_software: bool = False) -> LaunchContract:
     _check_out_dtype(out_dtype)
@@ -324,21 +343,8 @@ def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: b
     out_name = out_dtype or dtype_name
     shape = geometry(norm, dtype_name, n_class, fused_add, aligned, out_dtype)
 
-    def align(name: str) -> int:
-        return _pointer_align(name, dtype_name)
-
     return LaunchContract(
-        params=(
-            *pointers("x", dtype=dtype_name, align=align(dtype_name)),
-            *pointers("weight", "bias", dtype=param_dtype, align=align(param_dtype)),
-            *pointers("out", dtype=out_name, align=align(out_name)),
-            *pointers("residual", dtype=dtype_name, align=align(dtype_name)),
-            Param("scale", "ptr", "fp32", 4),
-            *scalars("i32", "M", "N", "heads", "shift", "row_iters"),
-            *scalars("i64", "x_row_stride", "x_head_stride", "out_row_stride", "out_head_stride",
-                     "residual_row_stride", "residual_head_stride"),
-            Param("eps", "f32"), Param("scale_value", "f32"),
-        ),
+        params=norm_params(dtype_name, param_dtype, out_name),
         block=(shape.block_threads, 1, 1),
         # rows row_iters apart by the grid: row_iters = 1 (no prefetch) is one row a thread
         grid=lambda p: (ceil_div(p["M"], shape.rows_per_cta * p["row_iters"]), 1, 1),

@@ -1,0 +1,97 @@
+"""GPU tier: the packed-rows RMSNorm build (contiguous rows off 16-byte boundaries, normalised
+eight rows at a time as one aligned span) against a float32 reference written here.
+
+The cases put row boundaries everywhere a chunk can hold one (hidden sizes of every residue
+modulo 8), row counts that leave a partial last block (1 to 7 rows) and a tensor that ends
+inside a chunk, in place, Gemma weights and both FP8 outputs.
+"""
+
+import pytest
+import torch
+
+import cutefi
+from cutefi.norm import packed, plan as norm_plan
+from test_gpu_norm_quant import FORMATS, assert_fp8_matches, poisoned, quantise
+
+pytestmark = pytest.mark.gpu
+
+HIDDEN = [257, 500, 1001, 1023, 1025, 2047, 2049, 3001, 4093, 4095]
+ROWS = [64, 65, 71, 1003, 16384]
+TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 2e-3}  # relative L2 error
+
+
+def reference(x, weight, eps=1e-6, gemma=False):
+    x32 = x.float()
+    w32 = weight.float() + (1.0 if gemma else 0.0)
+    return x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * w32
+
+
+def assert_close(out, ref, dtype):
+    assert not torch.isnan(out.float()).any(), "unwritten (poisoned) elements remain"
+    rel = ((out.float() - ref).norm() / ref.norm()).item()
+    assert rel < TOLERANCE[dtype], f"relative error {rel:.2e}"
+    torch.testing.assert_close(out.float(), ref, rtol=3e-2, atol=3e-2)
+
+
+def uses_packed_build(x, weight, out, quant=False):
+    """Whether the call's plan takes the packed build (its kernel's PTX entry says so)."""
+    pointers = norm_plan.POINTERS_ALIGNED
+    chosen = norm_plan.check_and_plan("rms", x, weight, None, out, None, False, "weight", quant, pointers)
+    return "_packed" in chosen.kernel.contract.entry
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("hidden", HIDDEN)
+@pytest.mark.parametrize("rows", ROWS)
+def test_packed_rmsnorm(dtype, hidden, rows):
+    if rows * hidden > 2**26 and dtype == torch.float16:
+        pytest.skip("the largest shape once (bf16) is enough")
+    x = torch.randn(rows, hidden, device="cuda", dtype=dtype) * 3
+    weight = torch.randn(hidden, device="cuda", dtype=dtype)
+    # out inside a poisoned buffer: nothing past its end may be written
+    storage = cutefi.poison_(torch.empty(rows * hidden + 64, device="cuda", dtype=dtype))
+    out = storage[:rows * hidden].view(rows, hidden)
+    assert uses_packed_build(x, weight, out)
+    cutefi.rmsnorm(x, weight, out=out)
+    assert_close(out, reference(x, weight), dtype)
+    assert torch.isnan(storage[rows * hidden:].float()).all(), "written past the end of out"
+
+
+@pytest.mark.parametrize("hidden", [257, 1023, 4095])
+def test_packed_gemma_and_in_place(hidden):
+    rows = 203
+    x = torch.randn(rows, hidden, device="cuda", dtype=torch.bfloat16)
+    weight = torch.randn(hidden, device="cuda", dtype=torch.bfloat16) * 0.1
+    assert_close(cutefi.gemma_rmsnorm(x, weight), reference(x, weight, gemma=True), torch.bfloat16)
+    ref = reference(x, weight)
+    cutefi.rmsnorm(x, weight, out=x)  # in place: each thread reads its chunks before writing them
+    assert_close(x, ref, torch.bfloat16)
+
+
+@pytest.mark.parametrize("fp8", list(FORMATS), ids=["e4m3", "e5m2"])
+@pytest.mark.parametrize("hidden", [500, 2047, 4095])
+@pytest.mark.parametrize("scale", [1e-5, 0.5], ids=["saturating", "half"])
+def test_packed_rmsnorm_quant(fp8, hidden, scale):
+    rows = 1003
+    x = torch.randn(rows, hidden, device="cuda", dtype=torch.bfloat16)
+    weight = torch.randn(hidden, device="cuda", dtype=torch.bfloat16)
+    out = poisoned((rows, hidden), fp8)
+    assert uses_packed_build(x, weight, out, quant=True)
+    cutefi.rmsnorm_quant(out, x, weight, scale)
+    assert_fp8_matches(out, quantise(reference(x, weight), scale, fp8))
+
+
+def test_few_rows_keep_the_shifted_build():
+    x = torch.randn(norm_plan.PACKED_MIN_ROWS - 1, 4095, device="cuda", dtype=torch.bfloat16)
+    weight = torch.randn(4095, device="cuda", dtype=torch.bfloat16)
+    assert not uses_packed_build(x, weight, torch.empty_like(x))
+    assert_close(cutefi.rmsnorm(x, weight), reference(x, weight), torch.bfloat16)
+
+
+def test_blocks_cover_every_row_once():
+    """Many blocks a CTA (a small grid of the persistent loop): every row normalised."""
+    rows, hidden = 65537, 1025
+    assert packed.blocks_per_cta(rows, 2048, torch.cuda.get_device_properties(0).multi_processor_count) > 1
+    x = torch.randn(rows, hidden, device="cuda", dtype=torch.bfloat16)
+    weight = torch.randn(hidden, device="cuda", dtype=torch.bfloat16)
+    assert_close(cutefi.rmsnorm(x, weight), reference(x, weight), torch.bfloat16)
