@@ -1,10 +1,11 @@
-"""Time the packed-rows RMSNorm build against the shifted one-row build on the same calls.
+"""Time the packed-rows RMSNorm and LayerNorm builds against the
+shifted one-row builds on the same calls.
 
     python benchmarks/norm_packed_vs_shifted.py OUT.json
 
-bf16 RMSNorm and FP8 (e4m3) RMSNorm-quant at hidden 1023/2047/4095 (and 4096, aligned, for
-reference) over 64-65536 rows: each case is run with the packed build, then with the shifted
-one (the plan cache cleared and ``PACKED_MIN_ROWS`` raised in between), CUDA events, median
+bf16 RMSNorm, LayerNorm and their FP8 (e4m3) quant variants at hidden 1023/2047/4095 (and
+4096, aligned, for reference) over 128-65536 rows: each case is run with the packed build,
+then with the shifted one (the plan cache cleared and ``PACKED_MIN_ROWS`` raised in between), CUDA events, median
 of five rounds of 200 calls.
 """
 import json, sys, torch, cutefi
@@ -22,14 +23,18 @@ def bench(fn, iters=200, rounds=5):
     return sorted(ts)[len(ts) // 2]
 
 res = []
-for quant in (False, True):
+for kind, quant in (("rms", False), ("rms", True), ("layer", False), ("layer", True)):
     for n in (4095, 4096, 2047, 1023):
-        for rows in (64, 128, 1024, 4096, 16384, 65536):
+        for rows in (128, 4096, 16384, 65536):
             x = torch.randn(rows, n, device="cuda", dtype=torch.bfloat16)
             w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
             o = torch.empty(rows, n, device="cuda", dtype=torch.float8_e4m3fn if quant else torch.bfloat16)
-            fn = (lambda: cutefi.rmsnorm_quant(o, x, w, 1.0)) if quant else (lambda: cutefi.rmsnorm(x, w, out=o))
-            row = {"n": n, "rows": rows, "quant": quant}
+            g = torch.randn(n, device="cuda"); b = torch.randn(n, device="cuda")
+            if kind == "rms":
+                fn = (lambda: cutefi.rmsnorm_quant(o, x, w, 1.0)) if quant else (lambda: cutefi.rmsnorm(x, w, out=o))
+            else:
+                fn = (lambda: cutefi.layernorm_quant(o, x, g, b, 1.0)) if quant else (lambda: A.launch_norm("layer", x, g, b, o, None, 1e-6, False))
+            row = {"kind": kind, "n": n, "rows": rows, "quant": quant}
             for mode, min_rows in (("packed", 64), ("shifted", 1 << 40)):
                 if n % 8 == 0 and mode == "shifted":
                     continue

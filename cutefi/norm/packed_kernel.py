@@ -1,6 +1,8 @@
-"""RMSNorm of contiguous rows that start off 16-byte boundaries, in CuTe DSL ("packed rows").
+"""RMSNorm and LayerNorm of contiguous rows that start off 16-byte boundaries, in CuTe DSL
+("packed rows").
 
-    y[m, :] = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w'     w' = w or (1 + w)
+    rms:   y[m, :] = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w'     w' = w or (1 + w)
+    layer: y[m, :] = (x[m, :] - mean) * rsqrt(var + eps) * gamma + beta  (gamma, beta fp32)
     out = y, or for the FP8 quant builds out = fp8(clamp(y / scale, -max, max))
 
 Eight consecutive rows of a contiguous ``[rows, n]`` tensor span ``8 n`` elements, a multiple
@@ -9,18 +11,21 @@ reads and writes such a block as one flat vector of ``n`` aligned 8-element chun
 ``c`` (elements ``8c .. 8c + 7``) belongs to row ``r = floor(8c / n)``, and where a row
 boundary falls inside it, its first ``b = (r + 1) n - 8c`` elements to row ``r`` and the rest
 to row ``r + 1``. Every global access is a full 128-bit one; no element is masked except in
-the last, partial block of the tensor. Each block, in three stages:
+the last, partial block of the tensor. Each block:
 
-  1. load: the thread's chunks into registers; each chunk's sum of squares into shared memory
-     (a boundary chunk's part for row ``r + 1`` into that row's slot);
-  2. rows: a warp a row sums its chunks' partials and writes the row's factor rsqrt(...);
-  3. store: each element times its row's factor and its weight, 128-bit stores.
+  1. sums: each chunk's sum of squares (RMSNorm) or sum (LayerNorm) into shared memory (a
+     boundary chunk's part for row ``r + 1`` into that row's slot);
+  2. rows: a warp a row adds its chunks' partials: the row's factor rsqrt(...) (LayerNorm:
+     first the mean, then 1 and 2 again over the centred squares for the factor);
+  3. store: each element scaled by its row's factor and its parameters, 128-bit stores; each
+     chunk's registers then take the next block's chunk (its load in flight meanwhile).
 
-The weight, seen from chunk ``c``, starts at column ``c0 = 8c - r n``, anywhere in its
-aligned chunk (and wraps to column 0 at a row boundary). The CTA stages ``COPIES`` copies of
-it once (copy ``s`` holds ``w[(m + s) mod n]`` at ``m``), so a chunk's 8 weights are one
-aligned 128-bit shared-memory read from copy ``c0 mod 8``. CTAs are persistent: the copies
-are staged once for ``row_iters`` blocks.
+The parameters, seen from chunk ``c``, start at column ``c0 = 8c - r n``, anywhere in an
+aligned read (and wrap to column 0 at a row boundary). The CTA stages shifted copies of them
+once (copy ``s`` holds ``p[(m + s) mod n]`` at ``m``): 8 of a 16-bit weight, so a chunk's 8
+weights are one 128-bit read from copy ``c0 mod 8``; 2 of fp32 gamma and beta (four 64-bit
+reads each, from copy ``c0 mod 2``). CTAs are persistent: the copies and each chunk's place in
+its rows are set up once for ``row_iters`` blocks.
 
 ABI and geometry: ``packed.py`` (the row-norm contract's parameters).
 """
@@ -29,29 +34,35 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Int64, const_expr
+from cutlass import Float32, Int32, Int64, Uint32, const_expr
 
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.convert import store_fp8
 from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.pack16 import convert_pairs
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.cute.reduce import warp_reduce_sum
 from cutefi.norm import launch, packed
 
 _ROWS = packed.ROWS_PER_BLOCK
+_FACTORS, _MEANS = _ROWS, 2 * _ROWS + 1  # where the rows' factors and means start among the words
 
 
 class PackedRowNormKernel:
-    def __init__(self, dtype_name: str, n_class: int, gemma: bool = False, out_dtype: str | None = None):
-        self.contract = packed.contract(dtype_name, n_class, gemma, out_dtype)
-        self.shape = packed.geometry(dtype_name, n_class)
+    def __init__(self, dtype_name: str, n_class: int, gemma: bool = False, out_dtype: str | None = None,
+                 norm: str = "rms"):
+        self.contract = packed.contract(dtype_name, n_class, gemma, out_dtype, norm)
+        self.shape = packed.geometry(dtype_name, n_class, norm)
+        self.layer = self.shape.layer
         self.dtype = cute_dtype(dtype_name)
+        self.param_dtype = Float32 if self.layer else self.dtype
         self.gemma = gemma
         self.quant = out_dtype is not None
         self.out_dtype = cute_dtype(out_dtype) if self.quant else self.dtype
         self.quant_max = launch.QUANT_MAX[out_dtype] if self.quant else 0.0
         self.threads = self.shape.block_threads
+        self.copies = self.shape.copies
         self.copy_elems = self.shape.copy_elems
         self.warps = self.threads // 32
 
@@ -64,44 +75,51 @@ class PackedRowNormKernel:
         bidx = cute.arch.block_idx()[0]
         grid_x = cute.arch.grid_dim()[0]
         smem = cute.arch.get_dyn_smem(cutlass.Int8, alignment=16)
-        copies = cute.recast_ptr(smem, dtype=self.dtype)
+        params = cute.recast_ptr(smem, dtype=self.param_dtype)
         partials = cute.make_tensor(cute.recast_ptr(smem + self.shape.partials_offset, dtype=Float32),
                                     cute.make_layout(self.shape.n_class))
         words = cute.make_tensor(cute.recast_ptr(smem + self.shape.boundary_offset, dtype=Float32),
-                                 cute.make_layout(2 * _ROWS + 1))
+                                 cute.make_layout(packed.WORDS))
+        plan = cute.make_tensor(cute.recast_ptr(smem + self.shape.plan_offset, dtype=Int32),
+                                cute.make_layout(self.threads * packed.CHUNKS))
         n = args.N
         inv_n = cute.arch.rcp_approx(Float32(n))
         inv_scale = Float32(1.0)
-        wait_for_inputs()  # with PDL the previous kernel may still be writing x or the weight
+        wait_for_inputs()  # with PDL the previous kernel may still be writing x or the parameters
         if const_expr(self.quant):
             # FlashInfer's quantisation: times 1/scale (scale_value 0: the scale is a tensor)
             scale = args.scale_value
             if scale == Float32(0.0):
                 scale = cute.make_tensor(args.scale, cute.make_layout(1))[0]
             inv_scale = Float32(1.0) / scale
-        self._stage_weight(args.weight, copies, n)
+        self._chunk_plan(plan, n, inv_n)
+        self._stage_param(args.weight, params, n)
+        if const_expr(self.layer):
+            self._stage_param(args.bias, params + self.copies * self.copy_elems, n)
+        cute.arch.barrier()
+        # x of the CTA's first block in flight; each block's stage 3 then loads the next
+        # block's chunks into the registers it has just stored from
+        rX = cute.make_rmem_tensor(cute.make_layout(((8, 1), 1, packed.CHUNKS)), self.dtype)
+        for k in cutlass.range_constexpr(packed.CHUNKS):
+            self._load_chunk(args, rX, k, bidx * _ROWS)
         for it in cutlass.range(args.row_iters, unroll=1):
             first_row = (bidx + it * grid_x) * _ROWS
             if first_row < args.M:
-                # salt: 0 (args.shift is 0 for this build), but unknown to the compiler and
-                # different every block, so a chunk's row, column and weight offset are
-                # recomputed a block (a few integer ops) instead of hoisted out of the loop
-                # (30 registers held for the whole loop, which spilled at 64 a thread)
-                salt = args.shift * it
-                self._block(args, first_row, copies, partials, words, inv_n, inv_scale, salt)
+                self._block(args, first_row, first_row + grid_x * _ROWS, rX, params, partials, words, inv_n,
+                            inv_scale, plan)
 
     # ------------------------------------------------------------------ #
-    # the weight's shifted copies (once a CTA)
+    # once a CTA: the parameters' shifted copies, each chunk's place
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _stage_weight(self, weight: cute.Pointer, copies: cute.Pointer, n: Int32):
-        """Copy ``s`` at ``s * copy_elems``: element ``m`` is ``w[(m + s) mod n]`` (entries no
-        chunk reads hold w[n - 1]). Loads in batches of 16, then their stores: a few memory
-        latencies, not one an element."""
+    def _stage_param(self, src_ptr: cute.Pointer, dst_ptr: cute.Pointer, n: Int32):
+        """Copy ``s`` at ``s * copy_elems``: element ``m`` is ``p[(m + s) mod n]`` (entries no
+        chunk reads hold p[n - 1]). Loads in batches of 16, then their stores: a few memory
+        latencies, not one an element. The caller synchronises."""
         tidx = cute.arch.thread_idx()[0]
-        src = cute.make_tensor(weight, cute.make_layout(self.shape.n_class))
-        dst = cute.make_tensor(copies, cute.make_layout(packed.COPIES * self.copy_elems))
-        total = packed.COPIES * self.copy_elems
+        src = cute.make_tensor(src_ptr, cute.make_layout(self.shape.n_class))
+        dst = cute.make_tensor(dst_ptr, cute.make_layout(self.copies * self.copy_elems))
+        total = self.copies * self.copy_elems
         rounds = -(-total // self.threads)
         for first in cutlass.range_constexpr(0, rounds, 16):
             batch = range(first, min(first + 16, rounds))
@@ -116,128 +134,218 @@ class PackedRowNormKernel:
                 q = tidx + r * self.threads
                 if q < total:
                     dst[q] = value
-        cute.arch.barrier()
+
+    @cute.jit
+    def _chunk_plan(self, plan: cute.Tensor, n: Int32, inv_n: Float32):
+        """Where each of the thread's chunks sits, the same every block, into shared memory
+        (word ``k * threads + tidx``; read back each block rather than held in registers,
+        where the compiler would also keep everything derived from it for the whole loop):
+        ``row | in_row << 3 | parameter offset << 8`` (a harmless one past the block's
+        chunks). row = floor(8 chunk / n) (exact for 8 chunk < 8 n <= 2^15: the half keeps a
+        multiple of n off the rounding edge); in_row, the chunk's elements in that row, capped
+        at 8; the offset, where copy ``column mod copies`` holds the chunk's parameters aligned."""
+        tidx = cute.arch.thread_idx()[0]
+        for k in cutlass.range_constexpr(packed.CHUNKS):
+            chunk = tidx + k * self.threads
+            row = Int32((Float32(8 * chunk) + Float32(0.5)) * inv_n)
+            in_row = cutlass.min((row + 1) * n - 8 * chunk, 8)
+            column = 8 * chunk - row * n  # >= 0: bit masks, not a signed remainder
+            shift = column & (self.copies - 1)
+            offset = shift * self.copy_elems + column - shift
+            # past the block's chunks: row 7, wholly in it, parameters at 0 (its x is 0 and it
+            # is never stored), so the stages need no branch on it
+            plan[chunk] = cutlass.select_(chunk < n, row | (in_row << 3) | (offset << 8), Int32(7 | (8 << 3)))
+
+    # ------------------------------------------------------------------ #
+    # registers <-> values
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def _x_values(self, rX: cute.Tensor, k: cutlass.Constexpr[int], salt: Uint32) -> list:
+        """Chunk ``k`` of x as 8 fp32 values (bf16: a shift or a mask a value). ``salt`` (0 at
+        run time, unknown to the compiler) is XORed into the packed words first where a stage
+        must not reuse an earlier stage's conversions: that would keep 64 fp32 registers of x
+        live across the barriers instead of 32 packed ones."""
+        x_words = cute.recast_tensor(rX, Uint32)
+        words = [x_words[4 * k + j] ^ salt for j in range(4)]
+        if const_expr(self.dtype == cutlass.BFloat16):
+            values = []
+            for word in words:
+                values.append((word << 16).bitcast(Float32))
+                values.append((word & Uint32(0xFFFF0000)).bitcast(Float32))
+            return values
+        halves = cute.make_rmem_tensor(cute.make_layout(8), self.dtype)
+        halves_words = cute.recast_tensor(halves, Uint32)
+        for j in cutlass.range_constexpr(4):
+            halves_words[j] = words[j]
+        return [Float32(halves[i]) for i in range(8)]
+
+    @cute.jit
+    def _param_values(self, params: cute.Pointer, offset: Int32) -> list:
+        """A chunk's 8 parameter values from their shifted copy: one 128-bit read of a 16-bit
+        weight, four 64-bit reads of fp32 ones."""
+        if const_expr(self.layer):
+            values = cute.make_rmem_tensor(cute.make_layout(8), Float32)
+            for j in cutlass.range_constexpr(4):
+                src = cute.make_tensor(params + cute.assume(offset + 2 * j, divby=2), cute.make_layout(2))
+                cute.autovec_copy(src, cute.make_tensor(values.iterator + 2 * j, cute.make_layout(2)))
+            return [values[i] for i in range(8)]
+        loaded = cute.make_rmem_tensor(cute.make_layout(((8, 1), 1, 1)), self.dtype)
+        load = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=128)
+        cute.copy(load, cute.make_tensor(params + cute.assume(offset, divby=8), cute.make_layout(((8, 1), 1, 1))),
+                  loaded)
+        return self._x_values(loaded, 0, Uint32(0))
+
+    # ------------------------------------------------------------------ #
+    # global memory
+    # ------------------------------------------------------------------ #
+    @cute.jit
+    def _chunk_view(self, ptr: cute.Pointer, first_row: Int32, k: cutlass.Constexpr[int], n: Int32) -> cute.Tensor:
+        """The thread's chunk ``k`` of the block starting at ``first_row`` (8 elements, aligned)."""
+        offset = cute.assume(Int64(first_row) * n + Int64(8 * cute.arch.thread_idx()[0]), divby=8)
+        return cute.make_tensor(ptr + offset + 8 * self.threads * k, cute.make_layout(((8, 1), 1, 1)))
+
+    @cute.jit
+    def _load_chunk(self, args: KernelArgs, rX: cute.Tensor, k: cutlass.Constexpr[int], first_row: Int32):
+        """Chunk ``k`` of the block at ``first_row`` into its registers where it lies wholly in
+        the tensor (one 128-bit load, left in flight); 0 otherwise (a chunk past the block's
+        ``n`` or the tensor's end: the block fills the one the end cuts)."""
+        chunk = cute.make_tensor(rX.iterator + 8 * k, cute.make_layout(((8, 1), 1, 1)))
+        chunk.fill(0.0)
+        limit = cutlass.min(args.M - first_row, _ROWS) * args.N  # the block's elements in the tensor
+        if 8 * (cute.arch.thread_idx()[0] + k * self.threads) + 8 <= limit:
+            load = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=128)
+            cute.copy(load, self._chunk_view(args.x, first_row, k, args.N), chunk)
 
     # ------------------------------------------------------------------ #
     # one block of rows
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _chunk_row(self, chunk: Int32, n: Int32, inv_n: Float32):
-        """(row, elements of the chunk in that row): row = floor(8 chunk / n), exact for
-        8 chunk < 8 n <= 2^15 (the half keeps a multiple of n off the rounding edge)."""
-        row = Int32((Float32(8 * chunk) + Float32(0.5)) * inv_n)
-        return row, (row + 1) * n - 8 * chunk
+    def _chunk_sums(self, rX: cute.Tensor, plan: cute.Tensor, partials: cute.Tensor, words: cute.Tensor,
+                    means: bool, salt: Uint32):
+        """Stage 1: each chunk's sum of squares (of x, or of x minus its row's mean) into
+        ``partials``; a boundary chunk's part for the next row into that row's word."""
+        tidx = cute.arch.thread_idx()[0]
+        for k in cutlass.range_constexpr(packed.CHUNKS):
+            where = plan[tidx + k * self.threads]
+            row = where & 7
+            in_row = (where >> 3) & 15
+            x = self._x_values(rX, k, salt)
+            if const_expr(means):  # centred: element i of the chunk less its row's mean
+                mean, next_mean = words[_MEANS + row], words[_MEANS + row + 1]
+                x = [x[i] - cutlass.select_(i < in_row, mean, next_mean) for i in range(8)]
+            terms = x if const_expr(self.layer and not means) else [v * v for v in x]
+            total = Float32(0.0)
+            for i in cutlass.range_constexpr(8):
+                total = total + terms[i]
+            mine = total
+            if in_row < 8:  # a row boundary inside the chunk: split its sum
+                mine = Float32(0.0)
+                for i in cutlass.range_constexpr(8):
+                    mine = mine + cutlass.select_(i < in_row, terms[i], Float32(0.0))
+                words[row + 1] = total - mine
+            partials[tidx + k * self.threads] = mine
+        cute.arch.barrier()
 
     @cute.jit
-    def _block(self, args: KernelArgs, first_row: Int32, copies: cute.Pointer, partials: cute.Tensor,
-               words: cute.Tensor, inv_n: Float32, inv_scale: Float32, salt: Int32):
+    def _row_sums(self, partials: cute.Tensor, words: cute.Tensor, n: Int32, inv_n: Float32, dest: int,
+                  rsqrt_eps: Float32, factor: Float32, to_rsqrt: bool):
+        """Stage 2: each row's sum of its chunks' partials, times 1/n: the mean (``to_rsqrt``
+        False) or rsqrt(. + eps) * factor, into ``words[dest + row]``. Rows warp, warp +
+        warps, ... (a run-time row: bounds for 8 unrolled rows would be hoisted out of the
+        block loop into registers)."""
+        tidx = cute.arch.thread_idx()[0]
+        lane = tidx % 32
+        for row in cutlass.range(tidx // 32, _ROWS, self.warps, unroll=1):
+            first = (row * n + 7) // 8  # the first chunk starting in the row
+            end = ((row + 1) * n + 7) // 8
+            acc = Float32(0.0)
+            for c in cutlass.range(first + lane, end, 32, unroll=4):
+                acc = acc + partials[c]
+            acc = warp_reduce_sum(acc)
+            if row > 0 and (row * n) % 8 != 0:  # the chunk before the row crosses into it
+                acc = acc + words[row]
+            value = acc * inv_n
+            if const_expr(to_rsqrt):
+                value = cute.math.rsqrt(value + rsqrt_eps, fastmath=True) * factor
+            if lane == 0:
+                words[dest + row] = value
+        cute.arch.barrier()
+
+    @cute.jit
+    def _block(self, args: KernelArgs, first_row: Int32, next_row: Int32, rX: cute.Tensor, params: cute.Pointer,
+               partials: cute.Tensor, words: cute.Tensor, inv_n: Float32, inv_scale: Float32, plan: cute.Tensor):
         tidx = cute.arch.thread_idx()[0]
         n = args.N
         K = packed.CHUNKS
         T = self.threads
         limit = cutlass.min(args.M - first_row, _ROWS) * n  # elements of the block in the tensor
         base = cute.assume(Int64(first_row) * n + Int64(8 * tidx), divby=8)
-        chunk_layout = cute.make_layout(((8, 1), 1, K), stride=((1, 0), 0, 8 * T))
-        gX = cute.make_tensor(args.x + base, chunk_layout)
-        rX = cute.make_rmem_tensor(cute.make_layout(((8, 1), 1, K)), self.dtype)
-        rX.fill(0.0)
-        full = cute.make_rmem_tensor(cute.make_layout((1, 1, K), stride=(0, 0, 1)), cutlass.Boolean)
-        for k in cutlass.range_constexpr(K):
-            full[0, 0, k] = 8 * (tidx + k * T) + 8 <= limit
+        salt = Uint32(args.shift)
 
-        # ---- stage 1: load; chunk partials ----------------------------------
-        load = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=128)
-        cute.copy(load, gX, rX, pred=full)
+        # the chunk the tensor's end cuts (loads in flight since the last block cover the rest)
         for k in cutlass.range_constexpr(K):
             start = 8 * (tidx + k * T)
-            if start < limit and start + 8 > limit:  # the tensor ends inside this chunk
+            if start < limit and start + 8 > limit:
+                src = self._chunk_view(args.x, first_row, k, n)
                 for i in cutlass.range_constexpr(8):
                     if start + i < limit:
-                        rX[(i, 0), 0, k] = gX[(i, 0), 0, k]
-        for k in cutlass.range_constexpr(K):
-            chunk = tidx + k * T + salt
-            if chunk < n:
-                row, in_row = self._chunk_row(chunk, n, inv_n)
-                total = Float32(0.0)
-                for i in cutlass.range_constexpr(8):
-                    v = Float32(rX[(i, 0), 0, k])
-                    total = total + v * v
-                mine = total
-                if in_row < 8:  # a row boundary inside the chunk: split its sum
-                    mine = Float32(0.0)
-                    for i in cutlass.range_constexpr(8):
-                        v = Float32(rX[(i, 0), 0, k])
-                        mine = mine + cutlass.select_(i < in_row, v * v, Float32(0.0))
-                    words[row + 1] = total - mine
-                partials[chunk] = mine
-        cute.arch.barrier()
+                        rX[(i, 0), 0, k] = src[(i, 0), 0, 0]
 
-        # ---- stage 2: each row's factor ----------------------------------------
-        lane = tidx % 32
-        warp = tidx // 32
-        for row in cutlass.range_constexpr(_ROWS):
-            if row % self.warps == warp:
-                first = (row * n + 7) // 8  # the first chunk starting in the row
-                end = ((row + 1) * n + 7) // 8
-                acc = Float32(0.0)
-                for c in cutlass.range(first + lane, end, 32, unroll=4):
-                    acc = acc + partials[c]
-                acc = warp_reduce_sum(acc)
-                if const_expr(row > 0):
-                    if (row * n) % 8 != 0:  # the chunk before the row crosses into it
-                        acc = acc + words[row]
-                if lane == 0:
-                    words[_ROWS + row] = cute.math.rsqrt(acc * inv_n + args.eps, fastmath=True) * inv_scale
-        cute.arch.barrier()
+        # ---- stages 1 and 2: each row's factor (LayerNorm: its mean first) ----
+        if const_expr(self.layer):
+            self._chunk_sums(rX, plan, partials, words, False, Uint32(0))
+            self._row_sums(partials, words, n, inv_n, _MEANS, args.eps, inv_scale, False)
+            self._chunk_sums(rX, plan, partials, words, True, salt)
+        else:
+            self._chunk_sums(rX, plan, partials, words, False, Uint32(0))
+        self._row_sums(partials, words, n, inv_n, _FACTORS, args.eps, inv_scale, True)
 
-        # ---- stage 3: scale, weight, store -------------------------------------
-        # x again from its packed 16-bit registers, through an XOR with args.shift (0 for
-        # this build, unknown to the compiler): otherwise stage 1's fp32 conversions are
-        # reused, keeping 64 fp32 registers of x live across the barriers instead of 32
-        x_words = cute.recast_tensor(rX, cutlass.Uint32)
-        for j in cutlass.range_constexpr(cute.size(x_words)):
-            x_words[j] = x_words[j] ^ cutlass.Uint32(args.shift)
-        salt = salt + args.shift  # stage 1's rows are not kept either
-        w_load = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=128)
+        # ---- stage 3: scale, parameters, store; the next block's chunk in flight ----
         store = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.out_dtype,
                                     num_bits_per_copy=8 * self.out_dtype.width)
         for k in cutlass.range_constexpr(K):
-            chunk = tidx + k * T + salt
-            if chunk < n:
-                row, in_row = self._chunk_row(chunk, n, inv_n)
-                column = 8 * chunk - row * n  # >= 0: bit masks, not a signed % 8
-                shift = column & 7
-                offset = cute.assume(shift * self.copy_elems + (column & ~7), divby=8)
-                rW = cute.make_rmem_tensor(cute.make_layout((8, 1)), self.dtype)
-                cute.copy(w_load, cute.make_tensor(copies + offset, cute.make_layout((8, 1))), rW)
-                here = words[_ROWS + row]
-                after = words[_ROWS + row + 1]
-                rY = cute.make_rmem_tensor(cute.make_layout(8), Float32)
+            where = plan[tidx + k * T]
+            row = where & 7
+            in_row = (where >> 3) & 15
+            offset = where >> 8
+            w = self._param_values(params, offset)
+            x = self._x_values(rX, k, salt + salt)  # not stage 1's conversions (see _x_values)
+            rY = cute.make_rmem_tensor(cute.make_layout(8), Float32)
+            for i in cutlass.range_constexpr(8):
+                rY[i] = x[i]
+            if const_expr(self.layer):
+                mean, next_mean = words[_MEANS + row], words[_MEANS + row + 1]
                 for i in cutlass.range_constexpr(8):
-                    w = Float32(rW[i, 0])
-                    if const_expr(self.gemma):
-                        w = w + Float32(1.0)
-                    rY[i] = Float32(rX[(i, 0), 0, k]) * w
-                if in_row >= 8:  # the chunk lies in one row (all but one a row)
-                    for i in cutlass.range_constexpr(8):
-                        rY[i] = rY[i] * here
-                else:
-                    for i in cutlass.range_constexpr(8):
-                        rY[i] = rY[i] * cutlass.select_(i < in_row, here, after)
-                rO = cute.make_rmem_tensor(cute.make_layout((8, 1)), self.out_dtype)
-                if const_expr(self.quant):
-                    store_fp8(rY.load(), rO, self.quant_max)
-                else:
-                    rO.store(rY.load().to(self.out_dtype).reshape((8, 1)))
-                # stored at once: the chunk's registers free for the next one
-                start = 8 * chunk
-                gO_k = cute.make_tensor(args.out + cute.assume(base + 8 * T * k, divby=8), cute.make_layout((8, 1)))
-                if start + 8 <= limit:
-                    cute.copy(store, rO, gO_k)
-                elif start < limit:  # the tensor ends inside this chunk
-                    for i in cutlass.range_constexpr(8):
-                        if start + i < limit:
-                            gO_k[i, 0] = rO[i, 0]
-        # no barrier before the next block: its stage 1 writes partials and words 1-7, last
-        # read in this block's stage 2 (behind stage 2's barrier); its stage 2 writes the
+                    rY[i] = rY[i] - cutlass.select_(i < in_row, mean, next_mean)
+            for i in cutlass.range_constexpr(8):
+                rY[i] = rY[i] * (w[i] + Float32(1.0) if const_expr(self.gemma) else w[i])
+            factor = words[_FACTORS + row]
+            if in_row >= 8:  # the chunk lies in one row (all but one chunk a row)
+                for i in cutlass.range_constexpr(8):
+                    rY[i] = rY[i] * factor
+            else:  # its last 8 - in_row elements belong to the next row
+                next_factor = words[_FACTORS + row + 1]
+                for i in cutlass.range_constexpr(8):
+                    rY[i] = rY[i] * cutlass.select_(i < in_row, factor, next_factor)
+            if const_expr(self.layer):
+                beta = self._param_values(params + self.copies * self.copy_elems, offset)
+                for i in cutlass.range_constexpr(8):
+                    rY[i] = rY[i] + beta[i] * inv_scale
+            rO = cute.make_rmem_tensor(cute.make_layout((8, 1)), self.out_dtype)
+            if const_expr(self.quant):
+                store_fp8(rY.load(), rO, self.quant_max)
+            else:
+                convert_pairs(rY, rO)
+            start = 8 * (tidx + k * T)
+            gO_k = cute.make_tensor(args.out + cute.assume(base + 8 * T * k, divby=8), cute.make_layout((8, 1)))
+            if start + 8 <= limit:
+                cute.copy(store, rO, gO_k)
+            elif start < limit:  # the tensor ends inside this chunk
+                for i in cutlass.range_constexpr(8):
+                    if start + i < limit:
+                        gO_k[i, 0] = rO[i, 0]
+            # the chunk's registers are free: the next block's chunk goes in flight
+            self._load_chunk(args, rX, k, next_row)
+        # no barrier before the next block: its first stage writes partials and boundary
+        # words, last read behind this block's last barrier; its stage 2 writes the means and
         # factors this stage reads, behind its stage 1's barrier

@@ -9,10 +9,10 @@ Builds: the aligned one when the hidden size, every stride and every data pointe
 multiples of 8 elements (16 bytes); otherwise the shifted one (any hidden size from 1 to the
 largest class, any strides), which needs the rows of x, out and residual to sit alike in their
 16-byte chunks (equal strides modulo 8 elements, pointers equally misaligned) and 16-byte
-aligned parameters. Calls that break that ("staged") run on aligned copies. RMSNorm on
-contiguous rows (each ``n`` after the last) off 16-byte boundaries, from ``PACKED_MIN_ROWS``
-rows and hidden sizes 257-4096, takes the packed-rows build instead (``packed.py``: blocks of
-eight rows read and written as one aligned span). The pointer tests
+aligned parameters. Calls that break that ("staged") run on aligned copies. RMSNorm and
+LayerNorm (not the fused add) on contiguous rows (each ``n`` after the last) off 16-byte
+boundaries, from ``PACKED_MIN_ROWS`` rows and the hidden sizes of ``packed.CLASSES``, take
+the packed-rows build instead (``packed.py``: blocks of eight rows read and written as one aligned span). The pointer tests
 run on every call (pointers change); the rest is checked once per call layout and kept.
 """
 
@@ -38,7 +38,7 @@ MAX_ROWS = 2**31 - 1
 ALIGN_ELEMS = 8  # elements per 128-bit access of a 16-bit dtype
 ALIGN_BYTES = 16
 # rows from which contiguous RMSNorm rows off 16-byte boundaries take the packed-rows build
-PACKED_MIN_ROWS = 64
+PACKED_MIN_ROWS = 1024  # (LayerNorm 2047 at 128 rows: 115 GB/s packed, 132 shifted)
 # what the data pointers of a call allow (computed on every call, part of the plan's key)
 POINTERS_ALIGNED, POINTERS_ALIKE, POINTERS_STAGED = 0, 1, 2
 
@@ -130,16 +130,17 @@ def spec_for(kind: str, dtype: torch.dtype, n: int, fused: bool, gemma: bool, al
     return launch.norm_spec(kind, name_of(dtype), launch.pick_n_class(n), fused, gemma, aligned, quant)
 
 
-def _packed_class(kind: str, fused: bool, pointers: int, aligned: bool, layouts: list[RowLayout]) -> int | None:
-    """The packed-rows build's class for an RMSNorm whose rows are contiguous (each ``n`` after
-    the last) but start off 16-byte boundaries, with aligned pointers and at least
-    ``PACKED_MIN_ROWS`` rows; None otherwise."""
+def _packed_class(kind: str, fused: bool, quant: bool, pointers: int, aligned: bool,
+                  layouts: list[RowLayout]) -> int | None:
+    """The packed-rows build's class for an RMSNorm or LayerNorm (not fused) whose rows are
+    contiguous (each ``n`` after the last) but start off 16-byte boundaries, with aligned
+    pointers and at least ``PACKED_MIN_ROWS`` rows; None otherwise."""
     x_layout = layouts[0]
-    if kind != "rms" or fused or aligned or pointers != POINTERS_ALIGNED or x_layout.rows < PACKED_MIN_ROWS:
+    if fused or aligned or pointers != POINTERS_ALIGNED or x_layout.rows < PACKED_MIN_ROWS:
         return None
     if any(layout.heads != 1 or layout.row_stride != layout.n for layout in layouts):
         return None
-    return packed.pick_n_class(x_layout.n)
+    return packed.pick_n_class(x_layout.n, kind, quant)
 
 
 class Plan(NamedTuple):
@@ -203,11 +204,12 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
     named += [("residual", residual)] if residual is not None else []
     named += [("beta", bias)] if bias is not None else []
     require_same_device(*named)
-    packed_class = _packed_class(kind, residual is not None, pointers, aligned, layouts)
+    packed_class = _packed_class(kind, residual is not None, quant, pointers, aligned, layouts)
     if packed_class:  # contiguous rows off 16-byte boundaries: blocks of 8 rows, all accesses aligned
-        spec = packed.PACKED_SPECS[(name_of(input.dtype), packed_class, gemma, name_of(out.dtype) if quant else None)]
+        spec = packed.PACKED_SPECS[(kind, name_of(input.dtype), packed_class, gemma,
+                                    name_of(out.dtype) if quant else None)]
         kernel = get_kernel(spec, device)
-        iters = packed.blocks_per_cta(x_layout.rows, packed_class, device_info(device).sms, name_of(input.dtype))
+        iters = packed.blocks_per_cta(x_layout.rows, packed_class, device_info(device).sms, name_of(input.dtype), kind)
         grid = kernel.contract.grid({"M": x_layout.rows, "row_iters": iters})
         return Plan(kernel, False, False, device, grid, x_layout.rows, n, 1, (n, 0, n, 0, n, 0), iters)
     spec = spec_for(kind, input.dtype, n, residual is not None, gemma, aligned, out.dtype if quant else None)
