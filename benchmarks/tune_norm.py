@@ -112,12 +112,22 @@ LAYER_QUANT_ROUND8 = [  # session 10, round 8: the FP8 LayerNorm's 1024 class on
     *[("layer", 1024, False, tpr, threads, ctas, True, "fp8e4m3", None, depth)
       for tpr, threads, ctas, depth in ((64, 128, 4, 2), (128, 128, 8, 2), (64, 128, 8, 2), (128, 128, 4, 2))],
 ]
-VARIANTS = [  # session 10, round 9: CTAs an SM of the RMSNorm builds still short of their goals
+ROUND9 = [  # session 10, round 9: CTAs an SM of the RMSNorm builds still short of their goals
     *[("rms", 4096, False, tpr, threads, ctas, False, "fp8e4m3") for tpr, threads, ctas in
       ((128, 128, 4), (128, 128, 5), (128, 128, 6), (256, 256, 3))],
     *[("rms", 4096, True, tpr, threads, ctas, True) for tpr, threads, ctas in
       ((64, 128, 4), (64, 128, 6), (64, 128, 8), (128, 128, 4), (128, 128, 6))],
     *[("rms", 4096, True, 128, 128, ctas, False, "fp8e4m3") for ctas in (4, 6)],
+]
+RMS_8192_ROUND11 = [  # session 19: RMSNorm 8192 at inductor's occupancy (one row a CTA of 512, ~2048 threads an SM)
+    ("rms", 8192, False, 128, 128, 4, True),  # the shipped geometry, for reference
+    *[("rms", 8192, False, tpr, tpr, ctas, True) for tpr, ctas in
+      ((512, 4), (512, 3), (1024, 2), (256, 8), (256, 6), (512, 2))],
+]
+VARIANTS = [  # session 19: wider rows for decode-sized M, timed by CUPTI (--timer cupti)
+    *[("rms", 2048, False, tpr, max(128, tpr), 4 if tpr <= 128 else 2, True) for tpr in (32, 64, 128, 256)],
+    *[("rms", 4096, False, tpr, max(128, tpr), 4 if tpr <= 128 else 2, True) for tpr in (64, 128, 256, 512)],
+    *[("rms", 8192, False, tpr, tpr, 3 if tpr == 512 else 1, True) for tpr in (512, 1024)],
 ]
 ROWS = 16384
 
@@ -189,7 +199,13 @@ def build_variants() -> None:
         print(name(variant), "spill stores", spills)
 
 
+TIMER = "graph"  # or "cupti" (--timer): device time of single calls, launch latency included
+
+
 def graph_ms(fn, calls: int = 20, replays: int = 30) -> float:
+    if TIMER == "cupti":
+        from cutefi.bench.timing import bench_gpu_time
+        return bench_gpu_time(fn, timer="cupti", iters=200, warmup=20).median_ms
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -273,7 +289,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build", action="store_true", help="build the variants into .tune/ (needs CuTe DSL)")
     parser.add_argument("--only", default="", help="variant name prefix (e.g. rms_8192)")
     parser.add_argument("--rows", type=int, nargs="+", default=[ROWS], help="rows M to time each variant at")
+    parser.add_argument("--timer", choices=("graph", "cupti"), default="graph",
+                        help="CUDA-graph replay of 20 calls (throughput) or CUPTI per call (latency)")
     args = parser.parse_args(argv)
+    global TIMER
+    TIMER = args.timer
     if args.build:
         build_variants()
         return 0
@@ -289,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     big = torch.empty(1 << 30, device="cuda", dtype=torch.bfloat16)
     big_out = torch.empty_like(big)
     rows["torch copy_ 2 GiB (ceiling)"] = {"gbps": 2 * big.numel() * 2 / graph_ms(lambda: big_out.copy_(big), 5, 15) / 1e6}
-    report = {"gpu": torch.cuda.get_device_name(0), "command": " ".join(sys.argv), "timer": "CUDA-graph replay",
+    report = {"gpu": torch.cuda.get_device_name(0), "command": " ".join(sys.argv),
+              "timer": "CUDA-graph replay" if TIMER == "graph" else "CUPTI, median of 200 calls",
               "rows": args.rows, "dtype": "bf16", "results": rows}
     print(json.dumps(report, indent=1))
     if args.out:

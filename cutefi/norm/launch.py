@@ -152,6 +152,8 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
     else:
         table = _CLASS_TABLE
     if aligned:
+        if kind == "rms" and not fused_add and not quant:
+            return {**table, **_RMS_WIDE_ROWS}
         if kind == "layer" and not fused_add:
             table = {**table, **{n: (tpr, threads) for (n, q), (tpr, threads, _) in _LAYER_PREFETCH.items()
                                  if q == quant}}
@@ -167,6 +169,17 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
         shifted |= {n: (tpr, threads) for (n, q), (tpr, threads, _) in _LAYER_SHIFTED_PREFETCH.items() if q == quant}
     return shifted
 
+
+# Plain RMSNorm (aligned rows), wider rows than the table's. 8192: one row a CTA of 512 threads
+# (16 elements a thread) and 3 CTAs an SM (_RMS_THREADS_PER_SM), inductor's shape of the kernel
+# (ncu_rmsnorm_8192_inductor_h200.txt: more warps in flight hide DRAM latency); same run on an
+# H100 (tune_norm_h100_rms8192.json, CUDA-graph replay): 2956 against 2908 GB/s at 16384 rows,
+# 2805 against 2691 at 4096, 2984 against 2965 at 65536; 4 CTAs an SM spilled (2848), 256-thread
+# rows spilled. 4096: 128 threads a row (32 elements a thread) cut the latency of decode-sized
+# calls (tune_norm_h100_small_m.json, CUPTI: 8% at 1 row, 15% at 32, 7% at 128, 4% at 512) and
+# match 64 threads from 4096 rows up (tune_norm_h100_large_m.json; 2% behind at 2048 rows).
+_RMS_WIDE_ROWS = {4096: (128, 128), 8192: (512, 512)}
+_RMS_THREADS_PER_SM = {8192: 1536}
 
 # Resident threads per SM the build asks for (``.minnctapersm``): 512, a 128-register cap.
 # LayerNorm is latency-bound, not traffic-bound (ncu: one row per CTA and two block
@@ -189,6 +202,8 @@ def min_ctas_per_sm(n_class: int, block_threads: int, kind: str = "rms", aligned
     threads = _THREADS_PER_SM
     if kind == "layer" and aligned and not quant:
         threads = _LAYER_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
+    elif kind == "rms" and aligned and not quant and not fused_add:
+        threads = _RMS_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
     elif kind == "rms" and not aligned and not fused_add and not quant:  # quant spilled at 768
         threads = _SHIFTED_RMS_THREADS_PER_SM
     return max(1, threads // block_threads)
