@@ -124,10 +124,19 @@ RMS_8192_ROUND11 = [  # session 19: RMSNorm 8192 at inductor's occupancy (one ro
     *[("rms", 8192, False, tpr, tpr, ctas, True) for tpr, ctas in
       ((512, 4), (512, 3), (1024, 2), (256, 8), (256, 6), (512, 2))],
 ]
-VARIANTS = [  # session 19: wider rows for decode-sized M, timed by CUPTI (--timer cupti)
+SMALL_M_ROUND12 = [  # session 19: wider rows for decode-sized M, timed by CUPTI (--timer cupti)
     *[("rms", 2048, False, tpr, max(128, tpr), 4 if tpr <= 128 else 2, True) for tpr in (32, 64, 128, 256)],
     *[("rms", 4096, False, tpr, max(128, tpr), 4 if tpr <= 128 else 2, True) for tpr in (64, 128, 256, 512)],
     *[("rms", 8192, False, tpr, tpr, 3 if tpr == 512 else 1, True) for tpr in (512, 1024)],
+]
+RMS_16384_ROUND13 = [  # session 19: RMSNorm 16384, wider rows and more warps an SM
+    ("rms", 16384, False, 256, 256, 2, True),  # the shipped geometry
+    *[("rms", 16384, False, tpr, tpr, ctas, True) for tpr, ctas in ((512, 2), (512, 3), (1024, 1), (1024, 2))],
+]
+VARIANTS = [  # session 19: the fused add with wider rows (16 elements a thread or fewer: the weight loaded with x)
+    *[("rms", 2048, True, tpr, max(128, tpr), 4 if tpr <= 128 else 2, True) for tpr in (32, 128, 256)],
+    *[("rms", 4096, True, tpr, max(128, tpr), 4 if tpr <= 128 else 2, True) for tpr in (64, 256, 512)],
+    *[("rms", 8192, True, tpr, tpr, ctas, True) for tpr, ctas in ((128, 4), (512, 2), (512, 3), (1024, 1))],
 ]
 ROWS = 16384
 

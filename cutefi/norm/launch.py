@@ -152,8 +152,8 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
     else:
         table = _CLASS_TABLE
     if aligned:
-        if kind == "rms" and not fused_add and not quant:
-            return {**table, **_RMS_WIDE_ROWS}
+        if kind == "rms" and not quant:
+            return {**table, **(_RMS_ADD_WIDE_ROWS if fused_add else _RMS_WIDE_ROWS)}
         if kind == "layer" and not fused_add:
             table = {**table, **{n: (tpr, threads) for (n, q), (tpr, threads, _) in _LAYER_PREFETCH.items()
                                  if q == quant}}
@@ -180,6 +180,13 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
 # match 64 threads from 4096 rows up (tune_norm_h100_large_m.json; 2% behind at 2048 rows).
 _RMS_WIDE_ROWS = {4096: (128, 128), 8192: (512, 512)}
 _RMS_THREADS_PER_SM = {8192: 1536}
+# The fused add (aligned rows) at 16 elements a thread, which loads the weight with x instead
+# of after the reduction (_delays_weight): a memory round trip off the path of a decode-sized
+# call. CUPTI on an H100 (tune_norm_h100_fused_add_small_m.json) at 1/32/128/512 rows: 2048
+# +28/51/46/14%, 4096 +25/42/26/13%, 8192 +23/17/18/7%; from 4096 rows up equal or up to 1.4%
+# faster (tune_norm_h100_fused_add_large_m.json, CUDA-graph replay).
+_RMS_ADD_WIDE_ROWS = {2048: (128, 128), 4096: (256, 256), 8192: (512, 512)}
+_RMS_ADD_THREADS_PER_SM = {8192: 1024}
 
 # Resident threads per SM the build asks for (``.minnctapersm``): 512, a 128-register cap.
 # LayerNorm is latency-bound, not traffic-bound (ncu: one row per CTA and two block
@@ -202,8 +209,8 @@ def min_ctas_per_sm(n_class: int, block_threads: int, kind: str = "rms", aligned
     threads = _THREADS_PER_SM
     if kind == "layer" and aligned and not quant:
         threads = _LAYER_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
-    elif kind == "rms" and aligned and not quant and not fused_add:
-        threads = _RMS_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
+    elif kind == "rms" and aligned and not quant:
+        threads = (_RMS_ADD_THREADS_PER_SM if fused_add else _RMS_THREADS_PER_SM).get(n_class, _THREADS_PER_SM)
     elif kind == "rms" and not aligned and not fused_add and not quant:  # quant spilled at 768
         threads = _SHIFTED_RMS_THREADS_PER_SM
     return max(1, threads // block_threads)
@@ -283,7 +290,7 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
         threads_per_row=threads_per_row,
         block_threads=block_threads,
         min_ctas_per_sm=min_ctas_per_sm(n_class, block_threads, norm, aligned, out_dtype is not None, fused_add),
-        delay_weight_load=bool(fused_add) or norm == "layer" or not aligned,
+        delay_weight_load=_delays_weight(norm, fused_add, aligned, n_class, threads_per_row, dtype_name),
         prefetch=prefetch_depth(norm, n_class, aligned, out_dtype is not None, fused_add),
         elem_bytes=dtype_bits(dtype_name) // 8,
     )
@@ -291,6 +298,17 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
         fits = max(1, SMEM_PER_SM // (shape.dynamic_smem_bytes + 1024))
         shape = dataclasses.replace(shape, min_ctas_per_sm=min(shape.min_ctas_per_sm, fits))
     return shape
+
+
+def _delays_weight(norm: str, fused_add: bool, aligned: bool, n_class: int, threads_per_row: int,
+                   dtype_name: str) -> bool:
+    """Whether a build loads its parameters after the row reduction (to keep them out of the
+    registers held across it): LayerNorm (fp32 gamma and beta), shifted rows, and the fused add
+    where a thread holds more than 16 elements (x, residual and weight at once would spill);
+    a narrower fused add loads the weight with x, off the critical path of small calls."""
+    if norm == "layer" or not aligned:
+        return True
+    return fused_add and n_class // threads_per_row > 2 * vec_elems(dtype_name)
 
 
 def row_iters(shape: Geometry, rows: int, sms: int) -> int:
