@@ -133,10 +133,16 @@ RMS_16384_ROUND13 = [  # session 19: RMSNorm 16384, wider rows and more warps an
     ("rms", 16384, False, 256, 256, 2, True),  # the shipped geometry
     *[("rms", 16384, False, tpr, tpr, ctas, True) for tpr, ctas in ((512, 2), (512, 3), (1024, 1), (1024, 2))],
 ]
-VARIANTS = [  # session 19: the fused add with wider rows (16 elements a thread or fewer: the weight loaded with x)
+FUSED_ADD_ROUND14 = [  # session 19: the fused add with wider rows (16 elements a thread or fewer: the weight loaded with x)
     *[("rms", 2048, True, tpr, max(128, tpr), 4 if tpr <= 128 else 2, True) for tpr in (32, 128, 256)],
     *[("rms", 4096, True, tpr, max(128, tpr), 4 if tpr <= 128 else 2, True) for tpr in (64, 256, 512)],
     *[("rms", 8192, True, tpr, tpr, ctas, True) for tpr, ctas in ((128, 4), (512, 2), (512, 3), (1024, 1))],
+]
+VARIANTS = [  # session 19: the same for the fused add's other classes and its FP8 variant
+    *[("rms", 1024, True, tpr, 128, 4, True) for tpr in (32, 64)],
+    *[("rms", 16384, True, tpr, tpr, ctas, True) for tpr, ctas in ((256, 2), (512, 2), (1024, 1), (1024, 2))],
+    *[("rms", n, True, tpr, max(128, tpr), ctas, True, "fp8e4m3") for n, tpr, ctas in
+      ((2048, 32, 4), (2048, 128, 4), (4096, 64, 4), (4096, 256, 2), (8192, 128, 4), (8192, 512, 2))],
 ]
 ROWS = 16384
 

@@ -152,8 +152,10 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
     else:
         table = _CLASS_TABLE
     if aligned:
+        if kind == "rms" and fused_add:
+            return {**table, **(_RMS_ADD_QUANT_WIDE_ROWS if quant else _RMS_ADD_WIDE_ROWS)}
         if kind == "rms" and not quant:
-            return {**table, **(_RMS_ADD_WIDE_ROWS if fused_add else _RMS_WIDE_ROWS)}
+            return {**table, **_RMS_WIDE_ROWS}
         if kind == "layer" and not fused_add:
             table = {**table, **{n: (tpr, threads) for (n, q), (tpr, threads, _) in _LAYER_PREFETCH.items()
                                  if q == quant}}
@@ -184,9 +186,15 @@ _RMS_THREADS_PER_SM = {8192: 1536}
 # of after the reduction (_delays_weight): a memory round trip off the path of a decode-sized
 # call. CUPTI on an H100 (tune_norm_h100_fused_add_small_m.json) at 1/32/128/512 rows: 2048
 # +28/51/46/14%, 4096 +25/42/26/13%, 8192 +23/17/18/7%; from 4096 rows up equal or up to 1.4%
-# faster (tune_norm_h100_fused_add_large_m.json, CUDA-graph replay).
-_RMS_ADD_WIDE_ROWS = {2048: (128, 128), 4096: (256, 256), 8192: (512, 512)}
-_RMS_ADD_THREADS_PER_SM = {8192: 1024}
+# faster (tune_norm_h100_fused_add_large_m.json, CUDA-graph replay). 1024 at 64 threads and
+# 16384 at 1024 (one CTA an SM), and the FP8 fused add at 4096 and 8192, the same way
+# (tune_norm_h100_fused_add2_*.json): 1024 +17-20% at 32-512 rows, +7% at 4096 (L2-resident);
+# 16384 +6-10% up to 128 rows, +1% from 4096 up; FP8 4096 +25-27% up to 512 rows, 8192 +10-15%,
+# both equal or +1% from 4096 up. Not the FP8 2048: +13-25% small but 1-5% slower from 4096 up.
+_RMS_ADD_WIDE_ROWS = {1024: (64, 128), 2048: (128, 128), 4096: (256, 256), 8192: (512, 512), 16384: (1024, 1024)}
+_RMS_ADD_QUANT_WIDE_ROWS = {4096: (256, 256), 8192: (512, 512)}
+_RMS_ADD_THREADS_PER_SM = {8192: 1024, 16384: 1024}
+_RMS_ADD_QUANT_THREADS_PER_SM = {8192: 1024}
 
 # Resident threads per SM the build asks for (``.minnctapersm``): 512, a 128-register cap.
 # LayerNorm is latency-bound, not traffic-bound (ncu: one row per CTA and two block
@@ -209,8 +217,10 @@ def min_ctas_per_sm(n_class: int, block_threads: int, kind: str = "rms", aligned
     threads = _THREADS_PER_SM
     if kind == "layer" and aligned and not quant:
         threads = _LAYER_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
+    elif kind == "rms" and aligned and fused_add:
+        threads = (_RMS_ADD_QUANT_THREADS_PER_SM if quant else _RMS_ADD_THREADS_PER_SM).get(n_class, _THREADS_PER_SM)
     elif kind == "rms" and aligned and not quant:
-        threads = (_RMS_ADD_THREADS_PER_SM if fused_add else _RMS_THREADS_PER_SM).get(n_class, _THREADS_PER_SM)
+        threads = _RMS_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
     elif kind == "rms" and not aligned and not fused_add and not quant:  # quant spilled at 768
         threads = _SHIFTED_RMS_THREADS_PER_SM
     return max(1, threads // block_threads)
