@@ -138,29 +138,39 @@ FUSED_ADD_ROUND14 = [  # session 19: the fused add with wider rows (16 elements 
     *[("rms", 4096, True, tpr, max(128, tpr), 4 if tpr <= 128 else 2, True) for tpr in (64, 256, 512)],
     *[("rms", 8192, True, tpr, tpr, ctas, True) for tpr, ctas in ((128, 4), (512, 2), (512, 3), (1024, 1))],
 ]
-VARIANTS = [  # session 19: the same for the fused add's other classes and its FP8 variant
+FUSED_ADD_ROUND15 = [  # session 19: the same for the fused add's other classes and its FP8 variant
     *[("rms", 1024, True, tpr, 128, 4, True) for tpr in (32, 64)],
     *[("rms", 16384, True, tpr, tpr, ctas, True) for tpr, ctas in ((256, 2), (512, 2), (1024, 1), (1024, 2))],
     *[("rms", n, True, tpr, max(128, tpr), ctas, True, "fp8e4m3") for n, tpr, ctas in
       ((2048, 32, 4), (2048, 128, 4), (4096, 64, 4), (4096, 256, 2), (8192, 128, 4), (8192, 512, 2))],
 ]
+VARIANTS = [  # session 19: wider rows for RMSNorm FP8 and LayerNorm at decode sizes (LayerNorm: gamma/beta with x)
+    *[("rms", n, False, tpr, max(128, tpr), ctas, True, "fp8e4m3") for n, tpr, ctas in
+      ((2048, 32, 4), (2048, 128, 4), (4096, 64, 4), (4096, 128, 4), (4096, 256, 2), (8192, 128, 4), (8192, 512, 2),
+       (8192, 512, 3))],
+    ("layer", 4096, False, 128, 128, 8, True),
+    *[("layer", n, False, tpr, tpr, ctas, True, None, None, None, True) for n, tpr, ctas in
+      ((4096, 256, 4), (4096, 512, 2), (8192, 512, 2), (8192, 512, 3))],
+    ("layer", 8192, False, 128, 128, 4, True),
+]
 ROWS = 16384
 
 
 def unpack(variant) -> tuple:
-    """A variant with its defaults filled in: (..., aligned, out_dtype, vec, prefetch)."""
-    return (*variant, None, None, None)[:10]
+    """A variant with its defaults filled in: (..., aligned, out_dtype, vec, prefetch, early)."""
+    return (*variant, None, None, None, None)[:11]
 
 
 @contextlib.contextmanager
 def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: int, aligned: bool = True,
-            out_dtype: str | None = None, vec: int | None = None, prefetch: int | None = None):
-    """launch.geometry gives this variant's split, occupancy, elements per access and prefetch
-    depth for its build."""
+            out_dtype: str | None = None, vec: int | None = None, prefetch: int | None = None,
+            early: bool | None = None):
+    """launch.geometry gives this variant's split, occupancy, elements per access, prefetch
+    depth and (``early``) whether its parameters load with x, for its build."""
     from cutefi.jit import spec as spec_module
 
     table, occupancy, access = launch._class_table, launch.min_ctas_per_sm, launch.access_elems
-    depth = launch.prefetch_depth
+    depth, delays = launch.prefetch_depth, launch._delays_weight
     quant = out_dtype is not None
 
     def ours(k, f, a, q) -> bool:
@@ -180,20 +190,24 @@ def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: 
     if prefetch is not None:
         launch.prefetch_depth = lambda k, n, a, q, f: (
             prefetch if (n == n_class and ours(k, f, a, q)) else depth(k, n, a, q, f))
+    if early is not None:
+        launch._delays_weight = lambda k, f, a, n, t, d: (
+            not early if (n == n_class and ours(k, f, a, quant)) else delays(k, f, a, n, t, d))
     spec_module._contract.cache_clear()
     try:
         yield launch.contract(kind, "bf16", n_class, fused, False, aligned, out_dtype)
     finally:
         launch._class_table, launch.min_ctas_per_sm, launch.access_elems = table, occupancy, access
-        launch.prefetch_depth = depth
+        launch.prefetch_depth, launch._delays_weight = depth, delays
         spec_module._contract.cache_clear()
 
 
 def name(variant) -> str:
-    kind, n_class, fused, tpr, threads, ctas, aligned, out_dtype, vec, prefetch = unpack(variant)
+    kind, n_class, fused, tpr, threads, ctas, aligned, out_dtype, vec, prefetch, early = unpack(variant)
     cols = n_class if aligned else n_class - 1
     return (f"{kind}{'_add' if fused else ''}{'_quant' if out_dtype else ''}_{cols}_tpr{tpr}_cta{threads}_x{ctas}"
-            + (f"_vec{vec}" if vec else "") + (f"_pf{prefetch}" if prefetch is not None else ""))
+            + (f"_vec{vec}" if vec else "") + (f"_pf{prefetch}" if prefetch is not None else "")
+            + ("_early" if early else ""))
 
 
 def build_variants() -> None:
@@ -203,7 +217,7 @@ def build_variants() -> None:
 
     os.makedirs(".tune", exist_ok=True)
     for variant in VARIANTS:
-        kind, n_class, fused, *_, aligned, out_dtype, _, _ = unpack(variant)
+        kind, n_class, fused, *_, aligned, out_dtype, _, _, _ = unpack(variant)
         with patched(*unpack(variant)):
             artifact = build(launch.norm_spec(kind, "bf16", n_class, fused, aligned=aligned, out_dtype=out_dtype),
                              Target.parse("sm_90a"))
@@ -250,7 +264,7 @@ def time_variant(saved: dict, ROWS: int = ROWS) -> dict:
     from cutefi.jit.loader import Kernel
 
     variant = unpack(saved["variant"])
-    kind, n_class, fused, *_, aligned, out_dtype, _, _ = variant
+    kind, n_class, fused, *_, aligned, out_dtype, _, _, _ = variant
     n_class = n_class if aligned else n_class - 1  # shifted: odd rows
     x = torch.randn(ROWS, n_class, device="cuda", dtype=torch.bfloat16)
     residual = torch.randn_like(x)

@@ -154,8 +154,8 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
     if aligned:
         if kind == "rms" and fused_add:
             return {**table, **(_RMS_ADD_QUANT_WIDE_ROWS if quant else _RMS_ADD_WIDE_ROWS)}
-        if kind == "rms" and not quant:
-            return {**table, **_RMS_WIDE_ROWS}
+        if kind == "rms":
+            return {**table, **(_RMS_QUANT_WIDE_ROWS if quant else _RMS_WIDE_ROWS)}
         if kind == "layer" and not fused_add:
             table = {**table, **{n: (tpr, threads) for (n, q), (tpr, threads, _) in _LAYER_PREFETCH.items()
                                  if q == quant}}
@@ -182,6 +182,11 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
 # match 64 threads from 4096 rows up (tune_norm_h100_large_m.json; 2% behind at 2048 rows).
 _RMS_WIDE_ROWS = {4096: (128, 128), 8192: (512, 512)}
 _RMS_THREADS_PER_SM = {8192: 1536}
+# The FP8 RMSNorm at 4096 the same way (tune_norm_h100_quant_layer_*.json): +6-13% at 32-512
+# rows, +7/+1.5/+0.9% at 4096/16384/65536. Its 8192 at 512 threads was 15% slower from 512
+# rows up, 2048 at 128 threads 11% slower at 4096 rows: not taken. (LayerNorm with 16 elements
+# a thread and gamma/beta loaded with x: +8-21% up to 512 rows, 1-16% slower from 4096 up.)
+_RMS_QUANT_WIDE_ROWS = {4096: (128, 128)}
 # The fused add (aligned rows) at 16 elements a thread, which loads the weight with x instead
 # of after the reduction (_delays_weight): a memory round trip off the path of a decode-sized
 # call. CUPTI on an H100 (tune_norm_h100_fused_add_small_m.json) at 1/32/128/512 rows: 2048
