@@ -3,21 +3,17 @@ trees (each run from its own tree with its own pack; interleave A, B, A, B):
 
     python benchmarks/norm_pack_ab.py LABEL OUT.json
 
-CUDA events, median of 7 rounds of 200 calls; prints and writes {case: (us, GB/s)}.
+CUDA events, median of 200 calls (session 19's file: of 7 rounds of 200); prints and writes {case: (us, GB/s)}.
 """
 import json, sys, torch, cutefi
+from cutefi.bench.timing import gpu_ms
 from cutefi.norm import api as A
 
-def bench(fn, iters=200, rounds=7):
-    for _ in range(20): fn()
-    ts = []
-    for _ in range(rounds):
-        s, e = torch.cuda.Event(True), torch.cuda.Event(True)
-        torch.cuda.synchronize(); s.record()
-        for _ in range(iters): fn()
-        e.record(); torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) * 1e3 / iters)
-    return sorted(ts)[len(ts) // 2]
+
+def bench(fn) -> float:
+    """Median device time of ``fn`` in microseconds (CUDA events, 200 calls after 20)."""
+    return gpu_ms(fn, iters=200, warmup=20) * 1e3
+
 
 res = {}
 torch.manual_seed(0)

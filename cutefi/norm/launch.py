@@ -152,10 +152,8 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
     else:
         table = _CLASS_TABLE
     if aligned:
-        if kind == "rms" and fused_add:
-            return {**table, **(_RMS_ADD_QUANT_WIDE_ROWS if quant else _RMS_ADD_WIDE_ROWS)}
         if kind == "rms":
-            return {**table, **(_RMS_QUANT_WIDE_ROWS if quant else _RMS_WIDE_ROWS)}
+            return {**table, **{n: (tpr, threads) for n, (tpr, threads, _) in _RMS_WIDE_ROWS[(fused_add, quant)].items()}}
         if kind == "layer" and not fused_add:
             table = {**table, **{n: (tpr, threads) for (n, q), (tpr, threads, _) in _LAYER_PREFETCH.items()
                                  if q == quant}}
@@ -172,34 +170,28 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
     return shifted
 
 
-# Plain RMSNorm (aligned rows), wider rows than the table's. 8192: one row a CTA of 512 threads
-# (16 elements a thread) and 3 CTAs an SM (_RMS_THREADS_PER_SM), inductor's shape of the kernel
-# (ncu_rmsnorm_8192_inductor_h200.txt: more warps in flight hide DRAM latency); same run on an
-# H100 (tune_norm_h100_rms8192.json, CUDA-graph replay): 2956 against 2908 GB/s at 16384 rows,
-# 2805 against 2691 at 4096, 2984 against 2965 at 65536; 4 CTAs an SM spilled (2848), 256-thread
-# rows spilled. 4096: 128 threads a row (32 elements a thread) cut the latency of decode-sized
-# calls (tune_norm_h100_small_m.json, CUPTI: 8% at 1 row, 15% at 32, 7% at 128, 4% at 512) and
-# match 64 threads from 4096 rows up (tune_norm_h100_large_m.json; 2% behind at 2048 rows).
-_RMS_WIDE_ROWS = {4096: (128, 128), 8192: (512, 512)}
-_RMS_THREADS_PER_SM = {8192: 1536}
-# The FP8 RMSNorm at 4096 the same way (tune_norm_h100_quant_layer_*.json): +6-13% at 32-512
-# rows, +7/+1.5/+0.9% at 4096/16384/65536. Its 8192 at 512 threads was 15% slower from 512
-# rows up, 2048 at 128 threads 11% slower at 4096 rows: not taken. (LayerNorm with 16 elements
-# a thread and gamma/beta loaded with x: +8-21% up to 512 rows, 1-16% slower from 4096 up.)
-_RMS_QUANT_WIDE_ROWS = {4096: (128, 128)}
-# The fused add (aligned rows) at 16 elements a thread, which loads the weight with x instead
-# of after the reduction (_delays_weight): a memory round trip off the path of a decode-sized
-# call. CUPTI on an H100 (tune_norm_h100_fused_add_small_m.json) at 1/32/128/512 rows: 2048
-# +28/51/46/14%, 4096 +25/42/26/13%, 8192 +23/17/18/7%; from 4096 rows up equal or up to 1.4%
-# faster (tune_norm_h100_fused_add_large_m.json, CUDA-graph replay). 1024 at 64 threads and
-# 16384 at 1024 (one CTA an SM), and the FP8 fused add at 4096 and 8192, the same way
-# (tune_norm_h100_fused_add2_*.json): 1024 +17-20% at 32-512 rows, +7% at 4096 (L2-resident);
-# 16384 +6-10% up to 128 rows, +1% from 4096 up; FP8 4096 +25-27% up to 512 rows, 8192 +10-15%,
-# both equal or +1% from 4096 up. Not the FP8 2048: +13-25% small but 1-5% slower from 4096 up.
-_RMS_ADD_WIDE_ROWS = {1024: (64, 128), 2048: (128, 128), 4096: (256, 256), 8192: (512, 512), 16384: (1024, 1024)}
-_RMS_ADD_QUANT_WIDE_ROWS = {4096: (256, 256), 8192: (512, 512)}
-_RMS_ADD_THREADS_PER_SM = {8192: 1024, 16384: 1024}
-_RMS_ADD_QUANT_THREADS_PER_SM = {8192: 1024}
+# RMSNorm on aligned rows, wider rows than the table's: (fused_add, quant) -> {n_class:
+# (threads_per_row, block_threads, resident threads an SM)}. Measured on an H100 (the
+# tune_norm_h100_*.json files, CUPTI up to 512 rows, CUDA-graph replay above):
+# * plain 8192: one row a CTA of 512 threads at 3 CTAs an SM, inductor's shape of the kernel
+#   (ncu_rmsnorm_8192_inductor_h200.txt: more warps in flight hide DRAM latency): 2956 against
+#   2908 GB/s at 16384 rows, 2805 against 2691 at 4096; 4 CTAs an SM and 256-thread rows spill.
+#   Plain 4096 at 128 threads: 8/15/7/4% faster at 1/32/128/512 rows, equal from 4096 up (2%
+#   behind at 2048, L2-resident); FP8 4096 the same: +6-13% small, +1-7% from 4096 rows up.
+# * the fused add at 16 elements a thread, which loads the weight with x instead of after the
+#   reduction (_delays_weight: a memory round trip off the path of a decode-sized call): at
+#   1/32/128/512 rows 2048 +28/51/46/14%, 4096 +25/42/26/13%, 8192 +23/17/18/7%, 1024 and 16384
+#   +6-20%, FP8 4096 / 8192 +25-27% / +10-15%; from 4096 rows up equal or up to 1.4% faster.
+# Not taken: FP8 8192 at 512 threads (15% slower from 512 rows up), FP8 and FP8-fused 2048 at
+# 128 (fast below 512 rows, 1-11% slower from 4096 up), LayerNorm at 16 elements a thread with
+# gamma/beta loaded with x (+8-21% up to 512 rows, 1-16% slower from 4096 up).
+_RMS_WIDE_ROWS = {
+    (False, False): {4096: (128, 128, 512), 8192: (512, 512, 1536)},
+    (False, True): {4096: (128, 128, 512)},
+    (True, False): {1024: (64, 128, 512), 2048: (128, 128, 512), 4096: (256, 256, 512), 8192: (512, 512, 1024),
+                    16384: (1024, 1024, 1024)},
+    (True, True): {4096: (256, 256, 512), 8192: (512, 512, 1024)},
+}
 
 # Resident threads per SM the build asks for (``.minnctapersm``): 512, a 128-register cap.
 # LayerNorm is latency-bound, not traffic-bound (ncu: one row per CTA and two block
@@ -222,10 +214,8 @@ def min_ctas_per_sm(n_class: int, block_threads: int, kind: str = "rms", aligned
     threads = _THREADS_PER_SM
     if kind == "layer" and aligned and not quant:
         threads = _LAYER_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
-    elif kind == "rms" and aligned and fused_add:
-        threads = (_RMS_ADD_QUANT_THREADS_PER_SM if quant else _RMS_ADD_THREADS_PER_SM).get(n_class, _THREADS_PER_SM)
-    elif kind == "rms" and aligned and not quant:
-        threads = _RMS_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
+    elif kind == "rms" and aligned and n_class in _RMS_WIDE_ROWS[(fused_add, quant)]:
+        threads = _RMS_WIDE_ROWS[(fused_add, quant)][n_class][2]
     elif kind == "rms" and not aligned and not fused_add and not quant:  # quant spilled at 768
         threads = _SHIFTED_RMS_THREADS_PER_SM
     return max(1, threads // block_threads)
