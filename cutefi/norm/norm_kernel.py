@@ -301,9 +301,10 @@ class RowNormKernel:
                     mask_outside_row(tXrX, k, col[k], N)
                     if const_expr(self.fused_add):
                         mask_outside_row(tXrR, k, col[k], N)
-        # weight: loaded once per thread. Unfused aligned rmsnorm: issued with x so its latency
-        # overlaps the reduction. Otherwise deferred past the reduction (x, residual and w in
-        # flight at once would exceed the register budget and spill); parameters are L2-resident.
+        # weight: loaded once per thread. Aligned RMSNorm builds (a fused add only at 16 elements
+        # a thread or fewer, launch._delays_weight): issued with x so its latency overlaps the
+        # reduction. Otherwise deferred past the reduction (x, residual and w in flight at once
+        # would exceed the register budget and spill); parameters are L2-resident.
         if const_expr(not self.delay_w_load):
             cute.copy(param_copy, tXgW, tXrW, pred=tXpW)
 
