@@ -153,6 +153,40 @@ VARIANTS = [  # session 19: wider rows for RMSNorm FP8 and LayerNorm at decode s
       ((4096, 256, 4), (4096, 512, 2), (8192, 512, 2), (8192, 512, 3))],
     ("layer", 8192, False, 128, 128, 4, True),
 ]
+SESSION19_VARIANTS = VARIANTS
+VARIANTS = [  # session 20: FP8 LayerNorm 4096 (84% of the copy ceiling at 16384 rows on the H100)
+    *[("layer", 4096, False, tpr, tpr, ctas, True, "fp8e4m3", None, depth) for tpr, ctas, depth in
+      ((128, 4, 2), (128, 4, 1), (128, 4, 3), (256, 2, 2), (256, 3, 1), (256, 4, 1), (128, 4, 0), (256, 4, 0))],
+    *[("layer", 4096, False, tpr, tpr, ctas, True, "fp8e4m3", None, 0, True) for tpr, ctas in ((256, 4), (512, 2))],
+    ("layer", 4096, False, 128, 128, 8, True),
+]
+LN_QUANT_4096_ROUND = VARIANTS  # tune_norm_h100_layer_quant_4096.json: depth 1 +12% at 16384 rows
+VARIANTS = [  # session 20, round 2: prefetch depth 1 against 2 on every persistent LayerNorm build (H100)
+    *[("layer", n, False, tpr, tpr_cta, ctas, aligned, quant, None, depth)
+      for n, tpr, tpr_cta, ctas, aligned, quant in (
+          (1024, 64, 128, 4, True, None), (2048, 128, 128, 4, True, None), (1024, 64, 128, 4, True, "fp8e4m3"),
+          (2048, 128, 128, 4, True, "fp8e4m3"), (8192, 256, 256, 2, True, "fp8e4m3"),
+          (2048, 128, 128, 4, False, None), (4096, 128, 128, 4, False, None),
+          (2048, 128, 128, 4, False, "fp8e4m3"), (4096, 128, 128, 4, False, "fp8e4m3"))
+      for depth in (1, 2)],
+]
+PREFETCH_DEPTH_ROUND = VARIANTS  # tune_norm_h{100,200}_layer_prefetch_depth.json
+VARIANTS = [  # session 20, round 3, on an H200: the classes behind their goals there
+    *[("rms", 8192, False, tpr, max(128, tpr), ctas, True) for tpr, ctas in
+      ((128, 4), (256, 2), (256, 4), (512, 2), (512, 3), (1024, 1))],
+    *[("rms", 4096, False, tpr, 128, ctas, True, out) for out in (None, "fp8e4m3") for tpr, ctas in
+      ((64, 4), (128, 4), (128, 6), (128, 8))],
+    ("rms", 4096, False, 256, 256, 2, True, "fp8e4m3"), ("rms", 4096, False, 256, 256, 4, True, "fp8e4m3"),
+    ("layer", 4096, False, 128, 128, 8, True), ("layer", 4096, False, 128, 128, 6, True),
+    *[("layer", 4096, False, tpr, tpr, ctas, True, None, None, depth) for tpr, ctas, depth in
+      ((128, 4, 1), (128, 4, 2), (256, 4, 1), (256, 2, 2))],
+]
+ROUND3 = VARIANTS  # tune_norm_h200_session20_r3*.json
+VARIANTS = [  # session 20, round 4, H200: RMSNorm 8192 at inductor's occupancy (2048 threads an SM)
+    ("rms", 8192, False, 512, 512, 3, True),
+    *[("rms", 8192, False, tpr, tpr, ctas, True, None, None, None, early) for tpr, ctas in
+      ((512, 4), (1024, 2), (256, 8), (256, 6)) for early in (True, False)],
+]
 ROWS = 16384
 
 

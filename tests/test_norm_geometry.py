@@ -95,3 +95,27 @@ def test_packed_geometry_fits_and_covers_every_block(n_class, rows):
     grid = packed.contract("bf16", n_class, False).grid({"M": rows, "row_iters": iters})[0]
     blocks = -(-rows // packed.ROWS_PER_BLOCK)
     assert grid * iters >= blocks > (grid - 1) * iters
+
+
+def test_latency_builds_are_narrow_rows_of_aligned_classes():
+    """Each latency build splits its row wider than its class's build, loads its parameters
+    with x, and takes calls up to its row limit only (aligned rows)."""
+    from cutefi.norm.plan import takes_latency_build
+
+    assert launch.LATENCY_SPECS
+    for (kind, dtype, n_class, fused, gemma, aligned, out_dtype), spec in launch.LATENCY_SPECS.items():
+        assert aligned and dict(spec.options)["latency"] is True
+        quant = out_dtype is not None
+        fast = launch.geometry(kind, dtype, n_class, fused, aligned, out_dtype, latency=True)
+        own = launch.geometry(kind, dtype, n_class, fused, aligned, out_dtype)
+        assert fast.threads_per_row > own.threads_per_row and not fast.delay_weight_load and not fast.prefetch
+        assert fast.chunks * fast.vec * fast.threads_per_row >= n_class
+        most = launch.latency_rows(kind, fused, quant, n_class)
+        assert takes_latency_build(kind, n_class, fused, quant, True, most)
+        assert takes_latency_build(kind, n_class - 8, fused, quant, True, 1)
+        assert not takes_latency_build(kind, n_class, fused, quant, True, most + 1)
+        assert not takes_latency_build(kind, n_class - 1, fused, quant, False, 1)  # shifted rows keep theirs
+        assert launch.contract(kind, dtype, n_class, fused, gemma, aligned, out_dtype,
+                               latency=True).entry.endswith("_lat")
+    with pytest.raises(ValueError, match="no latency build"):
+        launch.geometry("rms", "bf16", 4096, True, True, None, latency=True)

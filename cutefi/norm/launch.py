@@ -110,10 +110,16 @@ def access_elems(norm: str, dtype_name: str, aligned: bool) -> int:
 # 1024/2048/4096/8192/16384 2716/2893/3713/3917/3687 GB/s against 2273/2381/2454/2171/1789;
 # plain 1024/2048/16384 3432/3698/3921 against 2813/3195/3633. Plain 4096 and 8192 keep their one-row builds
 # (3729 and 3822 at best against 3862 and 3886); 32768's ring would not fit static shared memory.
+# Depth 1 where a thread holds 4 chunks of its row (FP8 4096 and 8192, and the shifted 4096
+# below): the same bytes in flight as depth 2 at 2 chunks. On an H100 against depth 2, same run
+# (tune_norm_h100_layer_quant_4096.json, tune_norm_h100_layer_prefetch_depth.json), at 4096/16384/
+# 65536 rows: FP8 4096 +0/12/8% (2862 against 2560 GB/s at 16384: 84 -> 94% of the copy
+# ceiling), FP8 8192 +5/12/7%, shifted 4095 +7/6/6% and FP8 +5/1/0%; the 2-chunk builds (1024,
+# 2048, plain and FP8) lost 1-14% at depth 1 from 16384 rows up. Not re-measured on an H200.
 _LAYER_PREFETCH = {
     (1024, False): (64, 128, 2), (2048, False): (128, 128, 2), (16384, False): (512, 512, 1),
-    (1024, True): (64, 128, 2), (2048, True): (128, 128, 2), (4096, True): (128, 128, 2),
-    (8192, True): (256, 256, 2), (16384, True): (512, 512, 1),
+    (1024, True): (64, 128, 2), (2048, True): (128, 128, 2), (4096, True): (128, 128, 1),
+    (8192, True): (256, 256, 1), (16384, True): (512, 512, 1),
 }
 
 
@@ -125,8 +131,8 @@ _LAYER_PREFETCH = {
 # 16383 measured 2681 against 1218 (FP8 1456 against 722) but its gamma/beta need 131 KB of
 # shared memory: more than sm_86/89/120 grant a CTA (99 KB, MAX_DYNAMIC_SMEM), so no build has it.
 _LAYER_SHIFTED_PREFETCH = {
-    (1024, False): (64, 128, 2), (2048, False): (128, 128, 2), (4096, False): (128, 128, 2),
-    (8192, False): (256, 256, 1), (2048, True): (128, 128, 2), (4096, True): (128, 128, 2),
+    (1024, False): (64, 128, 2), (2048, False): (128, 128, 2), (4096, False): (128, 128, 1),
+    (8192, False): (256, 256, 1), (2048, True): (128, 128, 2), (4096, True): (128, 128, 1),
     (8192, True): (256, 256, 1),
 }
 MAX_DYNAMIC_SMEM = 99 * 1024  # the least shared memory a CTA may opt in to on a supported target
@@ -192,6 +198,33 @@ _RMS_WIDE_ROWS = {
                     16384: (1024, 1024, 1024)},
     (True, True): {4096: (256, 256, 512), 8192: (512, 512, 1024)},
 }
+
+# Latency builds: a second build of a class for decode-sized calls, with a wider row split
+# (fewer elements a thread: less serial work between a row's loads and its stores) and its
+# parameters loaded with x. Calls with at most ``most_rows`` rows take it; the class's own
+# build, tuned for bandwidth, takes the rest. (kind, fused_add, quant) -> {n_class:
+# (threads_per_row, block_threads, resident threads an SM, most_rows)}. Measured on an H100
+# with CUPTI against the class's build in the same run (tune_norm_h100_small_m.json,
+# tune_norm_h100_quant_layer_small_m.json, *_large_m.json for the rows where they lose):
+# * RMSNorm 2048 at 128 threads a row: +13/19/16/2% at 1/32/128/512 rows, 3-7% behind from
+#   2048 rows up; FP8 2048 the same split: +11-14% up to 128 rows, 1% behind at 512.
+# * LayerNorm 4096 at 256 threads a row: +24/21/17/8% at 1/32/128/512 rows, 1-5% behind from
+#   4096 up; 8192 at 512: +10/11/21% up to 128 rows, 6% behind at 512.
+# The row limits from the public calls with and without these builds, same run
+# (norm_latency_ab_h100.json): RMSNorm 2048 +13/19/16/7/5/8% at 1/32/128/256/512/1024 rows,
+# equal from 2048; FP8 2048 +12/14/12/5% up to 256, equal from 512; LayerNorm 4096
+# +24/21/17/15/11% up to 512, 1% behind at 1024; 8192 +11/11/20/8% up to 256, equal from 512.
+_LATENCY_BUILDS = {
+    ("rms", False, False): {2048: (128, 128, 512, 1024)},
+    ("rms", False, True): {2048: (128, 128, 512, 256)},
+    ("layer", False, False): {4096: (256, 256, 1024, 512), 8192: (512, 512, 1024, 256)},
+}
+
+
+def latency_rows(kind: str, fused_add: bool, quant: bool, n_class: int) -> int:
+    """The most rows a call may have to take the class's latency build (0: it has none)."""
+    return _LATENCY_BUILDS.get((kind, fused_add, quant), {}).get(n_class, (0, 0, 0, 0))[3]
+
 
 # Resident threads per SM the build asks for (``.minnctapersm``): 512, a 128-register cap.
 # LayerNorm is latency-bound, not traffic-bound (ncu: one row per CTA and two block
@@ -287,8 +320,10 @@ class Geometry:
 
 
 def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, aligned: bool = True,
-             out_dtype: str | None = None) -> Geometry:
+             out_dtype: str | None = None, latency: bool = False) -> Geometry:
     _check(n_class, dtype_name)
+    if latency:
+        return _latency_geometry(norm, dtype_name, n_class, fused_add, aligned, out_dtype)
     threads_per_row, block_threads = _class_table(norm, fused_add, aligned, out_dtype is not None)[n_class]
     shape = Geometry(
         n_class=n_class, vec=access_elems(norm, dtype_name, aligned), shifted=not aligned,
@@ -314,6 +349,19 @@ def _delays_weight(norm: str, fused_add: bool, aligned: bool, n_class: int, thre
     if norm == "layer" or not aligned:
         return True
     return fused_add and n_class // threads_per_row > 2 * vec_elems(dtype_name)
+
+
+def _latency_geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool, aligned: bool,
+                      out_dtype: str | None) -> Geometry:
+    """A latency build's shape (``_LATENCY_BUILDS``): aligned rows, one row a thread, no prefetch,
+    parameters loaded with x."""
+    if not aligned or not latency_rows(norm, fused_add, out_dtype is not None, n_class):
+        raise ValueError(f"no latency build for {norm} n_class={n_class} fused_add={fused_add} aligned={aligned} "
+                         f"out_dtype={out_dtype}")
+    tpr, threads, per_sm, _ = _LATENCY_BUILDS[(norm, fused_add, out_dtype is not None)][n_class]
+    return Geometry(n_class=n_class, vec=access_elems(norm, dtype_name, aligned), shifted=False,
+                    threads_per_row=tpr, block_threads=threads, min_ctas_per_sm=max(1, per_sm // threads),
+                    delay_weight_load=False, elem_bytes=dtype_bits(dtype_name) // 8)
 
 
 def row_iters(shape: Geometry, rows: int, sms: int) -> int:
@@ -375,11 +423,11 @@ def norm_params(dtype_name: str, param_dtype: str, out_name: str) -> tuple[Param
 
 
 def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: bool, aligned: bool = True,
-             out_dtype: str | None = None, fp8_in_software: bool = False) -> LaunchContract:
+             out_dtype: str | None = None, fp8_in_software: bool = False, latency: bool = False) -> LaunchContract:
     _check_out_dtype(out_dtype)
     param_dtype = "fp32" if norm == "layer" else dtype_name
     out_name = out_dtype or dtype_name
-    shape = geometry(norm, dtype_name, n_class, fused_add, aligned, out_dtype)
+    shape = geometry(norm, dtype_name, n_class, fused_add, aligned, out_dtype, latency)
 
     return LaunchContract(
         params=norm_params(dtype_name, param_dtype, out_name),
@@ -393,19 +441,23 @@ def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: b
         min_ctas_per_sm=shape.min_ctas_per_sm,
         smem_bytes=shape.dynamic_smem_bytes,
         entry=entry_name(dtype_name, n_class, fused_add, gemma, norm, aligned, out_dtype)
-        + ("_swcvt" if fp8_in_software else ""),
+        + ("_swcvt" if fp8_in_software else "") + ("_lat" if latency else ""),
         pdl=True,
     )
 
 
 def make_spec(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
-              aligned: bool = True, out_dtype: str | None = None, fp8_in_software: bool = False) -> KernelSpec:
+              aligned: bool = True, out_dtype: str | None = None, fp8_in_software: bool = False,
+              latency: bool = False) -> KernelSpec:
     # the default access width and output dtype are left out of the options, so the specs
     # (and their names) of the plain aligned builds read as before
     extra = ({} if aligned else {"aligned": False}) | ({"out_dtype": out_dtype} if out_dtype else {})
     extra |= {"fp8_in_software": True} if fp8_in_software else {}
+    extra |= {"latency": True} if latency else {}
+    # the latency builds are a kernel name of their own: the CPU tier's rotation of targets over
+    # a kernel's builds (test_build_all) stays as it was for the class builds
     return KernelSpec.make(
-        f"norm.{norm}norm", "cute", "cutefi.norm.norm_kernel:RowNormKernel", "cutefi.norm.launch:contract",
+        f"norm.{norm}norm" + ("_latency" if latency else ""), "cute", "cutefi.norm.norm_kernel:RowNormKernel", "cutefi.norm.launch:contract",
         Family.SIMT, norm=norm, dtype_name=dtype_name, n_class=n_class, fused_add=fused_add, gemma=gemma, **extra,
     )
 
@@ -431,10 +483,14 @@ NORM_SPECS = {key: make_spec(*key) for key in _variants()}
 # can compare it bit for bit with the hardware conversion: one build per format.
 SOFTWARE_FP8_SPECS = {fmt: make_spec("rms", "bf16", 4096, out_dtype=fmt, fp8_in_software=True)
                       for fmt in QUANT_DTYPES}
-register(*NORM_SPECS.values(), *SOFTWARE_FP8_SPECS.values())
+# The latency builds (_LATENCY_BUILDS), keyed as NORM_SPECS: gemma weights and both FP8 formats too.
+LATENCY_SPECS = {key: make_spec(*key, latency=True) for key in _variants()
+                 if key[5] and latency_rows(key[0], key[3], key[6] is not None, key[2])}
+register(*NORM_SPECS.values(), *SOFTWARE_FP8_SPECS.values(), *LATENCY_SPECS.values())
 
 
 def norm_spec(kind: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
-              aligned: bool = True, out_dtype: str | None = None) -> KernelSpec:
+              aligned: bool = True, out_dtype: str | None = None, latency: bool = False) -> KernelSpec:
     """The registered build for a specialisation (KeyError for one that is not built)."""
-    return NORM_SPECS[(kind, dtype_name, n_class, fused_add, gemma, aligned, out_dtype)]
+    return (LATENCY_SPECS if latency else NORM_SPECS)[(kind, dtype_name, n_class, fused_add, gemma, aligned,
+                                                       out_dtype)]

@@ -47,10 +47,11 @@ class RowNormKernel:
     # 1. heuristics (compile-time), all numbers from launch.py
     # ------------------------------------------------------------------ #
     def __init__(self, norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
-                 aligned: bool = True, out_dtype: str | None = None, fp8_in_software: bool = False):
+                 aligned: bool = True, out_dtype: str | None = None, fp8_in_software: bool = False,
+                 latency: bool = False):
         kind = norm
         self.contract = launch.contract(norm, dtype_name, n_class, fused_add, gemma, aligned, out_dtype,
-                                        fp8_in_software)
+                                        fp8_in_software, latency)
         self.fp8_in_software = fp8_in_software
         if kind not in launch.KINDS or (kind == "layer" and (fused_add or gemma)):
             raise ValueError(f"unsupported norm kind {kind!r} (fused_add={fused_add}, gemma={gemma})")
@@ -65,7 +66,7 @@ class RowNormKernel:
         self.fused_add = fused_add
         self.gemma = gemma
         self.aligned = aligned
-        shape = launch.geometry(norm, dtype_name, n_class, fused_add, aligned, out_dtype)
+        shape = launch.geometry(norm, dtype_name, n_class, fused_add, aligned, out_dtype, latency)
         self.vec = shape.vec  # elements per access
         self.threads_per_row = shape.threads_per_row
         self.num_threads = shape.block_threads

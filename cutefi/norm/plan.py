@@ -124,10 +124,18 @@ def _check_param(name: str, tensor: torch.Tensor, n: int, dtype: torch.dtype) ->
 
 @functools.lru_cache(maxsize=None)
 def spec_for(kind: str, dtype: torch.dtype, n: int, fused: bool, gemma: bool, aligned: bool,
-             out_dtype: torch.dtype | None) -> KernelSpec:
-    """The build for a call: dtype, the hidden size's class, flags, access width, quant format."""
+             out_dtype: torch.dtype | None, latency: bool = False) -> KernelSpec:
+    """The build for a call: dtype, the hidden size's class, flags, access width, quant format,
+    and whether it is the class's latency build (``takes_latency_build``)."""
     quant = name_of(out_dtype) if out_dtype is not None else None
-    return launch.norm_spec(kind, name_of(dtype), launch.pick_n_class(n), fused, gemma, aligned, quant)
+    return launch.norm_spec(kind, name_of(dtype), launch.pick_n_class(n), fused, gemma, aligned, quant, latency)
+
+
+def takes_latency_build(kind: str, n: int, fused: bool, quant: bool, aligned: bool, rows: int) -> bool:
+    """Aligned calls of few rows run on their class's latency build where it has one
+    (``launch._LATENCY_BUILDS``)."""
+    most_rows = launch.latency_rows(kind, fused, quant, launch.pick_n_class(n))
+    return aligned and rows <= most_rows and most_rows > 0
 
 
 def _packed_class(kind: str, fused: bool, quant: bool, pointers: int, aligned: bool,
@@ -212,12 +220,14 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
         iters = packed.blocks_per_cta(x_layout.rows, packed_class, device_info(device).sms, name_of(input.dtype), kind)
         grid = kernel.contract.grid({"M": x_layout.rows, "row_iters": iters})
         return Plan(kernel, False, False, device, grid, x_layout.rows, n, 1, (n, 0, n, 0, n, 0), iters)
-    spec = spec_for(kind, input.dtype, n, residual is not None, gemma, aligned, out.dtype if quant else None)
+    latency = takes_latency_build(kind, n, residual is not None, quant, aligned, x_layout.rows)
+    spec = spec_for(kind, input.dtype, n, residual is not None, gemma, aligned, out.dtype if quant else None,
+                    latency)
     kernel = get_kernel(spec, device) if x_layout.rows and not staged else None
     iters = 1
     if kernel:
         shape = launch.geometry(kind, name_of(input.dtype), launch.pick_n_class(n), residual is not None, aligned,
-                                name_of(out.dtype) if quant else None)
+                                name_of(out.dtype) if quant else None, latency)
         iters = launch.row_iters(shape, x_layout.rows, device_info(device).sms)
     grid = kernel.contract.grid({"M": x_layout.rows, "row_iters": iters}) if kernel else (0, 0, 0)
     strides = (x_layout.row_stride, x_layout.head_stride, out_layout.row_stride, out_layout.head_stride,

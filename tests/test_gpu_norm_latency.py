@@ -1,0 +1,58 @@
+"""GPU tier: the latency builds (``launch._LATENCY_BUILDS``: a wider row split for calls of few
+rows) against a float32 reference, on both sides of each build's row limit, where the call
+switches between the latency build and its class's own."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cutefi
+from cutefi.norm import launch
+from cutefi.norm.plan import POINTERS_ALIGNED, check_and_plan
+from test_gpu_norm_quant import assert_fp8_matches, poisoned, quantise
+from test_gpu_rmsnorm import assert_close, reference
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def _cases():
+    for (kind, fused, quant), classes in launch._LATENCY_BUILDS.items():
+        for n_class, (*_, most_rows) in classes.items():
+            for rows in (1, 7, most_rows, most_rows + 1):
+                for hidden in (n_class, n_class - 8 * 37):  # the class's width and a narrower aligned row
+                    yield pytest.param(kind, quant, n_class, rows, hidden,
+                                       id=f"{kind}{'_quant' if quant else ''}-N{hidden}-M{rows}")
+
+
+def _entry(kind, x, weight, bias, out, gemma, quant):
+    plan = check_and_plan(kind, x, weight, bias, out, None, gemma, "weight", quant, POINTERS_ALIGNED)
+    return plan.kernel.contract.entry
+
+
+@pytest.mark.parametrize("kind, quant, n_class, rows, hidden", list(_cases()))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPES.values())
+def test_latency_build_matches_reference(kind, quant, n_class, rows, hidden, dtype):
+    latency = rows <= launch.latency_rows(kind, False, quant, n_class)
+    x = torch.randn(rows, hidden, device="cuda", dtype=dtype) * 2 + 0.5
+    if kind == "layer":
+        gamma, beta = torch.randn(hidden, device="cuda"), torch.randn(hidden, device="cuda")
+        assert _entry(kind, x, gamma, beta, torch.empty_like(x), False, False).endswith("_lat") == latency
+        out = cutefi.layernorm(x, gamma, beta, eps=1e-6)  # FlashInfer's layernorm has no out=
+        assert_close(out, F.layer_norm(x.float(), (hidden,), gamma, beta, 1e-6), dtype)
+        return
+    weight = (torch.rand(hidden, device="cuda") + 0.5).to(dtype)
+    if quant:
+        for fp8 in (torch.float8_e4m3fn, torch.float8_e5m2):
+            out = poisoned(x.shape, fp8)
+            assert _entry(kind, x, weight, None, out, False, True).endswith("_lat") == latency
+            cutefi.rmsnorm_quant(out, x, weight, 0.05, eps=1e-6)
+            assert_fp8_matches(out, quantise(reference(x, weight, 1e-6), 0.05, fp8))
+        return
+    for gemma in (False, True):
+        out = torch.empty_like(x)
+        cutefi.poison_(out)
+        assert _entry(kind, x, weight, None, out, gemma, False).endswith("_lat") == latency
+        (cutefi.gemma_rmsnorm if gemma else cutefi.rmsnorm)(x, weight, eps=1e-6, out=out)
+        assert_close(out, reference(x, weight, 1e-6, gemma), dtype)
