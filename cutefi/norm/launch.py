@@ -188,12 +188,16 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
 #   reduction (_delays_weight: a memory round trip off the path of a decode-sized call): at
 #   1/32/128/512 rows 2048 +28/51/46/14%, 4096 +25/42/26/13%, 8192 +23/17/18/7%, 1024 and 16384
 #   +6-20%, FP8 4096 / 8192 +25-27% / +10-15%; from 4096 rows up equal or up to 1.4% faster.
+# * FP8 4096 at 8 CTAs an SM (1024 threads, 64 registers, no spills), on the H200 (session 20,
+#   tune_norm_h200_session20_r3.json and _r5_*.json, CUDA-graph replay, three runs): +7-10% at
+#   4096 and 16384 rows, +9-13% at 65536 (4070 against 3700 GB/s at 16384: 95% of the copy
+#   ceiling, was 87%); 2% behind at 128 and 512 rows (CUPTI). 6 CTAs: +5-6%.
 # Not taken: FP8 8192 at 512 threads (15% slower from 512 rows up), FP8 and FP8-fused 2048 at
 # 128 (fast below 512 rows, 1-11% slower from 4096 up), LayerNorm at 16 elements a thread with
 # gamma/beta loaded with x (+8-21% up to 512 rows, 1-16% slower from 4096 up).
 _RMS_WIDE_ROWS = {
     (False, False): {4096: (128, 128, 512), 8192: (512, 512, 1536)},
-    (False, True): {4096: (128, 128, 512)},
+    (False, True): {4096: (128, 128, 1024)},
     (True, False): {1024: (64, 128, 512), 2048: (128, 128, 512), 4096: (256, 256, 512), 8192: (512, 512, 1024),
                     16384: (1024, 1024, 1024)},
     (True, True): {4096: (256, 256, 512), 8192: (512, 512, 1024)},
