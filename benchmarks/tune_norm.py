@@ -194,6 +194,15 @@ VARIANTS = [  # session 20, round 5: FP8 RMSNorm at more CTAs an SM (4096: +9-13
     *[("rms", n, False, tpr, 128, ctas, True, "fp8e4m3") for n, tpr, ctas in
       ((4096, 128, 4), (4096, 128, 6), (4096, 128, 8), (2048, 32, 4), (2048, 64, 4), (2048, 64, 8), (2048, 128, 8))],
 ]
+ROUND5 = VARIANTS  # tune_norm_h200_session20_r5_*.json
+ROUND6 = [  # session 20, round 6: shifted 4096-class builds at 256 threads a row (3 chunks a thread, not 5)
+    ("layer", 4096, False, 128, 128, 4, False, None, None, 1),
+    *[("layer", 4096, False, 256, 256, ctas, False, out, None, depth) for out in (None, "fp8e4m3")
+      for ctas, depth in ((2, 1), (2, 2), (3, 1))],
+    ("layer", 4096, False, 128, 128, 4, False, "fp8e4m3", None, 1),
+    *[("rms", 4096, False, tpr, tpr, ctas, False) for tpr, ctas in ((128, 6), (256, 3), (256, 4), (512, 2))],
+]
+VARIANTS = [(*variant[:5], ctas, *variant[6:]) for variant in ROUND5[:1] for ctas in (4, 8)]  # FP8 4096 on an H100
 ROWS = 16384
 
 

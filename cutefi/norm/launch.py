@@ -191,7 +191,8 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
 # * FP8 4096 at 8 CTAs an SM (1024 threads, 64 registers, no spills), on the H200 (session 20,
 #   tune_norm_h200_session20_r3.json and _r5_*.json, CUDA-graph replay, three runs): +7-10% at
 #   4096 and 16384 rows, +9-13% at 65536 (4070 against 3700 GB/s at 16384: 95% of the copy
-#   ceiling, was 87%); 2% behind at 128 and 512 rows (CUPTI). 6 CTAs: +5-6%.
+#   ceiling, was 87%); 2% behind at 128 and 512 rows (CUPTI). 6 CTAs: +5-6%. On an H100
+#   (tune_norm_h100_session20_fp8_4096_*.json) a tie: +3.5% at 4096 rows, within 1% elsewhere.
 # Not taken: FP8 8192 at 512 threads (15% slower from 512 rows up), FP8 and FP8-fused 2048 at
 # 128 (fast below 512 rows, 1-11% slower from 4096 up), LayerNorm at 16 elements a thread with
 # gamma/beta loaded with x (+8-21% up to 512 rows, 1-16% slower from 4096 up).
