@@ -203,6 +203,15 @@ ROUND6 = [  # session 20, round 6: shifted 4096-class builds at 256 threads a ro
     *[("rms", 4096, False, tpr, tpr, ctas, False) for tpr, ctas in ((128, 6), (256, 3), (256, 4), (512, 2))],
 ]
 VARIANTS = [(*variant[:5], ctas, *variant[6:]) for variant in ROUND5[:1] for ctas in (4, 8)]  # FP8 4096 on an H100
+FP8_4096_H100 = VARIANTS  # tune_norm_h100_session20_fp8_4096_*.json
+VARIANTS = [  # session 20, round 7: the shipped LayerNorm geometries, built from a kernel with fewer instructions an element
+    # (variance summed a chunk at a time, one select a chunk; FP8 gamma/beta pre-scaled by 1/scale), timed against the
+    # previous kernel's pack (tune_norm_h200_session20_r7_*.json): FP8 2048/4096/8192 +4-10/+1.5-4/+1-8% from 4096
+    # rows, plain 2048/4096 within +-1% (the 4096 build no longer spills); adopted
+    ("layer", 4096, False, 128, 128, 4, True, "fp8e4m3", None, 1), ("layer", 8192, False, 256, 256, 2, True, "fp8e4m3", None, 1),
+    ("layer", 2048, False, 128, 128, 4, True, "fp8e4m3", None, 2), ("layer", 4096, False, 128, 128, 8, True),
+    ("layer", 2048, False, 128, 128, 4, True, None, None, 2),
+]
 ROWS = 16384
 
 

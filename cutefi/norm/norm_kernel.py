@@ -76,6 +76,9 @@ class RowNormKernel:
         self.delay_w_load = shape.delay_weight_load
         self.shifted = shape.shifted
         self.prefetch = shape.prefetch
+        # the persistent FP8 LayerNorm on aligned rows holds gamma and beta in registers for all
+        # its rows: they are multiplied by 1/scale once instead of every output element
+        self.prescaled = self.quant and bool(self.prefetch) and not self.shifted
         self.ring_slot_elems = shape.block_threads * shape.chunks * shape.vec
         self.staged_param_elems = shape.staged_param_elems
         self.staged_pad_elems = shape.staged_pad_elems
@@ -162,6 +165,10 @@ class RowNormKernel:
             biases.fill(0.0)
             cute.copy(param_copy, tXgW, weights, pred=tXpW)
             cute.copy(param_copy, tXgB, biases, pred=tXpW)
+            if const_expr(self.prescaled):  # 1/scale folded into gamma and beta once, not every row
+                inv_scale = self._inv_scale(args)
+                weights.store(weights.load() * inv_scale)
+                biases.store(biases.load() * inv_scale)
         for it in cutlass.range(args.row_iters, unroll=1):
             cute.arch.cp_async_wait_group(self.prefetch - 1)  # this row's group has landed
             self._row(args, row + it * step, lane, ring, it % self.prefetch, row + (it + self.prefetch) * step,
@@ -332,14 +339,24 @@ class RowNormKernel:
             # which would otherwise add mean^2 each to the variance
             tXrD = cute.make_rmem_tensor_like(tXrX, Float32)
             tXrD.store(x - mean)
-            for k in cutlass.range_constexpr(K):
-                if not tXpW[0, 0, k]:
-                    tXrD[None, None, k].fill(0.0)
-                if const_expr(self.shifted):
+            if const_expr(self.shifted):
+                for k in cutlass.range_constexpr(K):
+                    if not tXpW[0, 0, k]:
+                        tXrD[None, None, k].fill(0.0)
                     if not full[k]:
                         mask_outside_row(tXrD, k, col[k], N)
-            x = tXrD.load()
-        sum_sq = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
+                x = tXrD.load()
+        if const_expr(self.layer and not self.shifted):
+            # aligned rows: a chunk is all in or all out of the row, so its squares are summed
+            # and dropped whole (one select a chunk, not one an element)
+            sum_sq = Float32(0.0)
+            for k in cutlass.range_constexpr(K):
+                centred = tXrD[None, None, k].load()
+                part = (centred * centred).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
+                if tXpW[0, 0, k]:
+                    sum_sq = sum_sq + part
+        else:
+            sum_sq = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
         sum_sq = row_reduce_sum(sum_sq, self.threads_per_row, self._reduction_buffer())
         rstd = cute.math.rsqrt(sum_sq * inv_n + eps, fastmath=True)
 
@@ -369,17 +386,10 @@ class RowNormKernel:
         x = tXrX.load().to(Float32)
         if const_expr(self.fused_add):
             x = x + tXrR.load().to(Float32)
-        inv_scale = Float32(1.0)
-        if const_expr(self.quant):
-            # FlashInfer's quantisation: times 1/scale, saturated to the format's finite range
-            # (a NaN becomes +max, as FlashInfer's fminf makes it), then rounded to nearest
-            scale = args.scale_value  # 0: the scale is a tensor, read on the device
-            if scale == Float32(0.0):
-                scale = cute.make_tensor(args.scale, cute.make_layout(1))[0]
-            inv_scale = Float32(1.0) / scale
+        inv_scale = self._inv_scale(args) if const_expr(self.quant and not self.prescaled) else Float32(1.0)
         if const_expr(self.layer):
             y = (x - mean) * rstd * w + bias_row
-            if const_expr(self.quant):
+            if const_expr(self.quant and not self.prescaled):
                 y = y * inv_scale
         else:
             y = x * (rstd * inv_scale) * w  # RMSNorm: 1/scale folded into the row's factor
@@ -388,6 +398,15 @@ class RowNormKernel:
         else:
             tXrO.store(y.to(self.out_dtype))
         self._store(out_copy, tXrO, tXgO, tXpO, full, col, N, row_ok)
+
+    @cute.jit
+    def _inv_scale(self, args: KernelArgs) -> Float32:
+        """FlashInfer's quantisation: times 1/scale (then saturated to the format's finite range,
+        a NaN to +max as FlashInfer's fminf makes it, and rounded to nearest)."""
+        scale = args.scale_value  # 0: the scale is a tensor, read on the device
+        if scale == Float32(0.0):
+            scale = cute.make_tensor(args.scale, cute.make_layout(1))[0]
+        return Float32(1.0) / scale
 
     @cute.jit
     def _store(self, copy: cute.TiledCopy, values: cute.Tensor, dest: cute.Tensor, pred: cute.Tensor, full: list,
