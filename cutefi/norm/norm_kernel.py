@@ -36,10 +36,11 @@ from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.convert import store_fp8
 from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.pack16 import widen
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.cute.reduce import row_reduce_sum
 from cutefi.norm import launch
-from cutefi.norm.shifted import mask_outside_row, params_in_row_frame, shift_chunk, stage_params, store_ends
+from cutefi.norm.shifted import mask_outside_row, mask_words_outside_row, params16_in_row_frame, params_in_row_frame, stage_params, store_ends
 
 
 class RowNormKernel:
@@ -304,11 +305,12 @@ class RowNormKernel:
             cute.copy(tiled_copy, tXgR, tXrR, pred=tXpX)
         if const_expr(self.shifted):
             # the row's ends share their chunks with neighbouring data: keep only its columns
+            # (a packed word at a time: element writes would split every register of x in two)
             for k in cutlass.range_constexpr(K):
                 if not full[k]:
-                    mask_outside_row(tXrX, k, col[k], N)
+                    mask_words_outside_row(tXrX, k, col[k], N)
                     if const_expr(self.fused_add):
-                        mask_outside_row(tXrR, k, col[k], N)
+                        mask_words_outside_row(tXrR, k, col[k], N)
         # weight: loaded once per thread. Aligned RMSNorm builds (a fused add only at 16 elements
         # a thread or fewer, launch._delays_weight): issued with x so its latency overlaps the
         # reduction. Otherwise deferred past the reduction (x, residual and w in flight at once
@@ -316,15 +318,14 @@ class RowNormKernel:
         if const_expr(not self.delay_w_load):
             cute.copy(param_copy, tXgW, tXrW, pred=tXpW)
 
-        x = tXrX.load().to(Float32)
+        x = self._widen(tXrX)
         if const_expr(self.fused_add):
             # residual <- round(s), s = x + residual in fp32 (the rounded copy is staged in
             # registers of its own; x and residual stay to rebuild s later)
-            x = x + tXrR.load().to(Float32)
+            x = x + self._widen(tXrR)
             tXrS = cute.make_rmem_tensor_like(tXrR)
             tXrS.store(x.to(self.dtype))
             self._store(tiled_copy, tXrS, tXgR, tXpO, full, col, N, row_ok)
-
         # ---- stage 4: row statistics --------------------------------------
         inv_n = cute.arch.rcp_approx(Float32(N))  # avoids the IEEE div slow path
         mean = Float32(0.0)
@@ -375,7 +376,10 @@ class RowNormKernel:
                     self._load_param(param_copy, thr_param, args.weight, tXgW, tXrW, tXpW, col, lead, N)
                 if const_expr(self.layer):
                     self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
-            w = self._as_row_values(tXrW, tXrX).to(Float32)
+            if const_expr(self.layer):
+                w = self._as_row_values(tXrW, tXrX)
+            else:
+                w = self._widen(cute.make_tensor(tXrW.iterator, tXrX.layout))
             if const_expr(self.layer):
                 bias_row = self._as_row_values(tXrB, tXrX)
         if const_expr(self.gemma):
@@ -383,9 +387,9 @@ class RowNormKernel:
         # Re-expand x (and for fused add s = x + residual, in fp32: the same sum as before)
         # from the 16-bit registers instead of keeping the fp32 copy live across the
         # reduction: halves the registers held across the barrier (no spills).
-        x = tXrX.load().to(Float32)
+        x = self._widen(tXrX)
         if const_expr(self.fused_add):
-            x = x + tXrR.load().to(Float32)
+            x = x + self._widen(tXrR)
         inv_scale = self._inv_scale(args) if const_expr(self.quant and not self.prescaled) else Float32(1.0)
         if const_expr(self.layer):
             y = (x - mean) * rstd * w + bias_row
@@ -398,6 +402,18 @@ class RowNormKernel:
         else:
             tXrO.store(y.to(self.out_dtype))
         self._store(out_copy, tXrO, tXgO, tXpO, full, col, N, row_ok)
+
+    @cute.jit
+    def _widen(self, values: cute.Tensor) -> cute.TensorSSA:
+        """Row registers (16-bit) as fp32: a packed word at a time (``pack16.widen``) on shifted
+        RMSNorm rows (with its 16-bit weight read in the row's frame, the DSL's conversion split
+        every word first); the DSL's conversion elsewhere: a tie on aligned LayerNorm, 1-3%
+        slower on its FP8 build (tune_norm_h200_session21_r9_*.json), and spills on the
+        persistent shifted LayerNorm (13 registers at its 128) and FP8 RMSNorm 4096 (14 at 64).
+        """
+        if const_expr(not self.shifted or self.layer):
+            return values.load().to(Float32)
+        return widen(values)
 
     @cute.jit
     def _inv_scale(self, args: KernelArgs) -> Float32:
@@ -423,8 +439,9 @@ class RowNormKernel:
     def _load_param(self, copy: cute.TiledCopy, thr, ptr, chunks: cute.Tensor, values: cute.Tensor,
                     pred: cute.Tensor, col: list, lead: cutlass.Int32, n: cutlass.Int32):
         """A parameter vector in the row's frame: aligned builds load their chunks; shifted
-        ones load the aligned chunks before and at each chunk's columns and shift them by
-        ``lead`` (columns outside the row read as whatever is there: never stored)."""
+        ones read each chunk's columns at their (unaligned) place: fp32 an element at a time,
+        16-bit a word at a time (``shifted.params16_in_row_frame``; columns outside the row
+        read as whatever is there: never stored)."""
         if const_expr(not self.shifted):
             cute.copy(copy, chunks, values, pred=pred)
         elif const_expr(self.param_dtype.width == 32):
@@ -443,22 +460,7 @@ class RowNormKernel:
                     in_row[(0, i), 0, k] = col[k] + i >= 0 and col[k] + i < n
             cute.copy(element_copy, src, dst, pred=in_row)
         else:
-            prev_chunks = thr.partition_S(cute.make_tensor(ptr + (-self.vec), cute.make_layout((1, self.tile_n))))
-            prev = cute.make_rmem_tensor_like(values)
-            cur = cute.make_rmem_tensor_like(values)
-            prev.fill(0.0)
-            cur.fill(0.0)
-            K = const_expr(cute.size(values, mode=[2]))
-            prev_pred = cute.make_rmem_tensor_like(pred)
-            cur_pred = cute.make_rmem_tensor_like(pred)
-            for k in cutlass.range_constexpr(K):
-                aligned_col = col[k] + lead
-                cur_pred[0, 0, k] = aligned_col < n
-                prev_pred[0, 0, k] = aligned_col >= self.vec and aligned_col - self.vec < n
-            cute.copy(copy, prev_chunks, prev, pred=prev_pred)
-            cute.copy(copy, chunks, cur, pred=cur_pred)
-            for k in cutlass.range_constexpr(K):
-                shift_chunk(prev, cur, values, k, lead)
+            params16_in_row_frame(ptr, values, col, lead, n, self.tile_n)
 
     @cute.jit
     def _as_row_values(self, params: cute.Tensor, like: cute.Tensor) -> cute.TensorSSA:

@@ -4,15 +4,18 @@ A shifted row is read and written in the aligned 8-element chunks that cover it:
 of a thread holds row columns ``col .. col + 7`` with ``col = tile_col - lead`` (``lead``, 0-7,
 is where the row starts in its first chunk). The elements outside ``[0, N)`` at the row's ends
 are masked, stores there go element by element, and the parameters (one aligned vector for
-all rows) are brought into the row's frame from two aligned chunks by a runtime word shift,
-or (persistent LayerNorm) read from a copy in shared memory staged by element-in-chunk.
+all rows) are read in the row's frame: 16-bit ones as 32-bit words joined by a byte permute,
+fp32 ones an element at a time, or (persistent LayerNorm) from a copy in shared memory
+staged by element-in-chunk.
 """
 
 from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Uint32
+from cutlass import Float32, Int32, Uint32, const_expr
+
+from cutefi.cute.pack16 import byte_perm
 
 
 @cute.jit
@@ -24,6 +27,17 @@ def mask_outside_row(values: cute.Tensor, k: cutlass.Constexpr[int], col: Int32,
 
 
 @cute.jit
+def mask_words_outside_row(values: cute.Tensor, k: cutlass.Constexpr[int], col: Int32, n: Int32):
+    """``mask_outside_row`` for 16-bit ``values``, one AND a packed word."""
+    words = cute.recast_tensor(values, Uint32)
+    for w in cutlass.range_constexpr(cute.size(words, mode=[0])):
+        low, high = col + 2 * w, col + 2 * w + 1
+        keep = (cutlass.select_(low >= 0 and low < n, Uint32(0x0000FFFF), Uint32(0))
+                | cutlass.select_(high >= 0 and high < n, Uint32(0xFFFF0000), Uint32(0)))
+        words[(w, 0), 0, k] = words[(w, 0), 0, k] & keep
+
+
+@cute.jit
 def store_ends(values: cute.Tensor, dest: cute.Tensor, k: cutlass.Constexpr[int], col: Int32, n: Int32):
     """Store the in-row elements of chunk ``k`` one by one (a chunk at a row's end)."""
     for i in cutlass.range_constexpr(cute.size(values, mode=[0])):
@@ -32,34 +46,34 @@ def store_ends(values: cute.Tensor, dest: cute.Tensor, k: cutlass.Constexpr[int]
 
 
 @cute.jit
-def shift_chunk(prev: cute.Tensor, cur: cute.Tensor, out: cute.Tensor, k: cutlass.Constexpr[int], lead: Int32):
-    """``out[k] = (prev[k] ++ cur[k])[8 - lead : 16 - lead]``: two aligned chunks of a parameter
-    vector seen from a row that starts ``lead`` elements into its chunk (8 elements of 16 or
-    32 bits; ``lead`` 0-7 at run time)."""
-    prev_words = cute.recast_tensor(prev, Uint32)
-    cur_words = cute.recast_tensor(cur, Uint32)
-    out_words = cute.recast_tensor(out, Uint32)
-    words = cute.size(prev_words, mode=[0])  # 4 (16-bit) or 8 (32-bit) words a chunk
-    per_word = 8 // words  # elements a word
-    window = [prev_words[(w, 0), 0, k] for w in range(words)] + [cur_words[(w, 0), 0, k] for w in range(words)]
-    begin = 8 - lead  # first element taken, 1-8
-    first = begin // per_word  # its word, 0..words
-    picked = []
-    for t in cutlass.range_constexpr(words + 1):
-        # window[first + t] for a run-time first: a chain of selects over its possible values
-        value = window[t] if t < 2 * words else Uint32(0)
-        for f in cutlass.range_constexpr(1, words + 1):
-            candidate = window[f + t] if f + t < 2 * words else Uint32(0)
-            value = Uint32(cutlass.select_(first == f, candidate, value))
-        picked.append(value)
-    if cutlass.const_expr(per_word == 1):
-        for t in cutlass.range_constexpr(words):
-            out_words[(t, 0), 0, k] = picked[t]
-    else:
-        odd = (begin & 1) == 1  # the first element is the high half of its word
-        for t in cutlass.range_constexpr(words):
-            joined = (picked[t] >> 16) | (picked[t + 1] << 16)
-            out_words[(t, 0), 0, k] = Uint32(cutlass.select_(odd, joined, picked[t]))
+def params16_in_row_frame(ptr: cute.Pointer, values: cute.Tensor, col: list, lead: Int32, n: Int32,
+                          n_class: cutlass.Constexpr[int]):
+    """A 16-bit parameter vector in the row's frame: element ``i`` of chunk ``k`` of ``values``
+    ((8, 1), 1, K) is ``p[col[k] + i]`` (0 or whatever the vector's chunk holds outside [0, n):
+    never stored). Read as 32-bit words from the even column at or before ``col[k]`` (``col``
+    is odd exactly when ``lead`` is), five words joined a pair at a time by one byte permute
+    whose selector (run-time) takes either the words as they are or their middle halves: the
+    memory system does the shift, with no selects over the possible leads."""
+    words = cute.recast_tensor(values, Uint32)
+    source = cute.make_tensor(cute.recast_ptr(ptr, dtype=Uint32), cute.make_layout(n_class // 2))
+    odd = lead & 1
+    selector = cutlass.select_(odd == 1, Uint32(0x5432), Uint32(0x3210))
+    per_chunk = cute.size(words, mode=[0])  # 4 words a chunk
+    for k in cutlass.range_constexpr(len(col)):
+        first = (col[k] - odd) >> 1  # word index (col[k] - odd is even)
+        loaded = []
+        for j in cutlass.range_constexpr(per_chunk + 1):
+            word = first + j
+            # the word's first column lies in [0, n): inside the vector's last 16-byte chunk at most
+            wanted = word >= 0 and 2 * word < n
+            if const_expr(j == per_chunk):
+                wanted = wanted and odd == 1
+            value = Uint32(0)
+            if wanted:
+                value = Uint32(source[word])
+            loaded.append(value)
+        for t in cutlass.range_constexpr(per_chunk):
+            words[(t, 0), 0, k] = byte_perm(loaded[t], loaded[t + 1], selector)
 
 
 @cute.jit
