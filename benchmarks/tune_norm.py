@@ -236,6 +236,24 @@ VARIANTS = [  # session 21, round 9: shifted rows with fewer instructions (x mas
     ("rms", 4096, False, 128, 128, 8, True, "fp8e4m3"), ("layer", 4096, False, 128, 128, 8, True),
     ("layer", 4096, False, 128, 128, 4, True, "fp8e4m3", None, 1),
 ]
+ROUND9 = VARIANTS
+VARIANTS = [  # session 21, round 10: the shifted builds at more CTAs an SM and other row splits, with round 9's kernel
+    *[("rms", 4096, False, tpr, threads, ctas, False) for tpr, threads, ctas in
+      ((128, 128, 6), (128, 128, 8), (64, 128, 6), (256, 256, 3))],
+    *[("rms", 4096, False, 128, 128, ctas, False, "fp8e4m3") for ctas in (4, 6, 8)],
+    *[("rms", 4096, True, 128, 128, ctas, False) for ctas in (4, 6)],
+    *[("rms", 4096, True, 128, 128, ctas, False, "fp8e4m3") for ctas in (4, 6)],
+]
+ROUND10 = VARIANTS  # tune_norm_h200_session21_r10.json: none beat the shipped geometries (FP8 at 6-8 CTAs spills)
+VARIANTS = [  # session 21, round 11: shifted rows' end chunks stored from their packed words (element reads split every
+    # output register into bytes or halves and re-packed them for the vector stores), against round 9's pack
+    # (tune_norm_h200_session21_r11.json): FP8 LayerNorm 4095 +8/11/12% at 4096/16384/65536 rows, FP8 RMSNorm +7-11%
+    # (still behind its packed build), the others within +-1.5%; adopted
+    ("rms", 4096, False, 128, 128, 6, False), ("rms", 4096, True, 128, 128, 4, False),
+    ("rms", 4096, False, 128, 128, 4, False, "fp8e4m3"), ("rms", 4096, True, 128, 128, 4, False, "fp8e4m3"),
+    ("layer", 4096, False, 128, 128, 4, False, None, None, 1), ("layer", 4096, False, 128, 128, 4, False, "fp8e4m3", None, 1),
+    ("rms", 4096, False, 128, 128, 6, False, "fp8e4m3"),
+]
 ROWS = 16384
 
 

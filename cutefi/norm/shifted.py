@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Uint32, const_expr
+from cutlass import Float32, Int32, Uint8, Uint16, Uint32, const_expr
 
 from cutefi.cute.pack16 import byte_perm
 
@@ -39,10 +39,18 @@ def mask_words_outside_row(values: cute.Tensor, k: cutlass.Constexpr[int], col: 
 
 @cute.jit
 def store_ends(values: cute.Tensor, dest: cute.Tensor, k: cutlass.Constexpr[int], col: Int32, n: Int32):
-    """Store the in-row elements of chunk ``k`` one by one (a chunk at a row's end)."""
+    """Store the in-row elements of chunk ``k`` one by one (a chunk at a row's end), each taken
+    from its packed word: element reads would split every register of ``values`` (16- or
+    8-bit) into its parts first, for the whole chunk loop."""
+    width = const_expr(values.element_type.width)
+    narrow = Uint16 if const_expr(width == 16) else Uint8
+    words = cute.recast_tensor(values, Uint32)
+    dest_bits = cute.recast_tensor(dest, narrow)
+    per_word = 32 // width
     for i in cutlass.range_constexpr(cute.size(values, mode=[0])):
         if col + i >= 0 and col + i < n:
-            dest[(i, 0), 0, k] = values[(i, 0), 0, k]
+            word = words[(i // per_word, 0), 0, k]
+            dest_bits[(i, 0), 0, k] = narrow(word >> (width * (i % per_word)))
 
 
 @cute.jit
