@@ -258,7 +258,8 @@ ROUND11 = VARIANTS
 VARIANTS = [  # session 21, round 12: x read again after the reduction (an L1 hit), inductor's RMSNorm 8192 (ncu: 32
     # registers, 4 CTAs of 512 an SM, 123 us against our 130 at 16384 rows), with the weight loaded late as it does
     # (tune_norm_h200_session21_r12.json): RMSNorm 8192 at 4 CTAs +2/+1% at 16384/65536 rows but 4% behind at 4096;
-    # 3 CTAs, RMSNorm 4096/16384 and LayerNorm 4096 2-10% slower. Not adopted
+    # 3 CTAs, RMSNorm 4096/16384 and LayerNorm 4096 2-10% slower. Not adopted: the option (launch.reloads_x) was
+    # removed after commit 571971c, which has it
     ("rms", 8192, False, 512, 512, 3, True),
     *[("rms", 8192, False, 512, 512, ctas, True, None, None, None, early, True) for ctas in (3, 4) for early in (True, False)],
     ("rms", 4096, False, 128, 128, 4, True), ("rms", 4096, False, 128, 128, 8, True, None, None, None, False, True),

@@ -273,9 +273,6 @@ class Geometry:
     # gamma and beta take four times the registers of a 16-bit weight) and shifted builds
     delay_weight_load: bool
     prefetch: int = 0  # rows of x in flight ahead of the one being normalised (prefetch_depth)
-    # read x again after the row reduction (an L1 hit) instead of holding it in registers
-    # across it (reloads_x)
-    reload_x: bool = False
     elem_bytes: int = 2
 
     @property
@@ -340,25 +337,12 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
         min_ctas_per_sm=min_ctas_per_sm(n_class, block_threads, norm, aligned, out_dtype is not None, fused_add),
         delay_weight_load=_delays_weight(norm, fused_add, aligned, n_class, threads_per_row, dtype_name),
         prefetch=prefetch_depth(norm, n_class, aligned, out_dtype is not None, fused_add),
-        reload_x=reloads_x(norm, n_class, aligned, out_dtype is not None, fused_add),
         elem_bytes=dtype_bits(dtype_name) // 8,
     )
     if shape.dynamic_smem_bytes:  # no more CTAs than the SM's shared memory holds
         fits = max(1, SMEM_PER_SM // (shape.dynamic_smem_bytes + 1024))
         shape = dataclasses.replace(shape, min_ctas_per_sm=min(shape.min_ctas_per_sm, fits))
     return shape
-
-
-# Builds that read x again after the row reduction: (kind, n_class, quant) of aligned rows, no
-# fused add, no prefetch. Inductor's RMSNorm at 8192 columns does this (ncu, session 21): x is
-# an L1 hit the second time, and 32 registers a thread give 4 CTAs of 512 an SM.
-_RELOAD_X: set[tuple[str, int, bool]] = set()
-
-
-def reloads_x(norm: str, n_class: int, aligned: bool, quant: bool, fused_add: bool) -> bool:
-    """Whether a build reads its row of x a second time after the reduction (``_RELOAD_X``)."""
-    return (aligned and not fused_add and not prefetch_depth(norm, n_class, aligned, quant, fused_add)
-            and (norm, n_class, quant) in _RELOAD_X)
 
 
 def _delays_weight(norm: str, fused_add: bool, aligned: bool, n_class: int, threads_per_row: int,

@@ -75,7 +75,6 @@ class RowNormKernel:
         self.warps_per_row = shape.warps_per_row
         self.tile_n = shape.tile_n
         self.delay_w_load = shape.delay_weight_load
-        self.reload_x = shape.reload_x
         self.shifted = shape.shifted
         self.prefetch = shape.prefetch
         # the persistent FP8 LayerNorm on aligned rows holds gamma and beta in registers for all
@@ -388,10 +387,6 @@ class RowNormKernel:
         # Re-expand x (and for fused add s = x + residual, in fp32: the same sum as before)
         # from the 16-bit registers instead of keeping the fp32 copy live across the
         # reduction: halves the registers held across the barrier (no spills).
-        if const_expr(self.reload_x):
-            # x again from L1: its registers were free across the reduction
-            tXrX = cute.make_rmem_tensor_like(tXgX)
-            cute.copy(tiled_copy, tXgX, tXrX, pred=tXpX)
         x = self._widen(tXrX)
         if const_expr(self.fused_add):
             x = x + self._widen(tXrR)
