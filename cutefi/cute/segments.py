@@ -29,19 +29,28 @@ def load_prefix(prefix_ptr: cute.Pointer, staged: cute.Tensor, groups: Int32, th
 
 
 @cute.jit
+def last_start_at_most(starts: cute.Tensor, count: Int32, value: Int32) -> Int32:
+    """The last ``s`` in ``[0, count)`` with ``starts[s] <= value`` (binary search over the
+    non-decreasing ``starts``; ``starts[0] <= value``): the segment that holds ``value``, where
+    segment ``s`` runs from ``starts[s]`` to ``starts[s + 1]`` (empty ones are never found)."""
+    low = Int32(0)
+    high = count
+    while high - low > 1:
+        middle = (low + high) // 2
+        if starts[middle] <= value:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+@cute.jit
 def find_unit(staged: cute.Tensor, indptr_ptr: cute.Pointer, weights_ptr: cute.Pointer, groups: Int32,
               tile_m: cutlass.Constexpr[int], linear: Int32):
     """(m tile, n tile, weight, first row of the segment, its end row) of work unit ``linear``
     (< ``staged[groups]``): the last segment whose first unit is at most ``linear`` (empty
     segments share their successor's first unit, so they are never found)."""
-    low = Int32(0)
-    high = groups
-    while high - low > 1:
-        middle = (low + high) // 2
-        if staged[middle] <= linear:
-            low = middle
-        else:
-            high = middle
+    low = last_start_at_most(staged, groups, linear)
     indptr = cute.make_tensor(indptr_ptr, cute.make_layout(_FLAT))
     weights = cute.make_tensor(weights_ptr, cute.make_layout(_FLAT))
     first_row = indptr[low]

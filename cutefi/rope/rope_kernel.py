@@ -23,6 +23,7 @@ from cutlass import Float32, Int32, Int64, const_expr
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.segments import last_start_at_most
 from cutefi.rope import launch
 
 
@@ -123,15 +124,8 @@ class RopeKernel:
             # with indptr[b] <= token (empty requests are skipped by construction)
             indptr = cute.make_tensor(pos_ptr, cute.make_layout(batch + 1))
             offsets = cute.make_tensor(offsets_ptr, cute.make_layout(batch))
-            lo = Int32(0)
-            hi = batch
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if indptr[mid] <= token:
-                    lo = mid
-                else:
-                    hi = mid
-            position = Float32(offsets[lo] + token - indptr[lo])
+            request = last_start_at_most(indptr, batch, token)
+            position = Float32(offsets[request] + token - indptr[request])
         return position
 
     @cute.jit
