@@ -173,7 +173,16 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
                for n, (tpr, threads) in table.items()}
     if kind == "layer" and not fused_add:
         shifted |= {n: (tpr, threads) for (n, q), (tpr, threads, _) in _LAYER_SHIFTED_PREFETCH.items() if q == quant}
+        if quant:
+            shifted |= _LAYER_QUANT_SHIFTED_ROWS
     return shifted
+
+
+# Shifted FP8 LayerNorm one-row builds whose aligned split leaves a thread 5 chunks (40 elements
+# with fp32 gamma and beta): 1024 at 64 threads a row (3 chunks). 16 x 1023 bf16 on the H200
+# against 32 threads a row, same run (tune_norm_h200_session21_r13.json): +40/16/17% at
+# 128/512/1000 rows; the 32-thread build spilled 82-88 registers on sm_90.
+_LAYER_QUANT_SHIFTED_ROWS = {1024: (64, 128)}
 
 
 # RMSNorm on aligned rows, wider rows than the table's: (fused_add, quant) -> {n_class:
