@@ -274,6 +274,15 @@ VARIANTS = [  # session 21, round 13: shifted FP8 LayerNorm 1024 (the one-row bu
     ("layer", 1024, False, 32, 128, 4, False, "fp8e4m3"), ("layer", 1024, False, 64, 128, 4, False, "fp8e4m3"),
     ("layer", 1024, False, 128, 128, 4, False, "fp8e4m3"), ("layer", 1024, False, 32, 128, 4, False),
 ]
+ROUND13 = VARIANTS
+VARIANTS = [  # session 21, round 14: the widest shifted LayerNorm one-row builds (9 chunks a thread at 16384 and 32768,
+    # 82-136 spilled registers on sm_90) at wider row splits (tune_norm_h200_session21_r14.json): none faster at 4096
+    # rows (16383: 1233 GB/s shipped, 1105 at 512 threads a row, 911 at 1024; 32767 and FP8 a tie or slower); not adopted
+    ("layer", 16384, False, 256, 256, 2, False), ("layer", 16384, False, 512, 512, 1, False),
+    ("layer", 16384, False, 1024, 1024, 1, False),
+    ("layer", 16384, False, 512, 512, 1, False, "fp8e4m3"), ("layer", 16384, False, 1024, 1024, 1, False, "fp8e4m3"),
+    ("layer", 32768, False, 512, 512, 1, False), ("layer", 32768, False, 1024, 1024, 1, False),
+]
 ROWS = 16384
 
 
