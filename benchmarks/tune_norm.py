@@ -283,6 +283,15 @@ VARIANTS = [  # session 21, round 14: the widest shifted LayerNorm one-row build
     ("layer", 16384, False, 512, 512, 1, False, "fp8e4m3"), ("layer", 16384, False, 1024, 1024, 1, False, "fp8e4m3"),
     ("layer", 32768, False, 512, 512, 1, False), ("layer", 32768, False, 1024, 1024, 1, False),
 ]
+ROUND14 = VARIANTS
+VARIANTS = [  # session 21, round 15: shifted RMSNorm with the lead's extra chunk on the row's first thread alone
+    # (4 chunks a thread, not 5), the shipped geometries against the previous kernel's pack (tune_norm_h200_session21_r15
+    # .json): 4095 plain +0.7/3.6/4.6% at 4096/16384/65536 rows, FP8 at 6 CTAs an SM +20/11/6% against the packed build
+    # (adopted for the 4096 class); fused add a tie, FP8 fused add 1-2.6% slower, 2047 2-4% slower (not adopted)
+    ("rms", 4096, False, 128, 128, 6, False), ("rms", 4096, True, 128, 128, 4, False),
+    ("rms", 4096, False, 128, 128, 4, False, "fp8e4m3"), ("rms", 4096, True, 128, 128, 4, False, "fp8e4m3"),
+    ("rms", 4096, False, 128, 128, 6, False, "fp8e4m3"), ("rms", 2048, False, 64, 128, 6, False),
+]
 ROWS = 16384
 
 

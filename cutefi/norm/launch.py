@@ -249,8 +249,15 @@ def latency_rows(kind: str, fused_add: bool, quant: bool, n_class: int) -> int:
 _THREADS_PER_SM = 512
 _LAYER_THREADS_PER_SM = {4096: 1024}
 # shifted plain RMSNorm: 768 threads (6 CTAs of 128 at 4096): 3397 GB/s at 16384 x 4095 bf16
-# against 2965 at 512 and 3243 (spilling) at 1024 (tune_norm_h200_round2.json)
+# against 2965 at 512 and 3243 (spilling) at 1024 (tune_norm_h200_round2.json); its FP8 build at
+# 4096 too since its thread holds 4 chunks (_LEAD_CHUNK_ALONE): 3093 against 2798 at 512 (and
+# the packed build's 2785) at 16384 x 4095 (tune_norm_h200_session21_r15.json)
 _SHIFTED_RMS_THREADS_PER_SM = 768
+# Shifted RMSNorm classes (no fused add) whose lead chunk is the row's first thread's alone
+# (Geometry.lead_chunk_alone), H200 against 5 chunks a thread, same run (_r15.json): 4095 plain
+# +0.7/3.6/4.6% at 4096/16384/65536 rows. Not taken: 2047 (2-4% slower), the fused add (a tie;
+# FP8 1-2.6% slower); 8192 and up not measured.
+_LEAD_CHUNK_ALONE = {4096}
 
 
 def min_ctas_per_sm(n_class: int, block_threads: int, kind: str = "rms", aligned: bool = True,
@@ -263,8 +270,8 @@ def min_ctas_per_sm(n_class: int, block_threads: int, kind: str = "rms", aligned
         threads = _LAYER_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
     elif kind == "rms" and aligned and n_class in _RMS_WIDE_ROWS[(fused_add, quant)]:
         threads = _RMS_WIDE_ROWS[(fused_add, quant)][n_class][2]
-    elif kind == "rms" and not aligned and not fused_add and not quant:  # quant spilled at 768
-        threads = _SHIFTED_RMS_THREADS_PER_SM
+    elif kind == "rms" and not aligned and not fused_add and (not quant or n_class in _LEAD_CHUNK_ALONE):
+        threads = _SHIFTED_RMS_THREADS_PER_SM  # (FP8 with 5 chunks a thread spilled at 768)
     return max(1, threads // block_threads)
 
 
@@ -282,6 +289,10 @@ class Geometry:
     # gamma and beta take four times the registers of a 16-bit weight) and shifted builds
     delay_weight_load: bool
     prefetch: int = 0  # rows of x in flight ahead of the one being normalised (prefetch_depth)
+    # shifted RMSNorm whose split covers n_class exactly: the chunk a row's lead adds past it is
+    # the row's first thread's alone, not one more chunk of every thread (which did the math
+    # of a 5th, almost always empty chunk: ~20% of the element work)
+    lead_chunk_alone: bool = False
     elem_bytes: int = 2
 
     @property
@@ -324,8 +335,10 @@ class Geometry:
 
     @property
     def chunks(self) -> int:
-        """Accesses (chunks) each thread owns in its row (compile-time K)."""
-        return -(-(self.n_class + (self.vec if self.shifted else 0)) // (self.vec * self.threads_per_row))
+        """Accesses (chunks) each thread owns in its row (compile-time K); with
+        ``lead_chunk_alone`` the row's last chunk (``tile_n`` on) is the first thread's extra."""
+        extra = self.vec if self.shifted and not self.lead_chunk_alone else 0
+        return -(-(self.n_class + extra) // (self.vec * self.threads_per_row))
 
     @property
     def tile_n(self) -> int:
@@ -346,6 +359,8 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
         min_ctas_per_sm=min_ctas_per_sm(n_class, block_threads, norm, aligned, out_dtype is not None, fused_add),
         delay_weight_load=_delays_weight(norm, fused_add, aligned, n_class, threads_per_row, dtype_name),
         prefetch=prefetch_depth(norm, n_class, aligned, out_dtype is not None, fused_add),
+        lead_chunk_alone=(not aligned and norm == "rms" and not fused_add and n_class in _LEAD_CHUNK_ALONE
+                          and n_class % (access_elems(norm, dtype_name, aligned) * threads_per_row) == 0),
         elem_bytes=dtype_bits(dtype_name) // 8,
     )
     if shape.dynamic_smem_bytes:  # no more CTAs than the SM's shared memory holds

@@ -76,6 +76,7 @@ class RowNormKernel:
         self.tile_n = shape.tile_n
         self.delay_w_load = shape.delay_weight_load
         self.shifted = shape.shifted
+        self.lead_chunk = shape.lead_chunk_alone
         self.prefetch = shape.prefetch
         # the persistent FP8 LayerNorm on aligned rows holds gamma and beta in registers for all
         # its rows: they are multiplied by 1/scale once instead of every output element
@@ -241,6 +242,12 @@ class RowNormKernel:
         def param_view(ptr, offset: int = 0):
             return cute.make_tensor(ptr + offset, cute.make_layout((1, self.tile_n)))
 
+        def lead_chunk_view(ptr, row_stride, head_stride):
+            # the aligned chunk at tile_n of the row's first aligned chunk (lead_chunk builds)
+            offset = cutlass.Int64(token) * row_stride + cutlass.Int64(head) * head_stride + args.shift - lead
+            offset = cute.assume(offset + self.tile_n, divby=self.vec)
+            return cute.make_tensor(ptr + offset, cute.make_layout(((self.vec, 1), 1, 1)))
+
         gX = row_view(args.x, args.x_row_stride, args.x_head_stride)
         gO = row_view(args.out, args.out_row_stride, args.out_head_stride)
         cX = cute.make_identity_tensor((1, self.tile_n))  # (0, col) coordinates for predication
@@ -311,6 +318,25 @@ class RowNormKernel:
                     mask_words_outside_row(tXrX, k, col[k], N)
                     if const_expr(self.fused_add):
                         mask_words_outside_row(tXrR, k, col[k], N)
+        if const_expr(self.lead_chunk):
+            # the row's last chunk, past the threads' aligned split: the first thread's alone
+            col_e = self.tile_n - lead
+            has_extra = lane == 0 and row_ok and col_e < N
+            chunk_layout = cute.make_layout(((self.vec, 1), 1, 1))
+            rXe = cute.make_rmem_tensor(chunk_layout, self.dtype)
+            rXe.fill(0.0)
+            gXe = lead_chunk_view(args.x, args.x_row_stride, args.x_head_stride)
+            if const_expr(self.fused_add):
+                rRe = cute.make_rmem_tensor(chunk_layout, self.dtype)
+                rRe.fill(0.0)
+                gRe = lead_chunk_view(args.residual, args.residual_row_stride, args.residual_head_stride)
+            if has_extra:
+                chunk_copy = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=128)
+                cute.copy(chunk_copy, gXe, rXe)
+                mask_words_outside_row(rXe, 0, col_e, N)
+                if const_expr(self.fused_add):
+                    cute.copy(chunk_copy, gRe, rRe)
+                    mask_words_outside_row(rRe, 0, col_e, N)
         # weight: loaded once per thread. Aligned RMSNorm builds (a fused add only at 16 elements
         # a thread or fewer, launch._delays_weight): issued with x so its latency overlaps the
         # reduction. Otherwise deferred past the reduction (x, residual and w in flight at once
@@ -326,6 +352,16 @@ class RowNormKernel:
             tXrS = cute.make_rmem_tensor_like(tXrR)
             tXrS.store(x.to(self.dtype))
             self._store(tiled_copy, tXrS, tXgR, tXpO, full, col, N, row_ok)
+        lead_sq = Float32(0.0)  # the lead chunk's sum of squares (its thread's; 0 elsewhere)
+        if const_expr(self.lead_chunk):
+            if has_extra:
+                s_e = self._widen(rXe)
+                if const_expr(self.fused_add):
+                    s_e = s_e + self._widen(rRe)
+                    rSe = cute.make_rmem_tensor(chunk_layout, self.dtype)
+                    rSe.store(s_e.to(self.dtype))
+                    store_ends(rSe, gRe, 0, col_e, N)
+                lead_sq = Float32((s_e * s_e).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0))
         # ---- stage 4: row statistics --------------------------------------
         inv_n = cute.arch.rcp_approx(Float32(N))  # avoids the IEEE div slow path
         mean = Float32(0.0)
@@ -357,7 +393,7 @@ class RowNormKernel:
                 if tXpW[0, 0, k]:
                     sum_sq = sum_sq + part
         else:
-            sum_sq = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
+            sum_sq = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0) + lead_sq
         sum_sq = row_reduce_sum(sum_sq, self.threads_per_row, self._reduction_buffer())
         rstd = cute.math.rsqrt(sum_sq * inv_n + eps, fastmath=True)
 
@@ -402,6 +438,33 @@ class RowNormKernel:
         else:
             tXrO.store(y.to(self.out_dtype))
         self._store(out_copy, tXrO, tXgO, tXpO, full, col, N, row_ok)
+        if const_expr(self.lead_chunk):
+            gOe = lead_chunk_view(args.out, args.out_row_stride, args.out_head_stride)
+            factor = rstd * inv_scale
+            if has_extra:
+                self._lead_chunk_out(args, rXe, rRe if const_expr(self.fused_add) else None, col_e, lead, factor,
+                                     gOe)
+
+    @cute.jit
+    def _lead_chunk_out(self, args: KernelArgs, rXe: cute.Tensor, rRe, col_e: cutlass.Int32, lead: cutlass.Int32,
+                        factor: Float32, gOe: cute.Tensor):
+        """RMSNorm of the lead chunk (``lead_chunk`` builds, its thread only): its weight in the
+        row's frame, the output stored element by element (always a row's partial end)."""
+        rWe = cute.make_rmem_tensor(rXe.layout, self.param_dtype)
+        params16_in_row_frame(args.weight, rWe, [col_e], lead, args.N, self.tile_n + self.vec)
+        w = self._widen(rWe)
+        if const_expr(self.gemma):
+            w = w + Float32(1.0)
+        s_e = self._widen(rXe)
+        if const_expr(self.fused_add):
+            s_e = s_e + self._widen(rRe)
+        y = s_e * factor * w
+        rOe = cute.make_rmem_tensor(rXe.layout, self.out_dtype)
+        if const_expr(self.quant):
+            store_fp8(y, rOe, self.quant_max, self.fp8_in_software)
+        else:
+            rOe.store(y.to(self.out_dtype))
+        store_ends(rOe, gOe, 0, col_e, args.N)
 
     @cute.jit
     def _widen(self, values: cute.Tensor) -> cute.TensorSSA:
