@@ -18,8 +18,8 @@ every stride and every pointer 8-element aligned. The others ("shifted") take an
 and stride: each row is read and written in the aligned 8-element chunks that cover it, from
 ``shift + row start`` rounded down, where ``shift`` is the first row's offset from the 16-byte
 aligned pointers passed (x, out and residual rows must sit alike in their chunks; the API
-checks); the chunks at a row's ends are masked element by element, and the weight is brought
-into the row's frame from two aligned chunks.
+checks); the chunks at a row's ends are masked element by element, and the parameters are
+read in the row's frame (``shifted.py``).
 """
 
 from __future__ import annotations
@@ -164,8 +164,9 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
             table = {**table, **{n: (tpr, threads) for (n, q), (tpr, threads, _) in _LAYER_PREFETCH.items()
                                  if q == quant}}
         return table
-    # shifted RMSNorm also holds the weight's two aligned chunks and their shifted copy: twice
-    # the threads a row, at most 1024. At 16384 x 4095 bf16 on the H200 (tune_norm_h200*.json)
+    # shifted RMSNorm (when chosen, it held the weight's two aligned chunks and their shifted copy;
+    # since session 21 it reads the weight in the row's frame): twice the threads a row, at most
+    # 1024. At 16384 x 4095 bf16 on the H200 (tune_norm_h200*.json)
     # that beat 4x by 14% (fused add, 3970 GB/s, 98% of the aligned 4096) and 1x (spills);
     # LayerNorm (latency-bound) keeps its aligned split: 1480 GB/s against 1033 with 2x.
     factor = 1 if kind == "layer" else 2
