@@ -77,6 +77,7 @@ class RowNormKernel:
         self.delay_w_load = shape.delay_weight_load
         self.shifted = shape.shifted
         self.lead_chunk = shape.lead_chunk_alone
+        assert not self.lead_chunk or not (fused_add or norm == "layer")  # (launch.geometry: plain RMSNorm only)
         self.prefetch = shape.prefetch
         # the persistent FP8 LayerNorm on aligned rows holds gamma and beta in registers for all
         # its rows: they are multiplied by 1/scale once instead of every output element
@@ -326,17 +327,10 @@ class RowNormKernel:
             rXe = cute.make_rmem_tensor(chunk_layout, self.dtype)
             rXe.fill(0.0)
             gXe = lead_chunk_view(args.x, args.x_row_stride, args.x_head_stride)
-            if const_expr(self.fused_add):
-                rRe = cute.make_rmem_tensor(chunk_layout, self.dtype)
-                rRe.fill(0.0)
-                gRe = lead_chunk_view(args.residual, args.residual_row_stride, args.residual_head_stride)
             if has_extra:
                 chunk_copy = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=128)
                 cute.copy(chunk_copy, gXe, rXe)
                 mask_words_outside_row(rXe, 0, col_e, N)
-                if const_expr(self.fused_add):
-                    cute.copy(chunk_copy, gRe, rRe)
-                    mask_words_outside_row(rRe, 0, col_e, N)
         # weight: loaded once per thread. Aligned RMSNorm builds (a fused add only at 16 elements
         # a thread or fewer, launch._delays_weight): issued with x so its latency overlaps the
         # reduction. Otherwise deferred past the reduction (x, residual and w in flight at once
@@ -356,11 +350,6 @@ class RowNormKernel:
         if const_expr(self.lead_chunk):
             if has_extra:
                 s_e = self._widen(rXe)
-                if const_expr(self.fused_add):
-                    s_e = s_e + self._widen(rRe)
-                    rSe = cute.make_rmem_tensor(chunk_layout, self.dtype)
-                    rSe.store(s_e.to(self.dtype))
-                    store_ends(rSe, gRe, 0, col_e, N)
                 lead_sq = Float32((s_e * s_e).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0))
         # ---- stage 4: row statistics --------------------------------------
         inv_n = cute.arch.rcp_approx(Float32(N))  # avoids the IEEE div slow path
@@ -442,11 +431,10 @@ class RowNormKernel:
             gOe = lead_chunk_view(args.out, args.out_row_stride, args.out_head_stride)
             factor = rstd * inv_scale
             if has_extra:
-                self._lead_chunk_out(args, rXe, rRe if const_expr(self.fused_add) else None, col_e, lead, factor,
-                                     gOe)
+                self._lead_chunk_out(args, rXe, col_e, lead, factor, gOe)
 
     @cute.jit
-    def _lead_chunk_out(self, args: KernelArgs, rXe: cute.Tensor, rRe, col_e: cutlass.Int32, lead: cutlass.Int32,
+    def _lead_chunk_out(self, args: KernelArgs, rXe: cute.Tensor, col_e: cutlass.Int32, lead: cutlass.Int32,
                         factor: Float32, gOe: cute.Tensor):
         """RMSNorm of the lead chunk (``lead_chunk`` builds, its thread only): its weight in the
         row's frame, the output stored element by element (always a row's partial end)."""
@@ -455,10 +443,7 @@ class RowNormKernel:
         w = self._widen(rWe)
         if const_expr(self.gemma):
             w = w + Float32(1.0)
-        s_e = self._widen(rXe)
-        if const_expr(self.fused_add):
-            s_e = s_e + self._widen(rRe)
-        y = s_e * factor * w
+        y = self._widen(rXe) * factor * w
         rOe = cute.make_rmem_tensor(rXe.layout, self.out_dtype)
         if const_expr(self.quant):
             store_fp8(y, rOe, self.quant_max, self.fp8_in_software)
