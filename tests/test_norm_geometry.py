@@ -119,3 +119,17 @@ def test_latency_builds_are_narrow_rows_of_aligned_classes():
                                latency=True).entry.endswith("_lat")
     with pytest.raises(ValueError, match="no latency build"):
         launch.geometry("rms", "bf16", 4096, True, True, None, latency=True)
+
+
+def test_every_build_covers_its_rows_wherever_they_start():
+    """A row of up to n_class columns, starting ``lead`` (0-7 on shifted builds) into its first
+    aligned chunk, lies in the columns a build's threads cover: their chunks (``tile_n``), plus
+    on ``lead_chunk_alone`` builds the one chunk past them that the row's first thread takes;
+    and that extra chunk is only ever the row's last (the split covers n_class exactly)."""
+    for kind, dtype, n_class, fused, _, aligned, out_dtype in launch.NORM_SPECS:
+        shape = launch.geometry(kind, dtype, n_class, fused, aligned, out_dtype)
+        lead = 0 if aligned else shape.vec - 1
+        covered = shape.tile_n + (shape.vec if shape.lead_chunk_alone else 0)
+        assert covered >= n_class + lead, (kind, dtype, n_class, fused, aligned, out_dtype)
+        if shape.lead_chunk_alone:
+            assert shape.shifted and kind == "rms" and not fused and shape.tile_n == n_class
