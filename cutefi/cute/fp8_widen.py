@@ -22,6 +22,7 @@ from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 from .convert import has_fp8_convert
+from .pack16 import byte_perm
 
 _SIGNS = 0x80008000
 
@@ -41,7 +42,7 @@ def _asm_u32(asm: str, *operands, loc=None, ip=None) -> Uint32:
 
 
 def _select(codes: Uint32, selector: int) -> Uint32:
-    return _asm_u32("prmt.b32 $0, $1, $2, $3;", codes, Uint32(0), Uint32(selector))
+    return byte_perm(codes, Uint32(0), Uint32(selector))
 
 
 def widen_pair(codes: Uint32, lo: int, hi: int, kv_format: str, software: bool = False) -> Uint32:
