@@ -258,8 +258,8 @@ ROUND11 = VARIANTS
 VARIANTS = [  # session 21, round 12: x read again after the reduction (an L1 hit), inductor's RMSNorm 8192 (ncu: 32
     # registers, 4 CTAs of 512 an SM, 123 us against our 130 at 16384 rows), with the weight loaded late as it does
     # (tune_norm_h200_session21_r12.json): RMSNorm 8192 at 4 CTAs +2/+1% at 16384/65536 rows but 4% behind at 4096;
-    # 3 CTAs, RMSNorm 4096/16384 and LayerNorm 4096 2-10% slower. Not adopted: the option (launch.reloads_x) was
-    # removed after commit 571971c, which has it
+    # 3 CTAs, RMSNorm 4096/16384 and LayerNorm 4096 2-10% slower. Not adopted: the option (launch.reloads_x) and
+    # this script's 12th variant field (reload) are in commit 571971c only; rerun the round from there
     ("rms", 8192, False, 512, 512, 3, True),
     *[("rms", 8192, False, 512, 512, ctas, True, None, None, None, early, True) for ctas in (3, 4) for early in (True, False)],
     ("rms", 4096, False, 128, 128, 4, True), ("rms", 4096, False, 128, 128, 8, True, None, None, None, False, True),
@@ -296,21 +296,20 @@ ROWS = 16384
 
 
 def unpack(variant) -> tuple:
-    """A variant with its defaults filled in: (..., aligned, out_dtype, vec, prefetch, early, reload)."""
-    return (*variant, None, None, None, None, None)[:12]
+    """A variant with its defaults filled in: (..., aligned, out_dtype, vec, prefetch, early)."""
+    return (*variant, None, None, None, None)[:11]
 
 
 @contextlib.contextmanager
 def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: int, aligned: bool = True,
             out_dtype: str | None = None, vec: int | None = None, prefetch: int | None = None,
-            early: bool | None = None, reload: bool | None = None):
+            early: bool | None = None):
     """launch.geometry gives this variant's split, occupancy, elements per access, prefetch
     depth and (``early``) whether its parameters load with x, for its build."""
     from cutefi.jit import spec as spec_module
 
     table, occupancy, access = launch._class_table, launch.min_ctas_per_sm, launch.access_elems
     depth, delays = launch.prefetch_depth, launch._delays_weight
-    reloads = getattr(launch, "reloads_x", None)  # (absent from a checkout older than the option: GPU-side timing)
     quant = out_dtype is not None
 
     def ours(k, f, a, q) -> bool:
@@ -333,26 +332,21 @@ def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: 
     if early is not None:
         launch._delays_weight = lambda k, f, a, n, t, d: (
             not early if (n == n_class and ours(k, f, a, quant)) else delays(k, f, a, n, t, d))
-    if reload is not None and reloads is not None:
-        launch.reloads_x = lambda k, n, a, q, f: (
-            reload if (n == n_class and ours(k, f, a, q)) else reloads(k, n, a, q, f))
     spec_module._contract.cache_clear()
     try:
         yield launch.contract(kind, "bf16", n_class, fused, False, aligned, out_dtype)
     finally:
         launch._class_table, launch.min_ctas_per_sm, launch.access_elems = table, occupancy, access
         launch.prefetch_depth, launch._delays_weight = depth, delays
-        if reloads is not None:
-            launch.reloads_x = reloads
         spec_module._contract.cache_clear()
 
 
 def name(variant) -> str:
-    kind, n_class, fused, tpr, threads, ctas, aligned, out_dtype, vec, prefetch, early, reload = unpack(variant)
+    kind, n_class, fused, tpr, threads, ctas, aligned, out_dtype, vec, prefetch, early = unpack(variant)
     cols = n_class if aligned else n_class - 1
     return (f"{kind}{'_add' if fused else ''}{'_quant' if out_dtype else ''}_{cols}_tpr{tpr}_cta{threads}_x{ctas}"
             + (f"_vec{vec}" if vec else "") + (f"_pf{prefetch}" if prefetch is not None else "")
-            + ("_early" if early else "") + ("_reload" if reload else "") + ("_late" if early is False else ""))
+            + ("_early" if early else "") + ("_late" if early is False else ""))
 
 
 def build_variants() -> None:
@@ -362,7 +356,7 @@ def build_variants() -> None:
 
     os.makedirs(".tune", exist_ok=True)
     for variant in VARIANTS:
-        kind, n_class, fused, *_, aligned, out_dtype, _, _, _, _ = unpack(variant)
+        kind, n_class, fused, *_, aligned, out_dtype, _, _, _ = unpack(variant)
         with patched(*unpack(variant)):
             artifact = build(launch.norm_spec(kind, "bf16", n_class, fused, aligned=aligned, out_dtype=out_dtype),
                              Target.parse("sm_90a"))
@@ -409,7 +403,7 @@ def time_variant(saved: dict, ROWS: int = ROWS) -> dict:
     from cutefi.jit.loader import Kernel
 
     variant = unpack(saved["variant"])
-    kind, n_class, fused, *_, aligned, out_dtype, _, _, _, _ = variant
+    kind, n_class, fused, *_, aligned, out_dtype, _, _, _ = variant
     n_class = n_class if aligned else n_class - 1  # shifted: odd rows
     x = torch.randn(ROWS, n_class, device="cuda", dtype=torch.bfloat16)
     residual = torch.randn_like(x)
