@@ -85,11 +85,6 @@ class GemmSm90:
         self.cluster_m = cluster_m
         self.stages = config.stages(dtype, out_dtype, grouped)
         self.epi_tile = (tile_m, launch.EPI_TILE_N)
-        # independent accumulator chains per warpgroup: consecutive wgmmas into one
-        # accumulator wait on each other, and a narrow one (n64, n128) finishes sooner than
-        # that wait, so narrow tiles spread a K step's wgmmas over 2-4 accumulator sets
-        # (about 128 fp32 registers in all) and add them up before the epilogue
-        self.acc_chains = {256: 1, 128: 2}.get(tile_n, 4)
 
     def _tiled_mma(self, width: int | None = None):
         """The wgmma of the tile (``width``: of a column slice of it)."""
@@ -324,8 +319,9 @@ class GemmSm90:
         thr_mma = tiled_mma.get_slice(thread // launch.WARPGROUP * launch.WARPGROUP)
         frag_a = tiled_mma.make_fragment_A(thr_mma.partition_A(s_a))
         frag_b = tiled_mma.make_fragment_B(thr_mma.partition_B(s_b))
-        accs = [cute.make_rmem_tensor(thr_mma.partition_shape_C((tile_m, tile_n)), Float32)
-                for _ in range(self.acc_chains)]
+        # one accumulator set: a K step's wgmmas chain into it inside the tensor pipe (several
+        # sets, one per wgmma, made ptxas wait for each wgmma before issuing the next)
+        acc = cute.make_rmem_tensor(thr_mma.partition_shape_C((tile_m, tile_n)), Float32)
         # (the wgmma operands are partitioned per warpgroup; the accumulators per thread)
         coord_c = tiled_mma.get_slice(thread).partition_C(cute.make_identity_tensor((tile_m, tile_n)))
         # (swap: the bias runs along the weight's rows, A's)
@@ -334,11 +330,11 @@ class GemmSm90:
         block = self._block_operands(thread, s_a, s_b) if const_expr(self.block_scaled) else None
         if const_expr(not self.staged_out):
             self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
-                                accs, coord_c, bias, epi_barrier, last_split, exchange, None, block, groups)
+                                acc, coord_c, bias, epi_barrier, last_split, exchange, None, block, groups)
         else:
             self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
-                                accs, coord_c, bias, epi_barrier, last_split, exchange,
-                                self._store_ring(thread, tiled_mma, warp_idx, s_c, g_c, atom_c, accs[0]), block, groups)
+                                acc, coord_c, bias, epi_barrier, last_split, exchange,
+                                self._store_ring(thread, tiled_mma, warp_idx, s_c, g_c, atom_c, acc), block, groups)
 
     def _store_ring(self, thread, tiled_mma, warp_idx, s_c, g_c, atom_c, acc):
         """The TMA-store epilogue's pieces: stmatrix copy, its views, the store ring."""
@@ -361,9 +357,8 @@ class GemmSm90:
 
     @cute.jit
     def _consume_tiles(self, args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
-                       accs, coord_c, bias, epi_barrier, last_split, exchange, store_ring, block, groups):
+                       acc, coord_c, bias, epi_barrier, last_split, exchange, store_ring, block, groups):
         tile_m, tile_n, tile_k = self.tile_mnk
-        acc = accs[0]
         # (cluster_k: the accumulators in the order the store takes them, cut into cluster_k shares)
         shares = store_ring[4] if const_expr(self.staged_out) else acc
         exchanges = Int32(0)
@@ -414,16 +409,14 @@ class GemmSm90:
                                             part * cute.size(scratch))
             else:
                 # ---- main loop: one K step of wgmmas in flight ----------------------------
-                for chain in accs:
-                    chain.fill(0.0)
+                acc.fill(0.0)
                 tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
                 warpgroup.fence()
                 for k_step in cutlass.range(k_count, unroll=1):
                     ring.consumer_wait(read)
                     for k_block in cutlass.range_constexpr(k_blocks):
                         slot = (None, None, k_block, read.index)
-                        chain = accs[k_block % self.acc_chains]
-                        cute.gemm(tiled_mma, chain, frag_a[slot], frag_b[slot], chain)
+                        cute.gemm(tiled_mma, acc, frag_a[slot], frag_b[slot], acc)
                     warpgroup.commit_group()
                     warpgroup.wait_group(1)
                     if k_step > 0:
@@ -434,8 +427,6 @@ class GemmSm90:
                 if k_count > 0:
                     ring.consumer_release(release)
                     release.advance()
-                for chain in cutlass.range_constexpr(1, self.acc_chains):
-                    acc.store(acc.load() + accs[chain].load())
 
             # ---- split-K: the last split of a tile to finish sums the others' partials ----
             # (cluster_k: every CTA of the cluster sums and stores its share of the tile)
