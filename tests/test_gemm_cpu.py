@@ -43,9 +43,18 @@ def test_heuristic():
     assert choose_config(16, 2048, 1, H200_SMS, False) == Sm90Config(128, 64, 1)
     assert choose_config(16, 4096, 1, H200_SMS, False) == Sm90Config(128, 128, 1)  # 32 tiles: split-K fills
     assert choose_config(16, 8192, 1, H200_SMS, False) == Sm90Config(128, 256, 1)  # the weight streams
-    assert choose_config(200, 4096, 1, H200_SMS, True) == Sm90Config(128, 128, 1, False, 2)  # K in a cluster
-    assert choose_config(200, 4096, 1, H200_SMS, True, k=14336) == Sm90Config(128, 256, 1)  # long K: wide tiles
     assert choose_config(16, 28672, 1, H200_SMS, False) == Sm90Config(128, 256, 1)
+    # from 129 rows under a wave of wide tiles: narrow ones (below a wave of them, two K
+    # splits meeting in a cluster)
+    for k in (4096, 14336):
+        plan = launch_plan(200, 4096, k, 1, H200_SMS, True)
+        assert (plan.config, plan.splits, plan.ctas) == (Sm90Config(128, 128, 1, False, 2), 2, 128)
+    plan = launch_plan(256, 8192, 8192, 1, H200_SMS, True)  # 128 narrow tiles: one wave, no split
+    assert (plan.config, plan.splits) == (Sm90Config(128, 128, 1), 1)
+    # wave use: 1024 x 14336 is 3.4 waves of wide tiles (85% used), 6.8 of narrow ones (97%)
+    assert choose_config(1024, 14336, 1, H200_SMS, True) == Sm90Config(128, 128, 1)
+    assert choose_config(1024, 28672, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # 6.8 waves of wide tiles
+    assert choose_config(4096, 14336, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # 13.6 against 27.2: 97 vs 99%
     with override(config="128x64c1"):  # (M <= 16 takes the decode-sized kernel by default)
         plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)  # 64 tiles of 64 K tiles: two splits
         assert (plan.config, plan.splits, plan.units, plan.ctas) == (Sm90Config(128, 64, 1), 2, 128, 128)
@@ -62,28 +71,30 @@ def test_heuristic():
 
 
 def test_decode_sized_plan():
-    """M <= 16 with a K-major b, one matrix: the mma.sync weight-streaming kernel."""
-    plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)
+    """M <= 16 with a K-major b, one matrix: the mma.sync weight-streaming kernel where there is
+    no wgmma; on Hopper the swapped wgmma build (the weight as A), the skinny one by override."""
+    plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True, wgmma=False)
     assert isinstance(plan, SkinnyPlan) and plan.config.token_tiles == 2
     assert plan.blocks * plan.config.rows >= 4096 and plan.splits >= 1
-    assert launch_plan(8, 4096, 4096, 1, H200_SMS, True).config.token_tiles == 1
+    assert launch_plan(8, 4096, 4096, 1, H200_SMS, True, wgmma=False).config.token_tiles == 1
     # K cut into about sms / row blocks splits, each warp keeping two K steps
-    plan = launch_plan(1, 1024, 8192, 1, H200_SMS, True)
+    plan = launch_plan(1, 1024, 8192, 1, H200_SMS, True, wgmma=False)
     steps = 8192 // plan.config.step_k
     assert plan.splits == min(round(H200_SMS / plan.blocks), steps // (2 * plan.config.k_groups)) == 4
+    assert plan.workspace_elems == plan.blocks * plan.splits * plan.config.partial_elems
     assert launch_plan(16, 8192, 8192, 1, H200_SMS, True, wgmma=False).splits == 1  # two waves of row blocks
-    # Hopper: the swapped wgmma build from 8192 weight rows on (two K splits: in a cluster)
+    assert launch_plan(16, 4096, 64, 1, H200_SMS, True, wgmma=False).splits == 1  # one K step: nothing to cut
+    # Hopper: the swapped build, K splits in pairs in clusters (32 weight tiles: four splits)
+    for m in (1, 9, 16):
+        plan = launch_plan(m, 4096, 4096, 1, H200_SMS, True)
+        assert (plan.config, plan.splits, plan.ctas) == (Sm90Config(128, 16, 1, True, 2), 4, 128)
     paired = launch_plan(16, 8192, 8192, 1, H200_SMS, True)
     assert (paired.config, paired.splits, paired.ctas) == (Sm90Config(128, 16, 1, True, 2), 2, 128)
     assert paired.workspace_elems == paired.counter_elems == 0
-    assert plan.workspace_elems == plan.blocks * plan.splits * plan.config.partial_elems
-    assert launch_plan(16, 4096, 64, 1, H200_SMS, True).splits == 1  # one K step: nothing to cut
-    # Hopper, up to 8 tokens and K past 8192: the swapped build (four splits, pairs in clusters)
-    assert launch_plan(8, 4096, 14336, 1, H200_SMS, True).config == Sm90Config(128, 16, 1, True, 2)
-    assert isinstance(launch_plan(9, 4096, 14336, 1, H200_SMS, True), SkinnyPlan)
-    assert isinstance(launch_plan(1, 4096, 14336, 1, H200_SMS, True, wgmma=False), SkinnyPlan)
+    plan = launch_plan(64, 4096, 4096, 1, H200_SMS, True)  # (64 tokens in one tile: the weight read once)
+    assert (plan.config, plan.splits) == (Sm90Config(128, 64, 1, True, 2), 4)
     for m, batch, k_major in ((17, 1, True), (16, 2, True), (16, 1, False)):
-        assert not isinstance(launch_plan(m, 4096, 4096, batch, H200_SMS, k_major), SkinnyPlan)
+        assert not isinstance(launch_plan(m, 4096, 4096, batch, H200_SMS, k_major, wgmma=False), SkinnyPlan)
     with override(config="t1r4w8u2g2", splits=5):
         plan = launch_plan(3, 4096, 4096, 1, H200_SMS, True)
         assert (plan.config, plan.splits, plan.blocks) == (SkinnyConfig(1, 4, 8, 2, 2), 5, 32)
@@ -304,11 +315,9 @@ def test_decode_sized_build_streams_into_hmma(arch):
 def test_swapped_plan():
     """17-64 tokens, one matrix, a K-major weight: Hopper's weight-as-A build, tiles over the
     weight's rows, K cut when they fill under half the SMs."""
-    plan = launch_plan(64, 4096, 4096, 1, H200_SMS, True)
-    # (K <= 8192: two token tiles of 32 and K in two in a cluster, not four workspace splits)
-    assert plan.config == Sm90Config(128, 32, 1, True, 2) and plan.splits == 2 and plan.ctas == plan.units == 128
-    plan = launch_plan(64, 4096, 14336, 1, H200_SMS, True)  # (four splits: pairs in clusters, two a tile)
-    assert plan.config == Sm90Config(128, 64, 1, True, 2) and plan.splits == 4 and plan.units == 128
+    for k in (4096, 14336):  # (four splits: pairs in clusters, two a tile)
+        plan = launch_plan(64, 4096, k, 1, H200_SMS, True)
+        assert plan.config == Sm90Config(128, 64, 1, True, 2) and plan.splits == 4 and plan.units == 128
     assert launch_plan(20, 14336, 4096, 1, H200_SMS, True).config == Sm90Config(128, 32, 1, True)
     assert not launch_plan(65, 4096, 4096, 1, H200_SMS, True).config.swap
     assert not launch_plan(64, 4096, 4096, 2, H200_SMS, True).config.swap

@@ -131,14 +131,17 @@ def test_skinny_every_config(config):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("m", [1, 2, 7, 8, 9, 15, 16])
-def test_skinny_default_plan(dtype, m):
-    """What a decode step gets by default: every M up to 16, both output dtypes, strided
-    rows of a and out (slices of wider buffers), nothing written outside out."""
+def test_decode_default_plan(dtype, m):
+    """What a decode step gets by default (Hopper: the swapped wgmma build, K split in cluster
+    pairs; elsewhere the mma.sync decode kernel): every M up to 16, both output dtypes,
+    strided rows of a and out (slices of wider buffers), nothing written outside out."""
     torch.manual_seed(m)
-    n, k = 4040, 4096 + 56  # (rows past the last 32-row block; Hopper keeps this kernel up to 4096 rows)
+    n, k = 4040, 4096 + 56  # (rows past the last row block, K past the last K tile)
     a = torch.randn(m, k + 24, device="cuda", dtype=dtype)[:, 8:8 + k]
     b = weight_t(k, n, dtype)
-    assert isinstance(cutefi.gemm.plan.launch_plan(m, n, k, 1, 132, True), cutefi.gemm.plan.SkinnyPlan)
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    plan = cutefi.gemm.plan.launch_plan(m, n, k, 1, 132, True, wgmma=hopper)
+    assert plan.config.swap if hopper else isinstance(plan, cutefi.gemm.plan.SkinnyPlan)
     other = torch.float16 if dtype == torch.bfloat16 else torch.bfloat16
     for out_dtype in (dtype, other):
         out_buf = poisoned((m + 2, n + 16), out_dtype)
@@ -150,12 +153,19 @@ def test_skinny_default_plan(dtype, m):
         assert torch.isnan(out_buf[outside]).all(), "a write landed outside out"
 
 
-def test_skinny_graph_side_stream_pdl():
-    """Split-K decode GEMM replayed from a CUDA graph (the counters reset inside it), on a
-    side stream, and with PDL: all equal to the plain call."""
+@pytest.mark.parametrize("config", [None, "t1r2w8u4g1"])
+def test_decode_graph_side_stream_pdl(config):
+    """Split-K decode GEMM (the default plan, and the mma.sync decode kernel) replayed from a
+    CUDA graph (the counters reset inside it), on a side stream, and with PDL: all equal to
+    the plain call."""
     torch.manual_seed(17)
     a = torch.randn(4, 8192, device="cuda", dtype=torch.bfloat16)
     b = weight_t(8192, 1024, torch.bfloat16)
+    with override(config=config):
+        _graph_side_stream_pdl(a, b)
+
+
+def _graph_side_stream_pdl(a, b):
     plain = cutefi.mm_bf16(a, b)
     assert cutefi.gemm.plan.launch_plan(4, 1024, 8192, 1, 132, True).splits > 1
     assert_gemm(plain, reference(a, b), torch.bfloat16, torch.bfloat16)
@@ -377,7 +387,7 @@ def test_split_k_on_two_streams_at_once():
     """Split-K GEMMs queued on two streams with no ordering between them: each stream has its
     own partials and counters, so every result is right (shared scratch would race)."""
     torch.manual_seed(23)
-    problems = [(32, 4096, 8192), (4, 1024, 8192)]  # Hopper's swapped build and the decode kernel, both split
+    problems = [(32, 4096, 8192), (4, 1024, 8192)]  # (both split: workspace meetings, cluster pairs)
     inputs = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), weight_t(k, n, torch.bfloat16))
               for m, n, k in problems]
     refs = [reference(a, b) for a, b in inputs]

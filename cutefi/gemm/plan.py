@@ -1,16 +1,21 @@
 """Choosing a dense GEMM build and its launch for a problem: the written-down heuristic.
 
-``choose_config(m, n, batch, sms)`` (measured on the H200, benchmarks/results/gemm_*):
+``choose_config(m, n, batch, sms)`` (measured on Hopper, benchmarks/results/gemm_*):
   - up to ``SWAP_MAX_M`` tokens (one matrix, K-major B) the swapped build: the weight is A
-    (128 of its rows a tile), 16, 32 or 64 tokens B, so the weight is read once (against
-    the decode-sized mma.sync kernel: 3-18% faster from 8192 weight rows on, 3-10% slower
-    at 4096, which keeps the mma.sync kernel for M <= 16 there);
-  - 128 x 256 tiles when they give at least 0.8 of a wave (a full wave of the widest tile
-    beats 1.7 waves of 128 x 128), without a cluster: B multicast in clusters of two
-    (``128x256c2``, built, for experiments) measured 0-13% slower at M = 1024-16384 on 12 of
-    14 Llama shapes and 2% faster on one (benchmarks/results/gemm_cluster_h200.json);
-  - else, up to 256 rows, 128 x 256 tiles from 8192 columns or 129 rows on (split-K fills
-    the machine; the weight streams and wide tiles re-read the tokens least);
+    (128 of its rows a tile), 16, 32 or 64 tokens B, so the weight is read once; on Hopper
+    this includes decode sizes (M <= 16): since its wgmmas pipeline (session 22) it ties or
+    beats the mma.sync weight-streaming kernel everywhere on the Llama grid (16 x 4096 x 4096:
+    8.9 against 12.0 µs on an H100, gemm_heuristic_sweep_h100_session22.json);
+  - from 0.8 of a wave of 128 x 256 tiles, those, unless 128 x 128 tiles fill their last wave
+    more than ``NARROW_TILE_COST`` times better (they run about 5% slower a tile: 1024 x 14336 x
+    4096 is 3.4 waves of wide tiles, 6.8 of narrow ones: 162 against 178 µs); no cluster: B
+    multicast in clusters of two (``128x256c2``, built, for experiments) measured 0-13% slower
+    at M = 1024-16384 on 12 of 14 Llama shapes (benchmarks/results/gemm_cluster_h200.json);
+  - else, from 129 rows, 128 x 128 tiles (with split-K below a wave: 256 x 8192 x 8192, one
+    wave of them, 55 against 66 µs for 128 x 256 tiles and two splits; 256 x 4096 x 4096, two
+    splits in clusters, 19.9 against 28.4);
+  - else, up to 128 rows from 8192 columns on, 128 x 256 tiles (split-K fills the machine; the
+    weight streams and wide tiles re-read the tokens least);
   - else 128 x 128 tiles when they give at least an eighth of a wave;
   - else 128 x 64 tiles (decode-sized problems with few columns: the most CTAs on B).
 ``launch_plan`` then cuts K (split-K) when the tiles fill less than half the SMs, into up to
@@ -23,22 +28,18 @@ Splits meet in pairs inside clusters of two wherever that build exists (``cluste
 CTA sums and stores half the tile, the partials crossing through distributed shared memory;
 an odd count drops one split; with more than two splits the pairs' halves then meet through
 the workspace): 3-7% faster than the workspace meeting for two splits, 1-3% for four
-(benchmarks/results/gemm_cluster_split_h200.json, gemm_cluster_groups_h200.json). Two more
-cases take it on purpose, for K up to ``CLUSTER_SPLIT_MAX_K`` and when its CTAs fill between
-half and all of the SMs: 33-64 tokens on about 4096 weight rows (two token tiles of 32 in
-place of four workspace splits) and 129-256 rows on about 4096 columns (128 x 128 tiles in
-place of 128 x 256 ones and four workspace splits: 19.8 vs 24.7 µs at 256 x 4096 x 4096).
+(benchmarks/results/gemm_cluster_split_h200.json, gemm_cluster_groups_h200.json).
 Clusters of four are not built: an H200 GPC holds fewer than 32 of them, so 128 CTAs took two
 waves (1.5-3x slower).
 
 FP8 (``k_tile`` 128) plans the same Hopper builds, never the 16-bit decode or mma.sync kernels.
 
-Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight; on Hopper up
-to ``SKINNY_MAX_N_HOPPER`` weight rows, and K up to ``SKINNY_MAX_K_HOPPER`` below 9 tokens)
-take the mma.sync weight-streaming kernel instead (``skinny_plan``): ``t1`` (M <= 8) or
-``t2`` token tiles, ``SKINNY_DEFAULT`` rows, unroll and row groups, and K cut into about
-``sms / row blocks`` splits (none from half a wave of row blocks on: measured, more splits
-than that only add partial sums), each warp keeping at least ``MIN_SKINNY_STEPS`` K steps.
+Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight) on GPUs without
+wgmma take the mma.sync weight-streaming kernel (``skinny_plan``; on Hopper only by override):
+``t1`` (M <= 8) or ``t2`` token tiles, ``SKINNY_DEFAULT`` rows, unroll and row groups, and K
+cut into about ``sms / row blocks`` splits (none from half a wave of row blocks on: measured,
+more splits than that only add partial sums), each warp keeping at least ``MIN_SKINNY_STEPS``
+K steps.
 
 GPUs other than Hopper take the mma.sync multistage kernel for everything else
 (``sm80_plan``): 128 x 256 tiles from two waves of 128 x 128 tiles on, 128 x 128 from half a
@@ -59,10 +60,8 @@ from typing import Iterator
 
 from .launch import BLOCK_SCALED_CONFIGS, CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles
 
-SKINNY_MAX_N_HOPPER = 4096
-SKINNY_MAX_K_HOPPER = 8192
-CLUSTER_SPLIT_MAX_K = 8192  # K up to which the few-token special cases split K in a cluster
 SWAP_MAX_M = 64  # tokens up to which Hopper multiplies the weight by the tokens (one read of it)
+NARROW_TILE_COST = 1.05  # 128 x 256 tiles' rate over 128 x 128 ones' at equal wave use (4-6% measured)
 GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
 MIN_SPLIT_K_TILES = 8  # K tiles (of 64) a split keeps, so its pipeline fills
 MAX_SPLITS = 16
@@ -199,7 +198,7 @@ def _forced() -> Config | None:
     return _OVERRIDE.get("config") or _env_config()  # type: ignore[return-value]
 
 
-def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int = 4096) -> Sm90Config:
+def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool) -> Sm90Config:
     forced = _forced()
     if not isinstance(forced, Sm90Config):
         forced = None  # (another kernel's override does not apply here)
@@ -208,30 +207,23 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
             raise ValueError(f"GEMM config {forced.name} multicasts B, which needs a K-major B")
         return forced  # type: ignore[return-value]
     if batch == 1 and b_k_major and m <= SWAP_MAX_M:
-        if m > 32 and k <= CLUSTER_SPLIT_MAX_K and sms // 2 < 4 * -(-n // 128) <= sms and "splits" not in _OVERRIDE:
-            # (64 tokens as two tiles of 32, K in two in a cluster, rather than one tile and
-            # four workspace splits: 4096 x 4096 at M = 64, 14.0 against 15.7 µs)
-            return Sm90Config(128, 32, 1, True, 2)
         return Sm90Config(128, 16 if m <= 16 else 32 if m <= 32 else 64, 1, True)
-    big = Sm90Config(128, 256, 1)
-    tiles_m, tiles_n = tiles(m, n, big)
-    if 5 * tiles_m * tiles_n * batch >= 4 * sms:
-        return big
-    # under a wave of the widest tiles: split-K fills the machine. Up to two M tiles the
-    # weight streams (a few weight bytes a FLOP), and 256-wide tiles read the tokens half as
-    # often: measured best from 8192 columns on, or with two M tiles
-    if m <= 256 and (n >= 8192 or m > 128):
-        tiles_m, tiles_n = tiles(m, n, Sm90Config(128, 128, 1))
-        if m > 128 and n < 8192 and k <= CLUSTER_SPLIT_MAX_K and sms // 2 < 2 * tiles_m * tiles_n * batch <= sms \
-                and "splits" not in _OVERRIDE:  # (a forced split count: the workspace meeting)
-            # (K in two in clusters: 256 x 4096 x 4096, 19.8 against 24.7 µs for 128 x 256 tiles
-            # and four workspace splits; with K = 14336 the wide tiles' lighter loads win)
-            return Sm90Config(128, 128, 1, False, 2)
-        return Sm90Config(128, 256, 1)
-    tiles_m, tiles_n = tiles(m, n, Sm90Config(128, 128, 1))
-    if 8 * tiles_m * tiles_n * batch >= sms:
-        return Sm90Config(128, 128, 1)
-    return Sm90Config(128, 64, 1)
+    wide, narrow = Sm90Config(128, 256, 1), Sm90Config(128, 128, 1)
+    waves_wide = _tile_count(m, n, wide) * batch / sms
+    waves_narrow = _tile_count(m, n, narrow) * batch / sms
+    if waves_wide >= 0.8:
+        # (a persistent grid idles in its last wave: narrow tiles pay when they fill it better)
+        return narrow if _wave_use(waves_narrow) > NARROW_TILE_COST * _wave_use(waves_wide) else wide
+    if m > 128:
+        return narrow
+    if n >= 8192:
+        return wide
+    return narrow if 8 * waves_narrow >= 1 else Sm90Config(128, 64, 1)
+
+
+def _wave_use(waves: float) -> float:
+    """The share of a persistent grid's SM time spent on tiles: ``waves`` over whole waves."""
+    return waves / -(-waves // 1)
 
 
 def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config, k_tile: int = 64,
@@ -249,11 +241,9 @@ def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config, k_tile:
     return -(-k_tiles // per_split)  # no split left without K tiles
 
 
-def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool, k: int = 4096) -> bool:
+def takes_skinny(m: int, batch: int, b_k_major: bool, wgmma: bool) -> bool:
     """Whether the decode-sized kernel can take the problem, and the heuristic or override picks
-    it (on Hopper only up to ``SKINNY_MAX_N_HOPPER`` rows of weight, and for up to 8 tokens
-    only up to ``SKINNY_MAX_K_HOPPER`` of K: measured, the swapped wgmma build streams larger
-    weights faster: 1 x 4096 x 14336 33.1 against 35.6 µs)."""
+    it (on Hopper only by override: the swapped wgmma build ties or beats it there)."""
     forced = _forced()
     fits = batch == 1 and b_k_major and m <= SKINNY_MAX_M
     if isinstance(forced, (Sm90Config, Sm80Config)):
@@ -264,7 +254,7 @@ def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool, k: in
                              f"K-major b (an nn.Linear weight's w.t()); got M={m}, batch={batch}, "
                              f"b {'K' if b_k_major else 'N'}-major")
         return True
-    return fits and (not wgmma or (n <= SKINNY_MAX_N_HOPPER and (m > 8 or k <= SKINNY_MAX_K_HOPPER)))
+    return fits and not wgmma
 
 
 def skinny_plan(m: int, n: int, k: int, sms: int) -> SkinnyPlan:
@@ -311,11 +301,11 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
     fp8 = k_tile != 64
     if fp8 and isinstance(_forced(), (SkinnyConfig, Sm80Config)):
         raise ValueError(f"GEMM config {_forced().name} takes 16-bit inputs; FP8 runs on the Hopper builds")  # type: ignore[union-attr]
-    if not fp8 and takes_skinny(m, n, batch, b_k_major, wgmma, k):
+    if not fp8 and takes_skinny(m, batch, b_k_major, wgmma):
         return skinny_plan(m, n, k, sms)
     if not fp8 and (isinstance(_forced(), Sm80Config) or (not wgmma and not isinstance(_forced(), Sm90Config))):
         return sm80_plan(m, n, batch, sms)
-    config = choose_config(m, n, batch, sms, b_k_major, k)
+    config = choose_config(m, n, batch, sms, b_k_major)
     if config.swap and (batch != 1 or not b_k_major):
         raise ValueError(f"GEMM config {config.name} takes one matrix and a K-major b (an nn.Linear weight's "
                          f"w.t()); got batch={batch}, b {'K' if b_k_major else 'N'}-major")
