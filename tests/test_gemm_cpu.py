@@ -279,6 +279,10 @@ def test_fp8_build_is_qgmma_fed_by_tma(dtype, config):
 def test_fp8_plan_and_refusals_without_a_gpu():
     """FP8 plans count K in 128-element stages and never take the 16-bit kernels; arguments are
     checked before any device is touched."""
+    for k in (4096, 8192):  # (33-64 tokens, short K: two token tiles, K in two in a cluster)
+        plan = launch_plan(64, 4096, k, 1, H200_SMS, True, k_tile=128)
+        assert (plan.config, plan.splits) == (Sm90Config(128, 32, 1, True, 2), 2)
+    assert launch_plan(64, 4096, 14336, 1, H200_SMS, True, k_tile=128).config == Sm90Config(128, 64, 1, True, 2)
     plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True, k_tile=128)
     assert plan.config == Sm90Config(128, 16, 1, True, 2) and plan.splits == 4  # (32 K stages: 4 splits of 8)
     assert launch_plan(8192, 8192, 8192, 1, H200_SMS, True, k_tile=128).config == Sm90Config(128, 256, 1)

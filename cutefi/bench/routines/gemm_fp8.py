@@ -27,8 +27,10 @@ def _quantised(*shape: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
                out_dtype: torch.dtype) -> torch.Tensor:
-    return torch.stack([torch._scaled_mm(a[i], b[i], scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)
-                        for i in range(a.shape[0])])
+    outs = [torch._scaled_mm(a[i], b[i], scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)
+            for i in range(a.shape[0])]
+    # (one matrix: no stack, whose copy kernel would be timed as cuBLAS's: 6.7 against 8.6 µs at 64 x 4096^2)
+    return outs[0].unsqueeze(0) if len(outs) == 1 else torch.stack(outs)
 
 
 class BmmFp8(Routine):
