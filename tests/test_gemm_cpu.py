@@ -44,11 +44,16 @@ def test_heuristic():
     assert choose_config(16, 4096, 1, H200_SMS, False) == Sm90Config(128, 128, 1)  # 32 tiles: split-K fills
     assert choose_config(16, 8192, 1, H200_SMS, False) == Sm90Config(128, 256, 1)  # the weight streams
     assert choose_config(16, 28672, 1, H200_SMS, False) == Sm90Config(128, 256, 1)
-    # from 129 rows under a wave of wide tiles: narrow ones (below a wave of them, two K
+    # 129-256 tokens on 4096 weight rows, K up to 8192: the weight multicast to token-tile pairs
+    plan = launch_plan(200, 4096, 4096, 1, H200_SMS, True)
+    assert (plan.config, plan.splits, plan.ctas) == (Sm90Config(128, 64, 1, True, 1, 2), 1, 128)
+    # else from 65 rows under a wave of wide tiles: narrow ones (below a wave of them, two K
     # splits meeting in a cluster)
-    for k in (4096, 14336):
-        plan = launch_plan(200, 4096, k, 1, H200_SMS, True)
-        assert (plan.config, plan.splits, plan.ctas) == (Sm90Config(128, 128, 1, False, 2), 2, 128)
+    for m, n, k in ((200, 4096, 14336), (128, 8192, 8192)):
+        plan = launch_plan(m, n, k, 1, H200_SMS, True)
+        assert (plan.config, plan.splits) == (Sm90Config(128, 128, 1, False, 2), 2)
+    plan = launch_plan(200, 4096, 4096, 2, H200_SMS, True)  # (a batch of two: no swapped build; one wave)
+    assert (plan.config, plan.splits) == (Sm90Config(128, 128, 1), 1)
     plan = launch_plan(256, 8192, 8192, 1, H200_SMS, True)  # 128 narrow tiles: one wave, no split
     assert (plan.config, plan.splits) == (Sm90Config(128, 128, 1), 1)
     # wave use: 1024 x 14336 is 3.4 waves of wide tiles (85% used), 6.8 of narrow ones (97%)
@@ -329,6 +334,16 @@ def test_swapped_plan():
     assert parse_config("128x16c1t") == Sm90Config(128, 16, 1, True)
     assert parse_config("128x32c1k2t") == Sm90Config(128, 32, 1, True, 2)
     assert parse_config("128x128c1k2") == Sm90Config(128, 128, 1, False, 2)
+    # the weight multicast to two token tiles (a cluster along the tokens): no split-K
+    assert parse_config("128x64c1n2t") == Sm90Config(128, 64, 1, True, 1, 2)
+    with override(config="128x64c1n2t"):
+        plan = launch_plan(200, 4096, 4096, 1, H200_SMS, True)  # (4 token tiles: 2 clusters a weight tile)
+        assert (plan.splits, plan.ctas, plan.units) == (1, 128, 128)
+        assert launch_plan(17, 4096, 4096, 1, H200_SMS, True).ctas == 64  # (1 token tile: a cluster's worth)
+    with override(config="128x64c1n2t", splits=2), pytest.raises(ValueError, match="without a cluster"):
+        launch_plan(200, 4096, 4096, 1, H200_SMS, True)
+    with pytest.raises(ValueError, match="cluster_n must be"):
+        Sm90Config(128, 64, 1, False, 1, 2)
     with pytest.raises(ValueError, match="not built"):
         parse_config("128x256c1k2")
     with override(config="128x128c1k2", splits=3), pytest.raises(ValueError, match="multiples of 2"):

@@ -348,16 +348,19 @@ def test_mma_sync_bmm_and_default_plan(dtype):
 
 @pytest.mark.parametrize("config", [c.name for c in launch.CONFIGS if c.swap])
 def test_swapped_hopper_build(config):
-    """Hopper's weight-as-A builds (17-64 tokens by default): tokens past a token tile, weight
+    """Hopper's weight-as-A builds (up to 64 tokens by default): tokens past a token tile, weight
     rows past a row tile, K past a K tile, a bias, fp16 out, strided a and out, with and
     without K splits (run twice: counters back at zero; split in a cluster: K shorter than
-    the splits too); nothing written outside out."""
-    for m, n, k in [(17, 1000, 1032), (64, 4104, 4096), (100, 264, 520), (1, 8, 8), (33, 8192, 1024)]:
+    the splits too; the weight multicast to token tiles: an odd count of them, so a
+    cluster's second CTA may hold none); nothing written outside out."""
+    for m, n, k in [(17, 1000, 1032), (64, 4104, 4096), (100, 264, 520), (1, 8, 8), (33, 8192, 1024),
+                    (200, 1000, 1032)]:
         torch.manual_seed(m * 3 + n)
         a = torch.randn(m, k + 16, device="cuda", dtype=torch.bfloat16)[:, 8:8 + k]
         b = weight_t(k, n, torch.bfloat16)
         bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-        in_cluster = cutefi.gemm.plan.parse_config(config).cluster_k > 1  # (its own split count only)
+        parsed = cutefi.gemm.plan.parse_config(config)
+        in_cluster = parsed.cluster_k > 1 or parsed.cluster_n > 1  # (its own split count only)
         runs = ((None, torch.bfloat16), (None, torch.float16)) if in_cluster else \
             ((1, torch.bfloat16), (3, torch.float16), (None, torch.bfloat16))
         for splits, out_dtype in runs:

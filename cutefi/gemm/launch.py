@@ -75,6 +75,11 @@ class Sm90Config:
     splits of one tile and sum their partials through distributed shared memory (each CTA
     sums and stores 1/cluster_k of the tile), with no workspace, counters or global round
     trips. One work unit a CTA (the plan launches ``tiles * cluster_k`` CTAs).
+
+    ``cluster_n`` (swap builds): the ``cluster_n`` CTAs of a cluster hold neighbouring token
+    tiles of one weight tile, and A (the weight) is multicast to them: each loads
+    1/cluster_n of its rows, so the weight leaves L2 once however many token tiles read it
+    (cuBLAS's plan for a few hundred tokens on Hopper).
     """
 
     tile_m: int = 128
@@ -82,6 +87,7 @@ class Sm90Config:
     cluster_m: int = 1
     swap: bool = False
     cluster_k: int = 1
+    cluster_n: int = 1
 
     def __post_init__(self) -> None:
         if self.tile_m != 128:
@@ -93,6 +99,8 @@ class Sm90Config:
             raise ValueError(f"cluster_m must be 1 or 2 (1 with swap), got {self.cluster_m}")
         if self.cluster_k not in (1, 2, 4) or (self.cluster_k > 1 and self.cluster_m != 1):
             raise ValueError(f"cluster_k must be 1, 2 or 4 (with cluster_m 1), got {self.cluster_k}")
+        if self.cluster_n not in (1, 2) or (self.cluster_n > 1 and (not self.swap or self.cluster_k > 1)):
+            raise ValueError(f"cluster_n must be 1 or 2 (2: a swap build without cluster_k), got {self.cluster_n}")
         # (a CTA stores whole epilogue pieces of its share of the tile)
         if self.cluster_k > 1 and not self.swap and self.tile_n // EPI_TILE_N % self.cluster_k:
             raise ValueError(f"cluster_k={self.cluster_k} needs tile_n a multiple of {EPI_TILE_N * self.cluster_k}")
@@ -100,6 +108,7 @@ class Sm90Config:
     @property
     def name(self) -> str:
         return (f"{self.tile_m}x{self.tile_n}c{self.cluster_m}" + (f"k{self.cluster_k}" if self.cluster_k > 1 else "")
+                + (f"n{self.cluster_n}" if self.cluster_n > 1 else "")
                 + ("t" if self.swap else ""))
 
     @property
@@ -132,7 +141,9 @@ CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 128
            *(Sm90Config(128, width, 1, True) for width in (16, 32, 64, 128, 256)),
            # split-K in clusters of two (clusters of four measured 1.5-3x slower at 128 CTAs: an
            # H200 GPC holds fewer than 32 of them, so the grid takes two waves)
-           *(Sm90Config(128, width, 1, True, 2) for width in (16, 32, 64)), Sm90Config(128, 128, 1, False, 2))
+           *(Sm90Config(128, width, 1, True, 2) for width in (16, 32, 64)), Sm90Config(128, 128, 1, False, 2),
+           # the weight multicast to two neighbouring token tiles
+           *(Sm90Config(128, width, 1, True, 1, 2) for width in (32, 64)))
 MAX_STAGES = 12
 MAX_GROUPS = 1024  # segments of a grouped launch (their tile prefix sits in shared memory)
 
@@ -140,7 +151,7 @@ MAX_GROUPS = 1024  # segments of a grouped launch (their tile prefix sits in sha
 def tiles(m: int, n: int, config: Sm90Config) -> tuple[int, int]:
     """Output tiles along M (rounded up to whole clusters) and N."""
     tiles_m = ceil_div(ceil_div(m, config.tile_m), config.cluster_m) * config.cluster_m
-    return tiles_m, ceil_div(n, config.tile_n)
+    return tiles_m, ceil_div(ceil_div(n, config.tile_n), config.cluster_n) * config.cluster_n
 
 
 def _swizzle(row_bytes: int) -> str:
@@ -151,8 +162,8 @@ def _swizzle(row_bytes: int) -> str:
 
 def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int,
                   cluster_m: int, swap: bool = False, cluster_k: int = 1, block_scaled: bool = False,
-                  grouped: bool = False) -> LaunchContract:
-    config = Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k)
+                  grouped: bool = False, cluster_n: int = 1) -> LaunchContract:
+    config = Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k, cluster_n)
     if grouped and config not in GROUPED_CONFIGS:
         raise ValueError(f"grouped GEMM builds are {', '.join(c.name for c in GROUPED_CONFIGS)}; got {config.name}")
     if block_scaled and (dtype not in FP8_DTYPES or config not in BLOCK_SCALED_CONFIGS):
@@ -165,7 +176,7 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
     k_box = tile_k(dtype)
     b_box = (k_box, b_rows, 1) if b_major == "k" else (128 // elem, k_box, 1)
     tma = (
-        TmaRecipe("a", dtype, box=(k_box, tile_m, 1), placeholder=PLACEHOLDER,
+        TmaRecipe("a", dtype, box=(k_box, tile_m // cluster_n, 1), placeholder=PLACEHOLDER,
                   swizzle=_swizzle(k_box * elem), l2_promotion="256B"),
         TmaRecipe("b", dtype, box=b_box, placeholder=PLACEHOLDER,
                   swizzle="128B", l2_promotion="256B"),
@@ -199,7 +210,7 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
                 "ctas": 132, **({"ldc": 4096} if swap or grouped else {}),
                 **({"scale_rows": 1, "sa_row": 32, "sa_k": 1, "sb_col": 32, "sb_k": 1} if block_scaled else {}),
                 **({"groups": 8, **({"sb_batch": 1024} if block_scaled else {})} if grouped else {})},
-        cluster=(cluster_m * cluster_k, 1, 1),
+        cluster=(cluster_m * cluster_k * cluster_n, 1, 1),
         smem_bytes=config.smem_bytes(dtype, out_dtype, grouped),
         tma=tma,
         entry=f"cutefi_gemm_sm90_{dtype}_{out_dtype}_{b_major}_{config.name}" + ("_bs" if block_scaled else "")
@@ -215,6 +226,7 @@ def _sm90_spec(dtype: str, out_dtype: str, b_major: str, config: Sm90Config, blo
                            dtype=dtype, out_dtype=out_dtype, b_major=b_major, tile_m=config.tile_m,
                            tile_n=config.tile_n, cluster_m=config.cluster_m, swap=config.swap,
                            **({"cluster_k": config.cluster_k} if config.cluster_k > 1 else {}),
+                           **({"cluster_n": config.cluster_n} if config.cluster_n > 1 else {}),
                            **({"block_scaled": True} if block_scaled else {}), **({"grouped": True} if grouped else {}))
 
 

@@ -11,11 +11,15 @@
     4096 is 3.4 waves of wide tiles, 6.8 of narrow ones: 162 against 178 µs); no cluster: B
     multicast in clusters of two (``128x256c2``, built, for experiments) measured 0-13% slower
     at M = 1024-16384 on 12 of 14 Llama shapes (benchmarks/results/gemm_cluster_h200.json);
-  - else, from 129 rows, 128 x 128 tiles (with split-K below a wave: 256 x 8192 x 8192, one
-    wave of them, 55 against 66 µs for 128 x 256 tiles and two splits; 256 x 4096 x 4096, two
-    splits in clusters, 19.9 against 28.4);
-  - else, up to 128 rows from 8192 columns on, 128 x 256 tiles (split-K fills the machine; the
-    weight streams and wide tiles re-read the tokens least);
+  - else, for 129-256 tokens (one matrix, K-major B, K up to 8192) whose 64-token tiles
+    times 128 weight rows fill half to one wave, the swapped build with the weight multicast
+    to token-tile pairs (``128x64c1n2t``: cuBLAS's plan there; 256 x 4096 x 4096 18.1 against
+    20.2 µs on an H100);
+  - else, from 129 rows, or 65-128 from 8192 columns on, 128 x 128 tiles (with split-K below
+    a wave: 256 x 8192 x 8192, one wave of them, 55 against 66 µs for 128 x 256 tiles and two
+    splits; 128 x 8192 x 8192, two splits in clusters, 51 against 66 for wide tiles and four);
+  - else, up to 64 rows (a B that cannot be swapped) from 8192 columns on, 128 x 256 tiles
+    (split-K fills the machine; the weight streams and wide tiles re-read the tokens least);
   - else 128 x 128 tiles when they give at least an eighth of a wave;
   - else 128 x 64 tiles (decode-sized problems with few columns: the most CTAs on B).
 ``launch_plan`` then cuts K (split-K) when the tiles fill less than half the SMs, into up to
@@ -145,12 +149,13 @@ def parse_config(text: str) -> Config:
     try:
         swap = text.lower().endswith("t")
         tile, cluster = text.lower().rstrip("t").split("c")
+        cluster, _, cluster_n = cluster.partition("n")
         cluster_m, _, cluster_k = cluster.partition("k")
         tile_m, tile_n = (int(v) for v in tile.split("x"))
-        config = Sm90Config(tile_m, tile_n, int(cluster_m), swap, int(cluster_k or 1))
+        config = Sm90Config(tile_m, tile_n, int(cluster_m), swap, int(cluster_k or 1), int(cluster_n or 1))
     except ValueError as exc:
         raise ValueError(f"a GEMM config reads like 128x256c2 (tile_m x tile_n, cluster along M; k2 or k4: "
-                         f"K split over a cluster of 2 or 4; a final t: the weight-as-A build for a few "
+                         f"K split over a cluster of 2 or 4; n2: the weight multicast to two token tiles; a final t: the weight-as-A build for a few "
                          f"tokens, e.g. 128x64c1k4t); got {text!r}: {exc}") from None
     if config not in CONFIGS:
         raise ValueError(f"GEMM config {text!r} is not built; built: {', '.join(c.name for c in CONFIGS)}")
@@ -223,10 +228,17 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
     if waves_wide >= 0.8:
         # (a persistent grid idles in its last wave: narrow tiles pay when they fill it better)
         return narrow if _wave_use(waves_narrow) > NARROW_TILE_COST * _wave_use(waves_wide) else wide
+    shared = Sm90Config(128, 64, 1, True, 1, 2)
+    if batch == 1 and b_k_major and 128 < m <= 4 * 64 and k <= 8192 \
+            and sms // 2 < _tile_count(n, m, shared) <= sms and "splits" not in _OVERRIDE:
+        # (129-256 tokens on about 4096 weight rows, K up to 8192: the weight as A in 64-token
+        # tiles, multicast to each pair of them, no split: 256 x 4096 x 4096 18.1 against 20.2
+        # µs for 128 x 128 tiles and K in two in clusters, gemm_cluster_n_h100_session22.json)
+        return shared
     if m > 128:
-        return narrow
-    if n >= 8192:
-        return wide
+        return narrow  # (from 0.8 of a wave of them without split-K, else K split in cluster pairs)
+    if n >= 8192:  # (up to 64 tokens, a B that cannot be swapped: wide tiles, the weight streams)
+        return narrow if m > SWAP_MAX_M else wide
     return narrow if 8 * waves_narrow >= 1 else Sm90Config(128, 64, 1)
 
 
@@ -241,7 +253,7 @@ def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config, k_tile:
     k_tiles = -(-k // k_tile)
     if forced is not None:
         splits = int(forced)  # type: ignore[arg-type]
-    elif config.cluster_m > 1 or 2 * tile_count > sms:
+    elif config.cluster_m > 1 or config.cluster_n > 1 or 2 * tile_count > sms:
         return 1
     else:
         splits = min(sms // tile_count, k_tiles // min_split_tiles, MAX_SPLITS)
@@ -362,10 +374,11 @@ def _split_plan(config: Sm90Config, total: int, k: int, sms: int, k_tile: int,
         # (splits meet faster in pairs in a cluster: 3-7% measured for two; an odd count
         # drops one split)
         return launch_plan_in_cluster(paired, total, splits - splits % 2)
-    if splits > 1 and config.cluster_m > 1:
+    multicast = config.cluster_m * config.cluster_n
+    if splits > 1 and multicast > 1:
         raise ValueError(f"split-K needs a config without a cluster, not {config.name}")
     units = total * splits
-    ctas = min(units, sms // config.cluster_m * config.cluster_m)
+    ctas = min(units, sms // multicast * multicast)
     group_m = int(_OVERRIDE.get("group_m", GROUP_M))  # type: ignore[arg-type]
     return LaunchPlan(config, ctas, max(1, group_m // config.cluster_m), splits, units)
 

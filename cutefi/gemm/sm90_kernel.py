@@ -4,7 +4,8 @@ ABI, configurations and launch: ``launch.py`` (``sm90_contract``). A CTA has thr
 
   0. producer: after giving registers back, one warp walks this CTA's tiles and, per K step,
      waits for a free ring slot and TMA-loads the A and B tiles into it (B multicast to the
-     cluster's CTAs when ``cluster_m`` is 2: they share the N tile, so each loads half);
+     cluster's CTAs when ``cluster_m`` is 2: they share the N tile, so each loads half; A
+     multicast when ``cluster_n`` is 2: they share the M tile);
   1-2. consumers: each owns 64 rows of the 128-row tile and, per K
      step, waits for the slot to fill, issues the wgmmas on it and frees the slot of the step
      before once those wgmmas are done (one step of MMAs stays in flight);
@@ -13,7 +14,7 @@ ABI, configurations and launch: ``launch.py`` (``sm90_contract``). A CTA has thr
   from a ring of ``EPI_STAGES`` buffers (one consumer warp issues the stores).
 
 Tiles are taken in :class:`~cutefi.cute.tile_scheduler.GroupedRaster` order, clusters
-``gridDim.x / cluster_m`` apart; out-of-range rows and columns (M, N, K not multiples of the
+``gridDim.x / cluster size`` apart; out-of-range rows and columns (M, N, K not multiples of the
 tile) are zero-filled by TMA on load and dropped on store.
 
 Split-K: the last split of a tile to arrive sums the partials through the workspace
@@ -53,7 +54,8 @@ class GemmSm90:
     # 1. specialisation
     # ------------------------------------------------------------------ #
     def __init__(self, dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, cluster_m: int,
-                 swap: bool = False, cluster_k: int = 1, block_scaled: bool = False, grouped: bool = False) -> None:
+                 swap: bool = False, cluster_k: int = 1, block_scaled: bool = False, grouped: bool = False,
+                 cluster_n: int = 1) -> None:
         fp8 = dtype in launch.FP8_DTYPES
         if (dtype not in launch.DTYPES and not fp8) or out_dtype not in launch.OUT_DTYPES \
                 or b_major not in launch.B_MAJORS or (fp8 and b_major != "k"):
@@ -67,13 +69,13 @@ class GemmSm90:
         self.block_scaled = block_scaled
         self.scaled = fp8 and not block_scaled
         self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap, cluster_k,
-                                             block_scaled, grouped)
+                                             block_scaled, grouped, cluster_n)
         # grouped: row segments of A, each times its own weight (cutefi.cute.segments); a tile
         # that crosses its segment's end is stored from registers (it must not write the next
         # segment's rows), the others through the staged TMA-store epilogue
         self.grouped = grouped
         self.staged_out = not swap
-        config = launch.Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k)
+        config = launch.Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k, cluster_n)
         self.cluster_k = cluster_k
         self.exchange_elems = max(config.exchange_elems, 4)
         # swap: A is the weight, B the tokens, and the tile is stored transposed (``launch``)
@@ -83,6 +85,8 @@ class GemmSm90:
         self.b_k_major = b_major == "k"
         self.tile_mnk = (tile_m, tile_n, launch.tile_k(dtype))
         self.cluster_m = cluster_m
+        self.cluster_n = cluster_n
+        self.multicast = cluster_m * cluster_n  # CTAs that share a tile's A or B loads
         self.stages = config.stages(dtype, out_dtype, grouped)
         self.epi_tile = (tile_m, launch.EPI_TILE_N)
 
@@ -140,8 +144,10 @@ class GemmSm90:
         tile_m, tile_n, tile_k = self.tile_mnk
         a = _mode_order(args.a, (1, 2, 0))                      # [L, M, K] -> (M, K, L)
         b = _mode_order(args.b, (1, 2, 0) if const_expr(self.b_k_major) else (2, 1, 0))  # -> (N, K, L)
+        a_op = cpasync.CopyBulkTensorTileG2SMulticastOp() if const_expr(self.cluster_n > 1) \
+            else cpasync.CopyBulkTensorTileG2SOp()
         atom_a, tma_a = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k))
+            a_op, a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k), num_multicast=self.cluster_n)
         b_op = cpasync.CopyBulkTensorTileG2SMulticastOp() if const_expr(self.cluster_m > 1) \
             else cpasync.CopyBulkTensorTileG2SOp()
         atom_b, tma_b = cpasync.make_tiled_tma_atom(
@@ -194,10 +200,10 @@ class GemmSm90:
         staged_prefix = storage.prefix.get_tensor(cute.make_layout(launch.MAX_GROUPS + 1 if self.grouped else 1))
 
         # ---- the ring: full barriers (TMA bytes landed), empty barriers (consumers done) ----
-        cluster_layout = cute.make_layout((self.cluster_m, 1, 1))
+        cluster_layout = cute.make_layout((self.cluster_m, self.cluster_n, 1))
         rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
         # (cluster_k: the cluster's CTAs are the K splits of one tile; rank is the split)
-        cluster_coord = cluster_layout.get_flat_coord(rank % self.cluster_m)
+        cluster_coord = cluster_layout.get_flat_coord(rank % self.multicast)
         exchange_full = storage.exchange_full.data_ptr()
         if const_expr(self.cluster_k > 1):
             if tidx == 0:
@@ -210,10 +216,11 @@ class GemmSm90:
             barrier_storage=storage.ring_barriers.data_ptr(), num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
-                                                     self.cluster_m * CONSUMER_THREADS // 32),
-            tx_count=stage_bytes, cta_layout_vmnk=cute.make_layout((1, self.cluster_m, 1, 1)), defer_sync=True)
+                                                     self.multicast * CONSUMER_THREADS // 32),
+            tx_count=stage_bytes, cta_layout_vmnk=cute.make_layout((1, self.cluster_m, self.cluster_n, 1)),
+            defer_sync=True)
         # (the whole cluster: cluster_k peers write into each other's exchange buffers)
-        pipeline.pipeline_init_arrive(cluster_shape_mn=(self.cluster_m * self.cluster_k, 1), is_relaxed=True)
+        pipeline.pipeline_init_arrive(cluster_shape_mn=(self.multicast * self.cluster_k, 1), is_relaxed=True)
 
         # ---- this CTA's view of the tiles ----------------------------------------------------
         g_a = cute.local_tile(tma_a, (tile_m, tile_k), (None, None, None))   # (bM, bK, tiles M, K, L)
@@ -221,17 +228,17 @@ class GemmSm90:
         g_c = None
         if const_expr(self.staged_out):
             g_c = cute.local_tile(tma_c, (tile_m, tile_n), (None, None, None))   # (bM, bN, tiles M, N, L)
-        t_sa, t_ga = cpasync.tma_partition(atom_a, 0, cute.make_layout(1), cute.group_modes(s_a, 0, 2),
-                                           cute.group_modes(g_a, 0, 2))
+        t_sa, t_ga = cpasync.tma_partition(atom_a, cluster_coord[1], cute.make_layout(self.cluster_n),
+                                           cute.group_modes(s_a, 0, 2), cute.group_modes(g_a, 0, 2))
         t_sb, t_gb = cpasync.tma_partition(atom_b, cluster_coord[0], cute.make_layout(self.cluster_m),
                                            cute.group_modes(s_b, 0, 2), cute.group_modes(g_b, 0, 2))
 
-        raster = GroupedRaster(launch_tiles(args.m, tile_m, self.cluster_m), launch_tiles(args.n, tile_n, 1),
+        raster = GroupedRaster(launch_tiles(args.m, tile_m, self.cluster_m), launch_tiles(args.n, tile_n, self.cluster_n),
                                args.batch, args.group_m, args.splits, (args.k + tile_k - 1) // tile_k)
-        first = cute.arch.block_idx()[0] // self.cluster_m
-        stride = cute.arch.grid_dim()[0] // self.cluster_m
+        first = cute.arch.block_idx()[0] // self.multicast
+        stride = cute.arch.grid_dim()[0] // self.multicast
 
-        pipeline.pipeline_init_wait(cluster_shape_mn=(self.cluster_m * self.cluster_k, 1))
+        pipeline.pipeline_init_wait(cluster_shape_mn=(self.multicast * self.cluster_k, 1))
         wait_for_inputs()
         if const_expr(self.grouped):  # (after the wait: the prefix is the last kernel's output)
             segments.load_prefix(args.tile_prefix, staged_prefix, args.groups, tidx, launch.SM90_THREADS)
@@ -258,20 +265,25 @@ class GemmSm90:
     # ------------------------------------------------------------------ #
     @cute.jit
     def _produce(self, ring, raster, first, stride, cluster_coord, atom_a, t_sa, t_ga, atom_b, t_sb, t_gb):
-        b_mask = 0
-        if const_expr(self.cluster_m > 1):
-            b_mask = cute.make_layout_image_mask(cute.make_layout((self.cluster_m, 1, 1)), cluster_coord, mode=0)
+        a_mask = b_mask = 0
+        cluster_layout = cute.make_layout((self.cluster_m, self.cluster_n, 1))
+        if const_expr(self.cluster_m > 1):  # (B to the CTAs of the same N tile)
+            b_mask = cute.make_layout_image_mask(cluster_layout, cluster_coord, mode=0)
+        if const_expr(self.cluster_n > 1):  # (A to the CTAs of the same M tile)
+            a_mask = cute.make_layout_image_mask(cluster_layout, cluster_coord, mode=1)
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         linear = first
         while linear < raster.units:
             m_tile, n_tile, batch, _, _, k_begin, k_count = raster.unit(linear)
             m_tile = m_tile * self.cluster_m + cluster_coord[0]
+            n_tile = n_tile * self.cluster_n + cluster_coord[1]
             src_a = t_ga[(None, m_tile, None, batch)]
             src_b = t_gb[(None, n_tile, None, batch)]
             for k_step in cutlass.range(k_count, unroll=1):
                 ring.producer_acquire(state)
                 full = ring.producer_get_barrier(state)
-                cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, state.index)], tma_bar_ptr=full)
+                cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, state.index)], tma_bar_ptr=full,
+                          mcast_mask=a_mask)
                 cute.copy(atom_b, src_b[(None, k_begin + k_step)], t_sb[(None, state.index)], tma_bar_ptr=full,
                           mcast_mask=b_mask)
                 ring.producer_commit(state)
@@ -379,6 +391,7 @@ class GemmSm90:
                 m_tile, n_tile, batch, tile, split, k_begin, k_count = raster.unit(linear)
                 first_row, end_row = m_tile * tile_m, args.m
             m_tile = m_tile * self.cluster_m + cluster_coord[0]
+            n_tile = n_tile * self.cluster_n + cluster_coord[1]
 
             if const_expr(self.block_scaled):
                 # ---- main loop, block scales: a K step's sums into the scratch set, then
