@@ -14,8 +14,11 @@ ABI, configurations and launch: ``launch.py`` (``sm90_contract``). A CTA has thr
   from a ring of ``EPI_STAGES`` buffers (one consumer warp issues the stores).
 
 Tiles are taken in :class:`~cutefi.cute.tile_scheduler.GroupedRaster` order, clusters
-``gridDim.x / cluster size`` apart; out-of-range rows and columns (M, N, K not multiples of the
-tile) are zero-filled by TMA on load and dropped on store.
+``gridDim.x / cluster size`` apart. Where M or N is not a multiple of the tile, the last tile
+moves back to end on the last row or column (rows it shares with the tile before are computed
+and stored twice, with the same bits): a TMA box that crosses the tensor's end loads slowly.
+Only below one tile, and in K, do boxes cross the end: TMA zero-fills them on load and drops
+them on store.
 
 Split-K: the last split of a tile to arrive sums the partials through the workspace
 (:mod:`cutefi.cute.split_k`), or, in the ``cluster_k`` builds, the two CTAs of a cluster sum
@@ -33,7 +36,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Float32, Int32, const_expr
-from cutlass.cute.nvgpu import cpasync, warp, warpgroup
+from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from cutefi.cute import args as kernel_args
 from cutefi.cute import block_scale, cluster_split_k, segments, split_k
@@ -42,14 +45,14 @@ from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.cute.tile_scheduler import GroupedRaster
 from cutefi.gemm import launch
+from cutefi.gemm.sm90_stores import CONSUMER_THREADS, Sm90Stores, row_major
 
 PRODUCER_REGS = 40
 CONSUMER_REGS = 232
 EPILOGUE_BARRIER = 1  # named barrier of the two consumer warpgroups (0 is __syncthreads)
-CONSUMER_THREADS = 2 * launch.WARPGROUP
 
 
-class GemmSm90:
+class GemmSm90(Sm90Stores):
     # ------------------------------------------------------------------ #
     # 1. specialisation
     # ------------------------------------------------------------------ #
@@ -131,7 +134,7 @@ class GemmSm90:
                              (1, 0, 2))
         if const_expr(not self.staged_out):
             return a, b, None
-        c_kind = sm90_utils.get_smem_layout_atom(_ROW_MAJOR(), self.out_dtype, self.epi_tile[1])
+        c_kind = sm90_utils.get_smem_layout_atom(row_major(), self.out_dtype, self.epi_tile[1])
         c = self._staged(c_kind, self.out_dtype, self.epi_tile, launch.EPI_STAGES, (0, 1, 2))
         return a, b, c
 
@@ -222,14 +225,8 @@ class GemmSm90:
         # (the whole cluster: cluster_k peers write into each other's exchange buffers)
         pipeline.pipeline_init_arrive(cluster_shape_mn=(self.multicast * self.cluster_k, 1), is_relaxed=True)
 
-        # ---- this CTA's view of the tiles ----------------------------------------------------
-        g_a = cute.local_tile(tma_a, (tile_m, tile_k), (None, None, None))   # (bM, bK, tiles M, K, L)
+        # ---- this CTA's view of the tiles (A's: per tile, from its first row) ----------------
         g_b = cute.local_tile(tma_b, (tile_n, tile_k), (None, None, None))   # (bN, bK, tiles N, K, L)
-        g_c = None
-        if const_expr(self.staged_out):
-            g_c = cute.local_tile(tma_c, (tile_m, tile_n), (None, None, None))   # (bM, bN, tiles M, N, L)
-        t_sa, t_ga = cpasync.tma_partition(atom_a, cluster_coord[1], cute.make_layout(self.cluster_n),
-                                           cute.group_modes(s_a, 0, 2), cute.group_modes(g_a, 0, 2))
         t_sb, t_gb = cpasync.tma_partition(atom_b, cluster_coord[0], cute.make_layout(self.cluster_m),
                                            cute.group_modes(s_b, 0, 2), cute.group_modes(g_b, 0, 2))
 
@@ -253,18 +250,19 @@ class GemmSm90:
                 if const_expr(self.grouped):
                     self._produce_segments(args, ring, groups, first, stride, atom_b, t_sb, t_gb)
                 else:
-                    self._produce(ring, raster, first, stride, cluster_coord, atom_a, t_sa, t_ga, atom_b, t_sb, t_gb)
+                    self._produce(args, ring, raster, first, stride, cluster_coord, atom_a, tma_a, s_a, atom_b,
+                                  tma_b, s_b)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             self._consume(args, ring, raster, first, stride, cluster_coord, tidx - launch.WARPGROUP,
-                          warp_idx, s_a, s_b, s_c, g_c, atom_c, storage.last_split.get_tensor(cute.make_layout(1)),
+                          warp_idx, s_a, s_b, s_c, tma_c, atom_c, storage.last_split.get_tensor(cute.make_layout(1)),
                           exchange, groups)
 
     # ------------------------------------------------------------------ #
     # 4. producer: TMA loads into the ring
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _produce(self, ring, raster, first, stride, cluster_coord, atom_a, t_sa, t_ga, atom_b, t_sb, t_gb):
+    def _produce(self, args, ring, raster, first, stride, cluster_coord, atom_a, tma_a, s_a, atom_b, tma_b, s_b):
         a_mask = b_mask = 0
         cluster_layout = cute.make_layout((self.cluster_m, self.cluster_n, 1))
         if const_expr(self.cluster_m > 1):  # (B to the CTAs of the same N tile)
@@ -277,8 +275,10 @@ class GemmSm90:
             m_tile, n_tile, batch, _, _, k_begin, k_count = raster.unit(linear)
             m_tile = m_tile * self.cluster_m + cluster_coord[0]
             n_tile = n_tile * self.cluster_n + cluster_coord[1]
-            src_a = t_ga[(None, m_tile, None, batch)]
-            src_b = t_gb[(None, n_tile, None, batch)]
+            t_sa, src_a = self._a_tile(atom_a, tma_a, s_a, self._first_row(args, m_tile), cluster_coord)
+            src_a = src_a[(None, 0, None, batch)]
+            t_sb, src_b = self._b_tile(atom_b, tma_b, s_b, self._first_col(args, n_tile), cluster_coord)
+            src_b = src_b[(None, 0, None, batch)]
             for k_step in cutlass.range(k_count, unroll=1):
                 ring.producer_acquire(state)
                 full = ring.producer_get_barrier(state)
@@ -320,12 +320,52 @@ class GemmSm90:
             linear += stride
         ring.producer_tail(state)
 
+    @cute.jit
+    def _first_row(self, args, m_tile) -> Int32:
+        """First row of M tile ``m_tile``; the last tile, when M is not a multiple of the tile,
+        moves back to end on row M (from one tile of rows on): a TMA box that crosses the
+        tensor's end loads slowly (its zero fill: 128 x 128 tiles at 160 x 8192 x 8192 took 81
+        against 55 µs with the rows padded to 256, H100; 53 µs moved back). The rows it shares with the tile
+        before are computed twice, from the same inputs in the same order, and stored twice
+        with the same bits."""
+        first_row = m_tile * self.tile_mnk[0]
+        if args.m > self.tile_mnk[0]:
+            first_row = cutlass.min(first_row, args.m - self.tile_mnk[0])
+        return first_row
+
+    @cute.jit
+    def _first_col(self, args, n_tile) -> Int32:
+        """First column of N tile ``n_tile``, the last tile moved back to end on column N as
+        ``_first_row`` does for rows (not in block-scaled builds: a tile's columns stay inside
+        one 128-column weight block)."""
+        first_col = n_tile * self.tile_mnk[1]
+        if const_expr(not self.block_scaled):
+            if args.n > self.tile_mnk[1]:
+                first_col = cutlass.min(first_col, args.n - self.tile_mnk[1])
+        return first_col
+
+    def _b_tile(self, atom_b, tma_b, s_b, first_col, cluster_coord):
+        """(shared-memory ring, global K tiles) of the B tile from ``first_col`` (this CTA's share
+        of it in a ``cluster_m`` multicast)."""
+        _, tile_n, tile_k = self.tile_mnk
+        g_b = cute.local_tile(cute.domain_offset((first_col, 0, 0), tma_b), (tile_n, tile_k), (None, None, None))
+        return cpasync.tma_partition(atom_b, cluster_coord[0], cute.make_layout(self.cluster_m),
+                                     cute.group_modes(s_b, 0, 2), cute.group_modes(g_b, 0, 2))
+
+    def _a_tile(self, atom_a, tma_a, s_a, first_row, cluster_coord):
+        """(shared-memory ring, global K tiles) of the A tile from ``first_row`` (this CTA's share
+        of it in a ``cluster_n`` multicast)."""
+        tile_m, _, tile_k = self.tile_mnk
+        g_a = cute.local_tile(cute.domain_offset((first_row, 0, 0), tma_a), (tile_m, tile_k), (None, None, None))
+        return cpasync.tma_partition(atom_a, cluster_coord[1], cute.make_layout(self.cluster_n),
+                                     cute.group_modes(s_a, 0, 2), cute.group_modes(g_a, 0, 2))
+
     # ------------------------------------------------------------------ #
     # 5. consumers: wgmma over the ring, then the epilogue
     # ------------------------------------------------------------------ #
     @cute.jit
     def _consume(self, args, ring, raster, first, stride, cluster_coord, thread, warp_idx, s_a, s_b, s_c,
-                 g_c, atom_c, last_split, exchange, groups):
+                 tma_c, atom_c, last_split, exchange, groups):
         tile_m, tile_n, _ = self.tile_mnk
         tiled_mma = self._tiled_mma()
         thr_mma = tiled_mma.get_slice(thread // launch.WARPGROUP * launch.WARPGROUP)
@@ -346,26 +386,7 @@ class GemmSm90:
         else:
             self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
                                 acc, coord_c, bias, epi_barrier, last_split, exchange,
-                                self._store_ring(thread, tiled_mma, warp_idx, s_c, g_c, atom_c, acc), block, groups)
-
-    def _store_ring(self, thread, tiled_mma, warp_idx, s_c, g_c, atom_c, acc):
-        """The TMA-store epilogue's pieces: stmatrix copy, its views, the store ring."""
-        # epilogue: fp32 registers -> out dtype -> shared memory (stmatrix) -> TMA store
-        store_r2s = cute.make_tiled_copy_S(
-            sm90_utils.sm90_get_smem_store_op(_ROW_MAJOR(), elem_ty_d=self.out_dtype, elem_ty_acc=Float32),
-            cute.make_tiled_copy_C_atom(cute.make_copy_atom(warp.StMatrix8x8x16bOp(False, 4), self.out_dtype),
-                                        tiled_mma))
-        thr_r2s = store_r2s.get_slice(thread)
-        t_sc = thr_r2s.partition_D(s_c)
-        acc_pieces = store_r2s.retile(acc)
-        piece_shape = cute.shape(thr_r2s.partition_S(s_c))[:3]
-        piece = cute.make_rmem_tensor(piece_shape, Float32)
-        piece_out = cute.make_rmem_tensor(piece_shape, self.out_dtype)
-        stores = pipeline.PipelineTmaStore.create(
-            num_stages=launch.EPI_STAGES,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_THREADS))
-        store_warp = launch.WARPGROUP // 32  # the first consumer warp
-        return (g_c, atom_c, s_c, t_sc, acc_pieces, piece, piece_out, store_r2s, stores, warp_idx == store_warp)
+                                self._store_ring(thread, tiled_mma, warp_idx, s_c, tma_c, atom_c, acc), block, groups)
 
     @cute.jit
     def _consume_tiles(self, args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
@@ -389,9 +410,13 @@ class GemmSm90:
                 tile, split, k_begin, k_count = linear, Int32(0), Int32(0), (args.k + tile_k - 1) // tile_k
             else:
                 m_tile, n_tile, batch, tile, split, k_begin, k_count = raster.unit(linear)
-                first_row, end_row = m_tile * tile_m, args.m
+                end_row = args.m
             m_tile = m_tile * self.cluster_m + cluster_coord[0]
             n_tile = n_tile * self.cluster_n + cluster_coord[1]
+            first_col = n_tile * tile_n
+            if const_expr(not self.grouped):
+                first_row = self._first_row(args, m_tile)
+                first_col = self._first_col(args, n_tile)
 
             if const_expr(self.block_scaled):
                 # ---- main loop, block scales: a K step's sums into the scratch set, then
@@ -402,7 +427,7 @@ class GemmSm90:
                 # moves the compiler could sink past the wgmma fence and so serialise every wgmma)
                 mmas, frag_a_part, frag_b_parts, scratch = block
                 parts = len(frag_b_parts)
-                offsets = block_scale.tile_offsets(args, first_row, n_tile * tile_n, coord_c,
+                offsets = block_scale.tile_offsets(args, first_row, first_col, coord_c,
                                                    batch if const_expr(self.grouped) else None)
                 last_block = k_begin + k_count - 1
                 acc.fill(0.0)
@@ -461,7 +486,7 @@ class GemmSm90:
                     scale_b = cute.make_tensor(args.scale_b, cute.make_layout(1))
                     acc.store(acc.load() * (scale_a[0] * scale_b[0]))
                 if const_expr(self.swap):
-                    self._store_transposed(args, acc, coord_c, bias, m_tile * tile_m, n_tile * tile_n, share)
+                    self._store_transposed(args, acc, coord_c, bias, first_row, first_col, share)
                 elif const_expr(self.grouped):
                     if first_row + tile_m > end_row:  # (crosses its segment's end: row by row)
                         self._store_rows(args, acc, coord_c, first_row, end_row, n_tile * tile_n)
@@ -471,77 +496,13 @@ class GemmSm90:
                         pieces_done = self._epilogue(args, acc, coord_c, bias, n_tile * tile_n, g_tile, store_ring,
                                                      epi_barrier, pieces_done, share)
                 else:
-                    pieces_done = self._epilogue(args, acc, coord_c, bias, n_tile * tile_n,
-                                                 store_ring[0][(None, None, m_tile, n_tile, batch)], store_ring,
+                    g_tile = cute.local_tile(cute.domain_offset((first_row, first_col, 0), store_ring[0]),
+                                             (tile_m, tile_n), (None, None, None))[(None, None, 0, 0, batch)]
+                    pieces_done = self._epilogue(args, acc, coord_c, bias, first_col, g_tile, store_ring,
                                                  epi_barrier, pieces_done, share)
             linear += stride
         if const_expr(self.staged_out):
             store_ring[8].producer_tail()
-
-    @cute.jit
-    def _store_transposed(self, args, acc, coord_c, bias, first_row, first_token, share):
-        """swap: element (weight row r, token t) of the tile to out[t, r], from registers (the
-        output is a sliver of the weight's bytes), with the bias of row r; cluster_k: only the
-        accumulators of this CTA's ``share``."""
-        out = cute.make_tensor(args.c, cute.make_layout((args.n, args.m), stride=(args.ldc, 1)))
-        share_size = cute.size(acc) // self.cluster_k
-        for i in cutlass.range(cute.size(acc), unroll_full=True):
-            row = first_row + coord_c[i][0]
-            token = first_token + coord_c[i][1]
-            if row < args.m and token < args.n and i // share_size == share:
-                value = acc[i]
-                if args.has_bias != 0:
-                    value = value + Float32(bias[row])
-                out[token, row] = value.to(self.out_dtype)
-
-    @cute.jit
-    def _store_rows(self, args, acc, coord_c, first_row, end_row, first_col):
-        """grouped: the tile's rows before ``end_row`` (its segment's) from registers into out,
-        two columns (4 bytes) a store."""
-        for i in cutlass.range(0, cute.size(acc), 2, unroll_full=True):
-            row = first_row + coord_c[i][0]
-            col = first_col + coord_c[i][1]
-            if row >= 0 and row < end_row and col < args.n:
-                pair = cute.make_rmem_tensor(cute.make_layout(2), self.out_dtype)
-                pair[0] = acc[i].to(self.out_dtype)
-                pair[1] = acc[i + 1].to(self.out_dtype)
-                offset = cute.assume(cutlass.Int64(row) * args.ldc + col, divby=2)
-                cute.autovec_copy(pair, cute.make_tensor(args.c_rows + offset, cute.make_layout(2)))
-
-    @cute.jit
-    def _epilogue(self, args, acc, coord_c, bias, first_col, g_tile, store_ring, epi_barrier, pieces_done: Int32,
-                  share: Int32) -> Int32:
-        """Bias, conversion, stmatrix into the store ring, TMA stores of ``g_tile``; returns pieces
-        stored so far (cluster_k: only the pieces of this CTA's ``share``)."""
-        _, atom_c, s_c, t_sc, acc_pieces, piece, piece_out, store_r2s, stores, is_store_warp = store_ring
-        if args.has_bias != 0:
-            last_col = args.n - 1
-            for i in cutlass.range(cute.size(acc), unroll_full=True):
-                col = cutlass.min(first_col + coord_c[i][1], last_col)
-                acc[i] = acc[i] + Float32(bias[col])
-        g_pieces = cute.zipped_divide(g_tile, self.epi_tile)
-        t_sc_tma, t_gc_tma = cpasync.tma_partition(atom_c, 0, cute.make_layout(1), cute.group_modes(s_c, 0, 2),
-                                                   g_pieces)
-        grid_shape = g_pieces.shape[1]
-        grid_layout = cute.make_layout(grid_shape, stride=(grid_shape[1], 1))
-        piece_count = cute.size(g_pieces, mode=[1])
-        share_pieces = piece_count // self.cluster_k
-        for p in cutlass.range_constexpr(piece_count):
-            if p // share_pieces == share:  # (a CTA-uniform test: always true without cluster_k)
-                for v in cutlass.range_constexpr(cute.size(piece)):
-                    piece[v] = acc_pieces[p * cute.size(piece) + v]
-                piece_out.store(piece.load().to(self.out_dtype))
-                buffer = (pieces_done + p - share * share_pieces) % launch.EPI_STAGES
-                cute.copy(store_r2s, piece_out, t_sc[(None, None, None, buffer)])
-                # the generic-proxy writes must be visible to TMA before the store reads them
-                cute.arch.fence_proxy("async.shared", space="cta")
-                epi_barrier.arrive_and_wait()
-                if is_store_warp:
-                    cute.copy(atom_c, t_sc_tma[(None, buffer)], t_gc_tma[(None, grid_layout.get_hier_coord(p))])
-                    stores.producer_commit()
-                    stores.producer_acquire()
-                epi_barrier.arrive_and_wait()
-        return pieces_done + share_pieces
 
     @cute.jit
     def _meet_splits(self, args, acc, thread, epi_barrier, last_split, tile, split) -> cutlass.Boolean:
@@ -589,9 +550,3 @@ def launch_tiles(size, tile: int, cluster: int):
 def _mode_order(tensor: cute.Tensor, order: tuple[int, int, int]) -> cute.Tensor:
     """The same memory with its modes permuted (``order[i]`` is the old mode of new mode i)."""
     return cute.make_tensor(tensor.iterator, cute.select(tensor.layout, mode=list(order)))
-
-
-def _ROW_MAJOR():
-    from cutlass.tensor_utils import LayoutEnum
-
-    return LayoutEnum.ROW_MAJOR
