@@ -96,8 +96,8 @@ def test_decode_sized_plan():
     paired = launch_plan(16, 8192, 8192, 1, H200_SMS, True)
     assert (paired.config, paired.splits, paired.ctas) == (Sm90Config(128, 16, 1, True, 2), 2, 128)
     assert paired.workspace_elems == paired.counter_elems == 0
-    plan = launch_plan(64, 4096, 4096, 1, H200_SMS, True)  # (64 tokens in one tile: the weight read once)
-    assert (plan.config, plan.splits) == (Sm90Config(128, 64, 1, True, 2), 4)
+    plan = launch_plan(64, 4096, 4096, 1, H200_SMS, True)  # (64-row weight tiles, K in two in a cluster)
+    assert (plan.config, plan.splits, plan.ctas) == (Sm90Config(64, 64, 1, True, 2), 2, 128)
     for m, batch, k_major in ((17, 1, True), (16, 2, True), (16, 1, False)):
         assert not isinstance(launch_plan(m, 4096, 4096, batch, H200_SMS, k_major, wgmma=False), SkinnyPlan)
     with override(config="t1r4w8u2g2", splits=5):
@@ -233,6 +233,8 @@ def test_hopper_build_is_hgmma_fed_by_tma():
     launch.SM90_SPECS[("bf16", "bf16", "k", Sm90Config(128, 32, 1, True, 2))],
     launch.SM90_SPECS[("fp8e4m3", "bf16", "k", Sm90Config(128, 64, 1, True))],
     launch.GROUPED_SPECS[("bf16", "bf16", "k", Sm90Config(128, 128, 1))],
+    launch.SM90_SPECS[("bf16", "bf16", "k", Sm90Config(64, 64, 1, True, 2))],
+    launch.SM90_SPECS[("fp8e4m3", "bf16", "k", Sm90Config(64, 32, 1, True, 1, 2))],
 ], ids=lambda spec: "-".join(str(v) for _, v in spec.options))
 def test_main_loop_keeps_a_k_step_of_wgmmas_in_flight(spec):
     """The main loop issues a K step's four wgmmas back to back and waits only for the step
@@ -245,6 +247,9 @@ def test_main_loop_keeps_a_k_step_of_wgmmas_in_flight(spec):
     waits = re.findall(r"\bWARPGROUP\.DEPBAR\.LE gsb0, 0x(\d)\b", sass)
     assert len(gmma) == 4, gmma  # (one 128-byte K step: four wgmmas)
     assert sorted(waits) == ["0", "1"], waits
+    options = dict(spec.options)
+    if options["tile_m"] == 64:  # (64-row tiles: the two warpgroups take half the tokens each)
+        assert all(f"GMMA.64x{options['tile_n'] // 2}x" in g for g in gmma), gmma
 
 
 @requires_dsl
@@ -284,10 +289,9 @@ def test_fp8_build_is_qgmma_fed_by_tma(dtype, config):
 def test_fp8_plan_and_refusals_without_a_gpu():
     """FP8 plans count K in 128-element stages and never take the 16-bit kernels; arguments are
     checked before any device is touched."""
-    for k in (4096, 8192):  # (33-64 tokens, short K: two token tiles, K in two in a cluster)
+    for k in (4096, 14336):  # (33-64 tokens on 4096 weight rows: 64-row tiles, K in two in a cluster)
         plan = launch_plan(64, 4096, k, 1, H200_SMS, True, k_tile=128)
-        assert (plan.config, plan.splits) == (Sm90Config(128, 32, 1, True, 2), 2)
-    assert launch_plan(64, 4096, 14336, 1, H200_SMS, True, k_tile=128).config == Sm90Config(128, 64, 1, True, 2)
+        assert (plan.config, plan.splits) == (Sm90Config(64, 64, 1, True, 2), 2)
     plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True, k_tile=128)
     assert plan.config == Sm90Config(128, 16, 1, True, 2) and plan.splits == 4  # (32 K stages: 4 splits of 8)
     assert launch_plan(8192, 8192, 8192, 1, H200_SMS, True, k_tile=128).config == Sm90Config(128, 256, 1)
@@ -324,9 +328,11 @@ def test_decode_sized_build_streams_into_hmma(arch):
 def test_swapped_plan():
     """17-64 tokens, one matrix, a K-major weight: Hopper's weight-as-A build, tiles over the
     weight's rows, K cut when they fill under half the SMs."""
-    for k in (4096, 14336):  # (four splits: pairs in clusters, two a tile)
+    for k in (4096, 14336):  # (64-row weight tiles: 64 of them, K in two in a cluster)
         plan = launch_plan(64, 4096, k, 1, H200_SMS, True)
-        assert plan.config == Sm90Config(128, 64, 1, True, 2) and plan.splits == 4 and plan.units == 128
+        assert plan.config == Sm90Config(64, 64, 1, True, 2) and plan.splits == 2 and plan.units == 128
+    plan = launch_plan(64, 8192, 8192, 1, H200_SMS, True)  # (128 64-row tiles would take two waves)
+    assert plan.config == Sm90Config(128, 64, 1, True, 2) and plan.splits == 2
     assert launch_plan(20, 14336, 4096, 1, H200_SMS, True).config == Sm90Config(128, 32, 1, True)
     assert not launch_plan(65, 4096, 4096, 1, H200_SMS, True).config.swap
     assert not launch_plan(64, 4096, 4096, 2, H200_SMS, True).config.swap
@@ -344,6 +350,9 @@ def test_swapped_plan():
         launch_plan(200, 4096, 4096, 1, H200_SMS, True)
     with pytest.raises(ValueError, match="cluster_n must be"):
         Sm90Config(128, 64, 1, False, 1, 2)
+    with pytest.raises(ValueError, match="tile_m must be"):
+        Sm90Config(64, 64, 1, False)  # (64-row tiles: swap builds only)
+    assert parse_config("64x64c1k2t") == Sm90Config(64, 64, 1, True, 2)
     with pytest.raises(ValueError, match="not built"):
         parse_config("128x256c1k2")
     with override(config="128x128c1k2", splits=3), pytest.raises(ValueError, match="multiples of 2"):

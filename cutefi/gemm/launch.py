@@ -90,9 +90,10 @@ class Sm90Config:
     cluster_n: int = 1
 
     def __post_init__(self) -> None:
-        if self.tile_m != 128:
-            raise ValueError(f"tile_m must be 128 (two consumer warpgroups of 64 rows), got {self.tile_m}")
-        widths = (16, 32, 64, 128, 256) if self.swap else (64, 128, 256)
+        if self.tile_m not in (64, 128) or (self.tile_m == 64 and not self.swap):
+            raise ValueError(f"tile_m must be 128 (two consumer warpgroups of 64 rows) or, in a swap build, 64 "
+                             f"(the warpgroups take half the tokens each), got {self.tile_m}")
+        widths = ((32, 64, 128) if self.tile_m == 64 else (16, 32, 64, 128, 256)) if self.swap else (64, 128, 256)
         if self.tile_n not in widths:
             raise ValueError(f"tile_n must be one of {widths}, got {self.tile_n}")
         if self.cluster_m not in (1, 2) or (self.swap and self.cluster_m != 1):
@@ -143,7 +144,10 @@ CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 128
            # H200 GPC holds fewer than 32 of them, so the grid takes two waves)
            *(Sm90Config(128, width, 1, True, 2) for width in (16, 32, 64)), Sm90Config(128, 128, 1, False, 2),
            # the weight multicast to two neighbouring token tiles
-           *(Sm90Config(128, width, 1, True, 1, 2) for width in (32, 64)))
+           *(Sm90Config(128, width, 1, True, 1, 2) for width in (32, 64)),
+           # 64 weight rows a tile (twice the CTAs on a weight): K in two in a cluster, or the
+           # weight multicast to two token tiles
+           Sm90Config(64, 64, 1, True, 2), Sm90Config(64, 32, 1, True, 1, 2))
 MAX_STAGES = 12
 MAX_GROUPS = 1024  # segments of a grouped launch (their tile prefix sits in shared memory)
 

@@ -2,7 +2,8 @@
 
 ``choose_config(m, n, batch, sms)`` (measured on Hopper, benchmarks/results/gemm_*):
   - up to ``SWAP_MAX_M`` tokens (one matrix, K-major B) the swapped build: the weight is A
-    (128 of its rows a tile), 16, 32 or 64 tokens B, so the weight is read once; on Hopper
+    (128 of its rows a tile; 64 for 33-64 tokens on up to about 4096 weight rows, so that twice
+    the CTAs stream it), 16, 32 or 64 tokens B, so the weight is read once; on Hopper
     this includes decode sizes (M <= 16): since its wgmmas pipeline (session 22) it ties or
     beats the mma.sync weight-streaming kernel everywhere on the Llama grid (16 x 4096 x 4096:
     8.9 against 12.0 µs on an H100, gemm_heuristic_sweep_h100_session22.json);
@@ -36,9 +37,7 @@ the workspace): 3-7% faster than the workspace meeting for two splits, 1-3% for 
 Clusters of four are not built: an H200 GPC holds fewer than 32 of them, so 128 CTAs took two
 waves (1.5-3x slower).
 
-FP8 (``k_tile`` 128) plans the same Hopper builds, never the 16-bit decode or mma.sync kernels;
-for 33-64 tokens with K up to 8192 on about 4096 weight rows, two token tiles of 32 with K in
-two in a cluster (a split keeps 16 K steps rather than 8).
+FP8 (``k_tile`` 128) plans the same Hopper builds, never the 16-bit decode or mma.sync kernels.
 
 Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight) on GPUs without
 wgmma take the mma.sync weight-streaming kernel (``skinny_plan``; on Hopper only by override):
@@ -205,8 +204,7 @@ def _forced() -> Config | None:
     return _OVERRIDE.get("config") or _env_config()  # type: ignore[return-value]
 
 
-def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int = 4096,
-                  k_tile: int = 64) -> Sm90Config:
+def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int = 4096) -> Sm90Config:
     forced = _forced()
     if not isinstance(forced, Sm90Config):
         forced = None  # (another kernel's override does not apply here)
@@ -215,12 +213,12 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
             raise ValueError(f"GEMM config {forced.name} multicasts B, which needs a K-major B")
         return forced  # type: ignore[return-value]
     if batch == 1 and b_k_major and m <= SWAP_MAX_M:
-        if k_tile > 64 and m > 32 and k <= 8192 and sms // 2 < 4 * -(-n // 128) <= sms and "splits" not in _OVERRIDE:
-            # (FP8 with a short K: two token tiles of 32 and K in two in a cluster (16 K steps a
-            # CTA, the weight read twice) beat one tile and four splits (8 steps): 64 x 4096 x
-            # 4096 8.2 against 9.3 µs on an H100, gemm_fp8_m64_h100_session22.txt; 16 bits
-            # the other way, 13.1 against 12.0)
-            return Sm90Config(128, 32, 1, True, 2)
+        if m > 32 and sms // 2 < 2 * -(-n // 64) <= sms and "splits" not in _OVERRIDE:
+            # (33-64 tokens on up to about 4096 weight rows: 64-row weight tiles and K in two in a
+            # cluster put twice the CTAs on the weight, each reading its rows once: 64 x 4096 x
+            # 4096 10.1 against 12.2 µs for 128-row tiles and four splits, FP8 6.9 against 8.5;
+            # gemm_64row_tiles_h100_session22.json)
+            return Sm90Config(64, 64, 1, True, 2)
         return Sm90Config(128, 16 if m <= 16 else 32 if m <= 32 else 64, 1, True)
     wide, narrow = Sm90Config(128, 256, 1), Sm90Config(128, 128, 1)
     waves_wide = _tile_count(m, n, wide) * batch / sms
@@ -326,7 +324,7 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
         return skinny_plan(m, n, k, sms)
     if not fp8 and (isinstance(_forced(), Sm80Config) or (not wgmma and not isinstance(_forced(), Sm90Config))):
         return sm80_plan(m, n, batch, sms)
-    config = choose_config(m, n, batch, sms, b_k_major, k, k_tile)
+    config = choose_config(m, n, batch, sms, b_k_major, k)
     if config.swap and (batch != 1 or not b_k_major):
         raise ValueError(f"GEMM config {config.name} takes one matrix and a K-major b (an nn.Linear weight's "
                          f"w.t()); got batch={batch}, b {'K' if b_k_major else 'N'}-major")

@@ -94,11 +94,13 @@ class GemmSm90(Sm90Stores):
         self.epi_tile = (tile_m, launch.EPI_TILE_N)
 
     def _tiled_mma(self, width: int | None = None):
-        """The wgmma of the tile (``width``: of a column slice of it)."""
+        """The wgmma of the tile (``width``: of a column slice of it): the two consumer
+        warpgroups take 64 rows each, or, in a 64-row tile, half the columns each."""
         b_mode = cute.nvgpu.OperandMajorMode.K if self.b_k_major else cute.nvgpu.OperandMajorMode.MN
+        width = width or self.tile_mnk[1]
+        atoms, tiler = ((2, 1, 1), (64, width)) if self.tile_mnk[0] == 128 else ((1, 2, 1), (64, width // 2))
         return sm90_utils.make_trivial_tiled_mma(
-            self.dtype, self.dtype, cute.nvgpu.OperandMajorMode.K, b_mode, Float32, (2, 1, 1),
-            tiler_mn=(64, width or self.tile_mnk[1]))  # two consumer warpgroups of 64 rows each
+            self.dtype, self.dtype, cute.nvgpu.OperandMajorMode.K, b_mode, Float32, atoms, tiler_mn=tiler)
 
     def _block_operands(self, thread, s_a, s_b):
         """Block scales: (MMA that overwrites, MMA that adds), A's fragment, B's fragments of the
