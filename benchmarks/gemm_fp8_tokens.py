@@ -18,8 +18,9 @@ def q(*shape):
     return (x / s).clamp(-448, 448).to(F8), s.float()
 
 
-CONFIGS = [(None, None)] + [(c.split(":")[0], int(c.split(":")[1]) or None) for c in sys.argv[1:]] if sys.argv[1:] else \
-    [(None, None), ("128x32c1k2t", 2), ("128x32c1k2t", 4), ("128x64c1k2t", 2), ("128x64c1k2t", 4), ("128x64c1t", 4)]
+ASKED = [(c.split(":")[0], int(c.split(":")[1]) or None) for c in sys.argv[1:]]
+CONFIGS = [(None, None)] + (ASKED or [("128x32c1k2t", 2), ("128x32c1k2t", 4), ("128x64c1k2t", 2), ("128x64c1k2t", 4),
+                                      ("128x64c1t", 4)])
 for m in (33, 64):
     for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192)):
         a, sa = q(1, m, k)

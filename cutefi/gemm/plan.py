@@ -154,8 +154,9 @@ def parse_config(text: str) -> Config:
         config = Sm90Config(tile_m, tile_n, int(cluster_m), swap, int(cluster_k or 1), int(cluster_n or 1))
     except ValueError as exc:
         raise ValueError(f"a GEMM config reads like 128x256c2 (tile_m x tile_n, cluster along M; k2 or k4: "
-                         f"K split over a cluster of 2 or 4; n2: the weight multicast to two token tiles; a final t: the weight-as-A build for a few "
-                         f"tokens, e.g. 128x64c1k4t); got {text!r}: {exc}") from None
+                         f"K split over a cluster of 2 or 4; n2: the weight multicast to two token tiles; a "
+                         f"final t: the weight-as-A build for a few tokens, e.g. 128x64c1k4t); got {text!r}: "
+                         f"{exc}") from None
     if config not in CONFIGS:
         raise ValueError(f"GEMM config {text!r} is not built; built: {', '.join(c.name for c in CONFIGS)}")
     return config
@@ -227,7 +228,7 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
         # (a persistent grid idles in its last wave: narrow tiles pay when they fill it better)
         return narrow if _wave_use(waves_narrow) > NARROW_TILE_COST * _wave_use(waves_wide) else wide
     shared = Sm90Config(128, 64, 1, True, 1, 2)
-    if batch == 1 and b_k_major and 128 < m <= 4 * 64 and k <= 8192 \
+    if batch == 1 and b_k_major and 128 < m <= 256 and k <= 8192 \
             and sms // 2 < _tile_count(n, m, shared) <= sms and "splits" not in _OVERRIDE:
         # (129-256 tokens on about 4096 weight rows, K up to 8192: the weight as A in 64-token
         # tiles, multicast to each pair of them, no split: 256 x 4096 x 4096 18.1 against 20.2

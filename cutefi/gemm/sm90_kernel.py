@@ -232,7 +232,8 @@ class GemmSm90(Sm90Stores):
         t_sb, t_gb = cpasync.tma_partition(atom_b, cluster_coord[0], cute.make_layout(self.cluster_m),
                                            cute.group_modes(s_b, 0, 2), cute.group_modes(g_b, 0, 2))
 
-        raster = GroupedRaster(launch_tiles(args.m, tile_m, self.cluster_m), launch_tiles(args.n, tile_n, self.cluster_n),
+        raster = GroupedRaster(launch_tiles(args.m, tile_m, self.cluster_m),
+                               launch_tiles(args.n, tile_n, self.cluster_n),
                                args.batch, args.group_m, args.splits, (args.k + tile_k - 1) // tile_k)
         first = cute.arch.block_idx()[0] // self.multicast
         stride = cute.arch.grid_dim()[0] // self.multicast
@@ -327,9 +328,9 @@ class GemmSm90(Sm90Stores):
         """First row of M tile ``m_tile``; the last tile, when M is not a multiple of the tile,
         moves back to end on row M (from one tile of rows on): a TMA box that crosses the
         tensor's end loads slowly (its zero fill: 128 x 128 tiles at 160 x 8192 x 8192 took 81
-        against 55 µs with the rows padded to 256, H100; 53 µs moved back). The rows it shares with the tile
-        before are computed twice, from the same inputs in the same order, and stored twice
-        with the same bits."""
+        against 55 µs with the rows padded to 256 on an H100, 51 moved back). The rows it shares
+        with the tile before are computed twice, from the same inputs in the same order, and
+        stored twice with the same bits."""
         first_row = m_tile * self.tile_mnk[0]
         if args.m > self.tile_mnk[0]:
             first_row = cutlass.min(first_row, args.m - self.tile_mnk[0])
