@@ -76,30 +76,32 @@ def test_heuristic():
 
 
 def test_decode_sized_plan():
-    """M <= 16 with a K-major b, one matrix: the mma.sync weight-streaming kernel where there is
-    no wgmma; on Hopper the swapped wgmma build (the weight as A), the skinny one by override."""
-    plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True, wgmma=False)
+    """M <= 16 with a K-major b, one matrix: the mma.sync weight-streaming kernel (on Hopper up
+    to 4096 weight rows, and K up to 8192 below 9 tokens; else the swapped wgmma build)."""
+    plan = launch_plan(16, 4096, 4096, 1, H200_SMS, True)
     assert isinstance(plan, SkinnyPlan) and plan.config.token_tiles == 2
     assert plan.blocks * plan.config.rows >= 4096 and plan.splits >= 1
-    assert launch_plan(8, 4096, 4096, 1, H200_SMS, True, wgmma=False).config.token_tiles == 1
+    assert launch_plan(8, 4096, 4096, 1, H200_SMS, True).config.token_tiles == 1
     # K cut into about sms / row blocks splits, each warp keeping two K steps
-    plan = launch_plan(1, 1024, 8192, 1, H200_SMS, True, wgmma=False)
+    plan = launch_plan(1, 1024, 8192, 1, H200_SMS, True)
     steps = 8192 // plan.config.step_k
     assert plan.splits == min(round(H200_SMS / plan.blocks), steps // (2 * plan.config.k_groups)) == 4
     assert plan.workspace_elems == plan.blocks * plan.splits * plan.config.partial_elems
     assert launch_plan(16, 8192, 8192, 1, H200_SMS, True, wgmma=False).splits == 1  # two waves of row blocks
-    assert launch_plan(16, 4096, 64, 1, H200_SMS, True, wgmma=False).splits == 1  # one K step: nothing to cut
-    # Hopper: the swapped build, K splits in pairs in clusters (32 weight tiles: four splits)
-    for m in (1, 9, 16):
-        plan = launch_plan(m, 4096, 4096, 1, H200_SMS, True)
-        assert (plan.config, plan.splits, plan.ctas) == (Sm90Config(128, 16, 1, True, 2), 4, 128)
+    assert launch_plan(16, 4096, 64, 1, H200_SMS, True).splits == 1  # one K step: nothing to cut
+    # Hopper: the swapped wgmma build from 8192 weight rows on (two K splits: in a cluster)
     paired = launch_plan(16, 8192, 8192, 1, H200_SMS, True)
     assert (paired.config, paired.splits, paired.ctas) == (Sm90Config(128, 16, 1, True, 2), 2, 128)
     assert paired.workspace_elems == paired.counter_elems == 0
+    # Hopper, up to 8 tokens and K past 8192: the swapped build (four splits, pairs in clusters)
+    plan = launch_plan(8, 4096, 14336, 1, H200_SMS, True)
+    assert (plan.config, plan.splits) == (Sm90Config(128, 16, 1, True, 2), 4)
+    assert isinstance(launch_plan(9, 4096, 14336, 1, H200_SMS, True), SkinnyPlan)
+    assert isinstance(launch_plan(1, 4096, 14336, 1, H200_SMS, True, wgmma=False), SkinnyPlan)
     plan = launch_plan(64, 4096, 4096, 1, H200_SMS, True)  # (64-row weight tiles, K in two in a cluster)
     assert (plan.config, plan.splits, plan.ctas) == (Sm90Config(64, 64, 1, True, 2), 2, 128)
     for m, batch, k_major in ((17, 1, True), (16, 2, True), (16, 1, False)):
-        assert not isinstance(launch_plan(m, 4096, 4096, batch, H200_SMS, k_major, wgmma=False), SkinnyPlan)
+        assert not isinstance(launch_plan(m, 4096, 4096, batch, H200_SMS, k_major), SkinnyPlan)
     with override(config="t1r4w8u2g2", splits=5):
         plan = launch_plan(3, 4096, 4096, 1, H200_SMS, True)
         assert (plan.config, plan.splits, plan.blocks) == (SkinnyConfig(1, 4, 8, 2, 2), 5, 32)
@@ -331,6 +333,8 @@ def test_swapped_plan():
     for k in (4096, 14336):  # (64-row weight tiles: 64 of them, K in two in a cluster)
         plan = launch_plan(64, 4096, k, 1, H200_SMS, True)
         assert plan.config == Sm90Config(64, 64, 1, True, 2) and plan.splits == 2 and plan.units == 128
+    plan = launch_plan(20, 4096, 4096, 1, H200_SMS, True)  # (17-32 tokens: 32-token tiles)
+    assert plan.config == Sm90Config(64, 32, 1, True, 2) and plan.splits == 2
     plan = launch_plan(64, 8192, 8192, 1, H200_SMS, True)  # (128 64-row tiles would take two waves)
     assert plan.config == Sm90Config(128, 64, 1, True, 2) and plan.splits == 2
     assert launch_plan(20, 14336, 4096, 1, H200_SMS, True).config == Sm90Config(128, 32, 1, True)

@@ -132,16 +132,14 @@ def test_skinny_every_config(config):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("m", [1, 2, 7, 8, 9, 15, 16])
 def test_decode_default_plan(dtype, m):
-    """What a decode step gets by default (Hopper: the swapped wgmma build, K split in cluster
-    pairs; elsewhere the mma.sync decode kernel): every M up to 16, both output dtypes,
-    strided rows of a and out (slices of wider buffers), nothing written outside out."""
+    """What a decode step gets by default (the mma.sync decode kernel; Hopper keeps it up to
+    4096 weight rows): every M up to 16, both output dtypes, strided rows of a and out (slices
+    of wider buffers), nothing written outside out."""
     torch.manual_seed(m)
-    n, k = 4040, 4096 + 56  # (rows past the last row block, K past the last K tile)
+    n, k = 4040, 4096 + 56  # (rows past the last 32-row block; Hopper keeps this kernel up to 4096 rows)
     a = torch.randn(m, k + 24, device="cuda", dtype=dtype)[:, 8:8 + k]
     b = weight_t(k, n, dtype)
-    hopper = torch.cuda.get_device_capability() == (9, 0)
-    plan = cutefi.gemm.plan.launch_plan(m, n, k, 1, 132, True, wgmma=hopper)
-    assert plan.config.swap if hopper else isinstance(plan, cutefi.gemm.plan.SkinnyPlan)
+    assert isinstance(cutefi.gemm.plan.launch_plan(m, n, k, 1, 132, True), cutefi.gemm.plan.SkinnyPlan)
     other = torch.float16 if dtype == torch.bfloat16 else torch.bfloat16
     for out_dtype in (dtype, other):
         out_buf = poisoned((m + 2, n + 16), out_dtype)
@@ -153,11 +151,11 @@ def test_decode_default_plan(dtype, m):
         assert torch.isnan(out_buf[outside]).all(), "a write landed outside out"
 
 
-@pytest.mark.parametrize("config", [None, "t1r2w8u4g1"])
+@pytest.mark.parametrize("config", [None, "128x16c1k2t"])
 def test_decode_graph_side_stream_pdl(config):
-    """Split-K decode GEMM (the default plan, and the mma.sync decode kernel) replayed from a
-    CUDA graph (the counters reset inside it), on a side stream, and with PDL: all equal to
-    the plain call."""
+    """Split-K decode GEMM (the default plan: the mma.sync decode kernel; and the swapped Hopper
+    build, K split in a cluster) replayed from a CUDA graph (the counters reset inside it), on
+    a side stream, and with PDL: all equal to the plain call."""
     torch.manual_seed(17)
     a = torch.randn(4, 8192, device="cuda", dtype=torch.bfloat16)
     b = weight_t(8192, 1024, torch.bfloat16)

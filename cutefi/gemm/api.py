@@ -1,8 +1,8 @@
 """Dense GEMM: FlashInfer's ``mm_bf16`` / ``bmm_bf16`` (and their fp16 twins) in CuTe DSL: the
 Hopper wgmma kernel (``sm90_kernel.py``), the mma.sync multistage kernel on every other GPU
 from sm_80 on (``sm80_kernel.py``), and for decode-sized M <= 16 with an nn.Linear weight the
-mma.sync weight-streaming kernel on those GPUs (``skinny_kernel.py``; on Hopper by override,
-where the swapped wgmma build is as fast or faster); contracts and builds:
+mma.sync weight-streaming kernel everywhere (``skinny_kernel.py``; on Hopper up to 4096 weight
+rows); contracts and builds:
 ``launch.py``; heuristic: ``plan.py``.
 
 Layouts taken without a copy (rows of 16 bytes' multiple, base addresses 16-byte aligned):

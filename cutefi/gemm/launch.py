@@ -147,7 +147,7 @@ CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 128
            *(Sm90Config(128, width, 1, True, 1, 2) for width in (32, 64)),
            # 64 weight rows a tile (twice the CTAs on a weight): K in two in a cluster, or the
            # weight multicast to two token tiles
-           Sm90Config(64, 64, 1, True, 2), Sm90Config(64, 32, 1, True, 1, 2))
+           Sm90Config(64, 64, 1, True, 2), Sm90Config(64, 32, 1, True, 2), Sm90Config(64, 32, 1, True, 1, 2))
 MAX_STAGES = 12
 MAX_GROUPS = 1024  # segments of a grouped launch (their tile prefix sits in shared memory)
 

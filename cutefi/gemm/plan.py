@@ -2,11 +2,9 @@
 
 ``choose_config(m, n, batch, sms)`` (measured on Hopper, benchmarks/results/gemm_*):
   - up to ``SWAP_MAX_M`` tokens (one matrix, K-major B) the swapped build: the weight is A
-    (128 of its rows a tile; 64 for 33-64 tokens on up to about 4096 weight rows, so that twice
-    the CTAs stream it), 16, 32 or 64 tokens B, so the weight is read once; on Hopper
-    this includes decode sizes (M <= 16): since its wgmmas pipeline (session 22) it ties or
-    beats the mma.sync weight-streaming kernel everywhere on the Llama grid (16 x 4096 x 4096:
-    8.9 against 12.0 µs on an H100, gemm_heuristic_sweep_h100_session22.json);
+    (128 of its rows a tile; 64 for 17-64 tokens on up to about 4096 weight rows, so that twice
+    the CTAs stream it), 16, 32 or 64 tokens B, so the weight is read once (decode sizes on up
+    to 4096 weight rows take the mma.sync decode kernel instead, below);
   - from 0.8 of a wave of 128 x 256 tiles, those, unless 128 x 128 tiles fill their last wave
     more than ``NARROW_TILE_COST`` times better (they run about 5% slower a tile: 1024 x 14336 x
     4096 is 3.4 waves of wide tiles, 6.8 of narrow ones: 162 against 178 µs); no cluster: B
@@ -39,12 +37,12 @@ waves (1.5-3x slower).
 
 FP8 (``k_tile`` 128) plans the same Hopper builds, never the 16-bit decode or mma.sync kernels.
 
-Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight) on GPUs without
-wgmma take the mma.sync weight-streaming kernel (``skinny_plan``; on Hopper only by override):
-``t1`` (M <= 8) or ``t2`` token tiles, ``SKINNY_DEFAULT`` rows, unroll and row groups, and K
-cut into about ``sms / row blocks`` splits (none from half a wave of row blocks on: measured,
-more splits than that only add partial sums), each warp keeping at least ``MIN_SKINNY_STEPS``
-K steps.
+Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight; on Hopper up
+to ``SKINNY_MAX_N_HOPPER`` weight rows, and K up to ``SKINNY_MAX_K_HOPPER`` below 9 tokens)
+take the mma.sync weight-streaming kernel instead (``skinny_plan``): ``t1`` (M <= 8) or
+``t2`` token tiles, ``SKINNY_DEFAULT`` rows, unroll and row groups, and K cut into about
+``sms / row blocks`` splits (none from half a wave of row blocks on: measured, more splits
+than that only add partial sums), each warp keeping at least ``MIN_SKINNY_STEPS`` K steps.
 
 GPUs other than Hopper take the mma.sync multistage kernel for everything else
 (``sm80_plan``): 128 x 256 tiles from two waves of 128 x 128 tiles on, 128 x 128 from half a
@@ -65,6 +63,8 @@ from typing import Iterator
 
 from .launch import BLOCK_SCALED_CONFIGS, CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles
 
+SKINNY_MAX_N_HOPPER = 4096
+SKINNY_MAX_K_HOPPER = 8192
 SWAP_MAX_M = 64  # tokens up to which Hopper multiplies the weight by the tokens (one read of it)
 NARROW_TILE_COST = 1.05  # 128 x 256 tiles' rate over 128 x 128 ones' at equal wave use (4-6% measured)
 GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
@@ -214,12 +214,14 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
             raise ValueError(f"GEMM config {forced.name} multicasts B, which needs a K-major B")
         return forced  # type: ignore[return-value]
     if batch == 1 and b_k_major and m <= SWAP_MAX_M:
-        if m > 32 and sms // 2 < 2 * -(-n // 64) <= sms and "splits" not in _OVERRIDE:
-            # (33-64 tokens on up to about 4096 weight rows: 64-row weight tiles and K in two in a
+        if m > 16 and sms // 2 < 2 * -(-n // 64) <= sms and k >= 2 * MIN_SPLIT_K_TILES * 64 \
+                and "splits" not in _OVERRIDE:
+            # (17-64 tokens on up to about 4096 weight rows: 64-row weight tiles and K in two in a
             # cluster put twice the CTAs on the weight, each reading its rows once: 64 x 4096 x
-            # 4096 10.1 against 12.2 µs for 128-row tiles and four splits, FP8 6.9 against 8.5;
-            # gemm_64row_tiles_h100_session22.json)
-            return Sm90Config(64, 64, 1, True, 2)
+            # 4096 10.1 against 12.2 µs for 128-row tiles and four splits, FP8 6.9 against 8.5
+            # (H100, gemm_64row_tiles_h100_session22.json); 32 x 4096 x 4096 8.5 against 9.6 (H200,
+            # gemm_64row_tiles_h200_session22.json)
+            return Sm90Config(64, 32 if m <= 32 else 64, 1, True, 2)
         return Sm90Config(128, 16 if m <= 16 else 32 if m <= 32 else 64, 1, True)
     wide, narrow = Sm90Config(128, 256, 1), Sm90Config(128, 128, 1)
     waves_wide = _tile_count(m, n, wide) * batch / sms
@@ -261,9 +263,13 @@ def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config, k_tile:
     return -(-k_tiles // per_split)  # no split left without K tiles
 
 
-def takes_skinny(m: int, batch: int, b_k_major: bool, wgmma: bool) -> bool:
+def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool, k: int = 4096) -> bool:
     """Whether the decode-sized kernel can take the problem, and the heuristic or override picks
-    it (on Hopper only by override: the swapped wgmma build ties or beats it there)."""
+    it (on Hopper only up to ``SKINNY_MAX_N_HOPPER`` rows of weight, and for up to 8 tokens only
+    up to ``SKINNY_MAX_K_HOPPER`` of K: measured on the H200, it streams a weight of up to 4096
+    rows faster than the swapped wgmma build (1 x 4096 x 4096 7.3 against 9.1 µs, 1 x 1024 x
+    8192 6.0 against 9.6) and a longer K at 8 tokens or fewer slower (1 x 4096 x 14336 35.3
+    against 33.0), gemm_decode_h200_session22.json)."""
     forced = _forced()
     fits = batch == 1 and b_k_major and m <= SKINNY_MAX_M
     if isinstance(forced, (Sm90Config, Sm80Config)):
@@ -274,7 +280,7 @@ def takes_skinny(m: int, batch: int, b_k_major: bool, wgmma: bool) -> bool:
                              f"K-major b (an nn.Linear weight's w.t()); got M={m}, batch={batch}, "
                              f"b {'K' if b_k_major else 'N'}-major")
         return True
-    return fits and not wgmma
+    return fits and (not wgmma or (n <= SKINNY_MAX_N_HOPPER and (m > 8 or k <= SKINNY_MAX_K_HOPPER)))
 
 
 def skinny_plan(m: int, n: int, k: int, sms: int) -> SkinnyPlan:
@@ -321,7 +327,7 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
     fp8 = k_tile != 64
     if fp8 and isinstance(_forced(), (SkinnyConfig, Sm80Config)):
         raise ValueError(f"GEMM config {_forced().name} takes 16-bit inputs; FP8 runs on the Hopper builds")  # type: ignore[union-attr]
-    if not fp8 and takes_skinny(m, batch, b_k_major, wgmma):
+    if not fp8 and takes_skinny(m, n, batch, b_k_major, wgmma, k):
         return skinny_plan(m, n, k, sms)
     if not fp8 and (isinstance(_forced(), Sm80Config) or (not wgmma and not isinstance(_forced(), Sm90Config))):
         return sm80_plan(m, n, batch, sms)
