@@ -306,11 +306,7 @@ class GemmSm90(Sm90Stores):
         while linear < staged_prefix[args.groups]:
             m_tile, n_tile, weight, first_row, _ = segments.find_unit(
                 staged_prefix, args.seg_indptr, args.weight_indices, args.groups, tile_m, linear)
-            g_a = cute.local_tile(cute.domain_offset((first_row, 0, 0), tma_a), (tile_m, tile_k), (None, None, None))
-            _, t_ga = cpasync.tma_partition(atom_a, 0, cute.make_layout(1), cute.group_modes(s_a, 0, 2),
-                                            cute.group_modes(g_a, 0, 2))
-            t_sa, _ = cpasync.tma_partition(atom_a, 0, cute.make_layout(1), cute.group_modes(s_a, 0, 2),
-                                            cute.group_modes(g_a, 0, 2))
+            t_sa, t_ga = self._a_tile(atom_a, tma_a, s_a, first_row, (0, 0, 0))
             src_a = t_ga[(None, m_tile, None, 0)]
             src_b = t_gb[(None, n_tile, None, weight)]
             for k_step in cutlass.range(k_count, unroll=1):
