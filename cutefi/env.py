@@ -106,8 +106,8 @@ def _toolchains_and_policy(facts: dict[str, Any], lines: list[str]) -> None:
         for family in Family:
             decision = policy.decide(family)
             decided[family.value] = {"build": [t.sm for t in decision.kept], "dropped": list(decision.reasons())}
-            lines.append(f"  {family.value:9s} build {' '.join(t.sm for t in decision.kept) or '-'}")
-            lines.extend(f"  {'':9s} {reason}" for reason in decision.reasons())
+            lines.append(f"  {family.value:12s} build {' '.join(t.sm for t in decision.kept) or '-'}")
+            lines.extend(f"  {'':12s} {reason}" for reason in decision.reasons())
 
 
 def _ops(facts: dict[str, Any], lines: list[str]) -> None:

@@ -22,7 +22,8 @@ def test_env_without_gpu_says_so(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "GPU: none" in result.stdout
     assert "toolchain: NVRTC" in result.stdout
-    assert "wgmma     build sm_90a" in result.stdout
+    assert "wgmma        build sm_90a" in result.stdout
+    assert "mma_sync_fp8 build sm_90 sm_121a" in result.stdout
     assert "sm_80 dropped: the wgmma family" in result.stdout
     assert f"cache: {tmp_path}" in result.stdout
 

@@ -307,7 +307,9 @@ def test_fp8_plan_and_refusals_without_a_gpu():
         cutefi.mm_fp8(a, b)
     with pytest.raises(ValueError, match="FlashInfer's"):
         cutefi.bmm_fp8(a[None], b[None], torch.ones(1), torch.ones(1), torch.bfloat16, backend="cublas")
-    assert cutefi.mm_fp8.is_compute_capability_supported(90) and not cutefi.mm_fp8.is_compute_capability_supported(89)
+    # FP8 tensor cores from sm_89 on (wgmma on Hopper, FP8 mma.sync elsewhere); none before
+    assert all(cutefi.mm_fp8.is_compute_capability_supported(cc) for cc in (89, 90, 100, 120, 121))
+    assert not any(cutefi.mm_fp8.is_compute_capability_supported(cc) for cc in (80, 86))
     assert set(cutefi.bmm_fp8.supported_dtypes) == {"fp8e4m3", "fp8e5m2"}
 
 
@@ -385,9 +387,53 @@ def test_mma_sync_plan():
     with override(config="128x128x32s4"):  # forced on a Hopper too
         assert isinstance(launch_plan(4096, 4096, 4096, 1, 132, True), Sm80Plan)
     with pytest.raises(ValueError, match="not built"):
-        parse_config("128x128x64s4")
+        parse_config("128x128x128s4")
     for config in launch.SM80_CONFIGS:
         assert config.smem_bytes("bf16") <= 99 * 1024  # sm_86/89/120's limit per CTA
+    for config in launch.SM80_FP8_CONFIGS:
+        assert config.smem_bytes("fp8e4m3") <= 99 * 1024
+
+
+def test_fp8_mma_sync_plan():
+    """FP8 off Hopper: the FP8 mma.sync builds, tiles by waves where the chip has FP8 MMAs,
+    64 x 64 where ptxas emulates them (the 128-wide builds spill there); 16-bit configs and the
+    decode kernel refused for FP8, the FP8 configs for 16-bit inputs."""
+    from cutefi.gemm.plan import Sm80Plan
+
+    fp8 = dict(k_tile=128, wgmma=False)
+    plan = launch_plan(8192, 8192, 8192, 1, 84, True, **fp8)
+    assert isinstance(plan, Sm80Plan) and plan.config.name == "128x256x64s3" and plan.tiles == 64 * 32
+    assert launch_plan(1024, 1024, 1024, 1, 84, True, **fp8).config.name == "128x128x64s4"
+    assert launch_plan(1, 4096, 4096, 1, 84, True, **fp8).config.name == "64x64x64s4"  # (never the decode kernel)
+    assert launch_plan(8192, 8192, 8192, 1, 148, True, native_fp8=False, **fp8).config.name == "64x64x64s4"
+    with override(config="128x128x64s4"):  # forced on a Hopper too
+        assert launch_plan(4096, 4096, 4096, 1, 132, True, k_tile=128).config.name == "128x128x64s4"
+        with pytest.raises(ValueError, match="not built for these inputs"):
+            launch_plan(4096, 4096, 4096, 1, 84, True, wgmma=False)
+    with override(config="128x128x32s4"), pytest.raises(ValueError, match="16-bit inputs"):
+        launch_plan(4096, 4096, 4096, 1, 84, True, **fp8)
+
+
+@requires_dsl
+@pytest.mark.parametrize("arch,fp8,mma", [
+    ("8.9", "fp8e4m3", r"QMMA\.16832\.F32\.E4M3\.E4M3"), ("12.0a", "fp8e5m2", r"QMMA\.16832\.F32\.E5M2\.E5M2"),
+    ("10.0a", "fp8e4m3", r"HMMA\.16816\.F32"),
+])
+def test_fp8_mma_sync_build(arch, fp8, mma):
+    """FP8 mma.sync: m16n8k32 in hardware on sm_89/sm_120a (QMMA), emulated by ptxas on sm_100a
+    (two f16 HMMAs each, fed by F2FP unpacks); fed by LDGSTS and LDSM; no spills (the 64 x 64
+    build where emulated; every tile where native)."""
+    configs = launch.SM80_FP8_CONFIGS if mma.startswith("QMMA") else launch.SM80_FP8_CONFIGS[2:]
+    for config in configs:
+        ptx, sass = _build(launch.SM80_SPECS[(fp8, "bf16", "k", config)], arch)
+        assert f"mma.sync.aligned.m16n8k32.row.col.f32.{fp8[3:]}.{fp8[3:]}.f32" in ptx
+        per_warp = (config.tile_m // config.warps_m // 16) * (config.tile_n // config.warps_n // 8)
+        steps = config.tile_k // 32
+        count = len(re.findall(r"\b%s\b" % mma, sass))
+        warps = config.warps_m * config.warps_n
+        assert count == per_warp * steps * (2 if mma.startswith("HMMA") else 1), (config.name, count, warps)
+        assert re.search(r"\bLDGSTS\.E\.BYPASS\.(LTC128B\.)?128\b", sass) and re.search(r"\bLDSM\.16\.", sass)
+        assert not re.search(r"\b(LDL|STL)\b", sass), f"the FP8 mma.sync GEMM spills ({config.name}, {arch})"
 
 
 @requires_dsl

@@ -1,13 +1,16 @@
 """FP8 GEMM with per-tensor scales: FlashInfer's ``bmm_fp8`` and ``mm_fp8`` on the Hopper
 wgmma builds (``sm90_kernel.py`` with 8-bit operands: 128-element K stages, the scales read
-on the device and applied to the fp32 sums at the store).
+on the device and applied to the fp32 sums at the store), and on other GPUs from sm_89 on the
+mma.sync builds (``sm80_kernel.py`` with FP8 operands: ``mma.sync`` m16n8k32, in hardware on
+sm_89 and sm_120a/121a; ptxas emulates it on sm_100a/103a through f16 MMAs). GPUs before
+sm_89 have no FP8 tensor cores: refused.
 
 ``out = A_scale * B_scale * (A @ B)`` (``mm_fp8``: ``alpha * (a @ b)``), rounded once to the
 output dtype. Taken without a copy: ``A`` ``[b, M, K]`` / ``a`` ``[M, K]`` with contiguous rows;
 ``B`` ``[b, K, N]`` / ``b`` ``[K, N]`` column-major (the transposed view of an ``[N, K]``
 weight: wgmma reads 8-bit operands K-major only); ``out`` with contiguous rows. K must be a
 multiple of 16 and N of 8 (rows of 16 bytes, for TMA); A and B one FP8 format (e4m3 or e5m2)
-each, the same for both. Hopper only (sm_90a): FP8 on the mma.sync family is not built yet.
+each, the same for both.
 
 Accuracy: the sums are the FP8 wgmmas' own (as in cuBLAS's fast-accumulation mode), not
 promoted into a second fp32 set every K stage, so the error grows with K: on the H200, 2.1e-3
@@ -23,15 +26,17 @@ from .._checks import require_cuda, require_same_device, require_tensor
 from .._library import compiling, define
 from ..jit.logs import api_log
 from ..jit.lookup import device_cc, get_kernel
-from ..jit.policy import Family
+from ..jit.policy import Family, family_target
+from ..jit.targets import Target
 from . import launch
 from .api import _PLANS, _check_backend, _current_stream, _no_output, _operand, _out_for, _scratch, _sms
-from .plan import GENERATION, launch_plan
+from .plan import GENERATION, Sm80Plan, launch_plan
 
 _FP8 = {torch.float8_e4m3fn: "fp8e4m3", torch.float8_e5m2: "fp8e5m2"}
 _OUT = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 _ONES: dict[int, torch.Tensor] = {}  # a 1.0 scale per device (mm_fp8 without alpha)
 _ELEMS = launch.align_elems("fp8e4m3")  # 16: a 16-byte row of FP8
+_NATIVE_FP8_MMA = {(8, 9), (12, 0), (12, 1)}  # mma.sync with FP8 operands in hardware (QMMA)
 
 
 def _check_scale(name: str, scale: torch.Tensor) -> None:
@@ -75,9 +80,10 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype:
     device = require_cuda(a_name, a)
     require_cuda(b_name, b)
     require_same_device(*[(name, t) for name, t in ((a_name, a), (b_name, b), ("out", out)) if t is not None])
-    if device_cc(device) != (9, 0):
-        cc = device_cc(device)
-        raise RuntimeError(f"FP8 GEMM runs on Hopper (sm_90a) only for now; device {device} is sm_{cc[0]}{cc[1]}")
+    cc = device_cc(device)
+    if not isinstance(family_target(Family.MMA_SYNC_FP8, Target(*cc)), Target):
+        raise RuntimeError(f"FP8 GEMM needs FP8 tensor cores (compute capability 8.9 or newer: sm_89, sm_90a, "
+                           f"sm_100a, sm_120a ...); device {device} is sm_{cc[0]}{cc[1]}")
     if min(m, n, k, batch) == 0:
         return None, device, expected, None
     # (name, tensor, stride along a row, stride between rows, row length, rows, alignment)
@@ -92,8 +98,10 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype:
                              f"must be {what}, rows a multiple of 16 bytes apart")
         if batched and batch > 1 and tensor.stride(0) % align:
             raise ValueError(f"{name}'s batch stride must be a multiple of {align} elements (16 bytes)")
-    plan = launch_plan(m, n, k, batch, _sms(device), True, wgmma=True, k_tile=launch.tile_k("fp8e4m3"))
-    spec = launch.SM90_SPECS[(_FP8[a.dtype], _OUT[out_dtype], "k", plan.config)]
+    plan = launch_plan(m, n, k, batch, _sms(device), True, wgmma=cc == (9, 0), k_tile=launch.tile_k("fp8e4m3"),
+                       native_fp8=cc in _NATIVE_FP8_MMA)
+    specs = launch.SM80_SPECS if isinstance(plan, Sm80Plan) else launch.SM90_SPECS
+    spec = specs[(_FP8[a.dtype], _OUT[out_dtype], "k", plan.config)]
     return get_kernel(spec, device), device, expected, plan
 
 
@@ -122,8 +130,12 @@ def _gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None, sc
     if (a.data_ptr() | b.data_ptr() | out.data_ptr()) & 15:
         raise ValueError("A, B and out must start on 16-byte boundaries; slice views that start mid-row are not taken")
     m, n, k = shape[-2], shape[-1], a.shape[-1]
-    launch_hopper(kernel, grid, device, a, b, out, m, n, k, batched, scale_a=scale_a.data_ptr(),
-                  scale_b=scale_b.data_ptr())
+    if isinstance(grid, Sm80Plan):
+        launch_mma_sync(kernel, grid, device, a, b, out, m, n, k, batched, scale_a=scale_a.data_ptr(),
+                        scale_b=scale_b.data_ptr())
+    else:
+        launch_hopper(kernel, grid, device, a, b, out, m, n, k, batched, scale_a=scale_a.data_ptr(),
+                      scale_b=scale_b.data_ptr())
     return out
 
 
@@ -159,6 +171,19 @@ def launch_hopper(kernel, grid, device: int, a: torch.Tensor, b: torch.Tensor, o
     else:
         kernel.launch((grid.ctas, 1, 1), device, stream, False, a=_operand(a, batched), b=b_view,
                       c=_operand(out, batched), batch=out.shape[0] if batched else 1, m=m, n=n, **common)
+
+
+def launch_mma_sync(kernel, grid: Sm80Plan, device: int, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+                    m: int, n: int, k: int, batched: bool, **scales: int) -> None:
+    """Launch an FP8 mma.sync build: one CTA a tile; ``b`` [(b,) K, N] column-major is read as
+    the K-major [N, K] weight. (A stride of a single row or matrix is never followed: a
+    harmless one is passed.)"""
+    batch = out.shape[0] if batched else 1
+    kernel.launch((grid.tiles, 1, 1), device, None, False, a=a.data_ptr(), b=b.data_ptr(), c=out.data_ptr(),
+                  bias=out.data_ptr(), m=m, n=n, k=k, batch=batch, group_m=grid.group_m, has_bias=0,
+                  lda=a.stride(-2) if m > 1 else k, ldb=b.stride(-1) if n > 1 else k,
+                  ldc=out.stride(-2) if m > 1 else n, batch_a=a.stride(0) if batch > 1 else 0,
+                  batch_b=b.stride(0) if batch > 1 else 0, batch_c=out.stride(0) if batch > 1 else 0, **scales)
 
 
 def _ones(device: int) -> torch.Tensor:
@@ -214,5 +239,5 @@ _OPS = {
                    _fp8_into, _no_output),
     "bmm": _traced,
 }
-for _function in (bmm_fp8, mm_fp8):
-    declare(_function, (Family.WGMMA,), ("fp8e4m3", "fp8e5m2"))
+for _function in (bmm_fp8, mm_fp8):  # (Hopper: wgmma)
+    declare(_function, (Family.MMA_SYNC_FP8,), ("fp8e4m3", "fp8e5m2"))

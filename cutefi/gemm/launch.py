@@ -38,7 +38,7 @@ from ..jit.registry import register
 from ..jit.spec import KernelSpec
 
 DTYPES = ("bf16", "fp16")
-FP8_DTYPES = ("fp8e4m3", "fp8e5m2")  # Hopper builds only, K-major operands, per-tensor scales
+FP8_DTYPES = ("fp8e4m3", "fp8e5m2")  # K-major operands, per-tensor scales (Hopper; mma.sync from sm_89)
 OUT_DTYPES = ("bf16", "fp16")
 B_MAJORS = ("k", "n")  # k: the transposed view of an [N, K] weight; n: a row-major [K, N]
 TILE_K = 64           # 128 bytes of a 16-bit row: one 128-byte swizzle atom (FP8: 128 elements)
@@ -401,13 +401,19 @@ class Sm80Config:
 
 
 SM80_CONFIGS = (Sm80Config(128, 128, 32, 4, 2, 2), Sm80Config(128, 256, 32, 3, 2, 4), Sm80Config(64, 64, 32, 4, 2, 2))
+# FP8 (sm_89 and newer): the same tiles and 64-byte K rows (64 FP8 elements, two m16n8k32 steps)
+SM80_FP8_CONFIGS = tuple(Sm80Config(c.tile_m, c.tile_n, 2 * c.tile_k, c.stages, c.warps_m, c.warps_n)
+                         for c in SM80_CONFIGS)
 
 
 def sm80_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, tile_k: int, stages: int,
                   warps_m: int, warps_n: int) -> LaunchContract:
     config = Sm80Config(tile_m, tile_n, tile_k, stages, warps_m, warps_n)
+    fp8 = dtype in FP8_DTYPES  # + the per-tensor scales (FP8 takes no bias: has_bias is 0)
     return LaunchContract(
-        params=(*pointers("a", "b", dtype=dtype), Param("c", "ptr", out_dtype, 16), Param("bias", "ptr", dtype, 2),
+        params=(*pointers("a", "b", dtype=dtype), Param("c", "ptr", out_dtype, 16),
+                Param("bias", "ptr", out_dtype if fp8 else dtype, 2),
+                *(pointers("scale_a", "scale_b", dtype="fp32", align=4) if fp8 else ()),
                 *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias"),
                 *scalars("i64", "lda", "ldb", "ldc", "batch_a", "batch_b", "batch_c")),
         block=(config.threads, 1, 1),
@@ -428,4 +434,12 @@ SM80_SPECS = {
         warps_n=config.warps_n)
     for dtype in DTYPES for out_dtype in OUT_DTYPES for b_major in B_MAJORS for config in SM80_CONFIGS
 }
+SM80_SPECS.update({
+    (dtype, out_dtype, "k", config): KernelSpec.make(
+        "gemm.sm80", "cute", "cutefi.gemm.sm80_kernel:GemmSm80", "cutefi.gemm.launch:sm80_contract",
+        Family.MMA_SYNC_FP8, dtype=dtype, out_dtype=out_dtype, b_major="k", tile_m=config.tile_m,
+        tile_n=config.tile_n, tile_k=config.tile_k, stages=config.stages, warps_m=config.warps_m,
+        warps_n=config.warps_n)
+    for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in SM80_FP8_CONFIGS
+})
 register(*SM80_SPECS.values())

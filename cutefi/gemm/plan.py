@@ -35,7 +35,10 @@ the workspace): 3-7% faster than the workspace meeting for two splits, 1-3% for 
 Clusters of four are not built: an H200 GPC holds fewer than 32 of them, so 128 CTAs took two
 waves (1.5-3x slower).
 
-FP8 (``k_tile`` 128) plans the same Hopper builds, never the 16-bit decode or mma.sync kernels.
+FP8 (``k_tile`` 128) plans the same Hopper builds, never the 16-bit decode or mma.sync kernels;
+other GPUs from sm_89 on take the FP8 mma.sync builds (``SM80_FP8_CONFIGS``, ``sm80_plan``'s
+choice; where ptxas emulates the FP8 MMA (sm_100a/103a, and a Hopper forced onto them) the
+64 x 64 one, the one that does not spill there).
 
 Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight; on Hopper up
 to ``SKINNY_MAX_N_HOPPER`` weight rows, and K up to ``SKINNY_MAX_K_HOPPER`` below 9 tokens)
@@ -61,7 +64,10 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
-from .launch import BLOCK_SCALED_CONFIGS, CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles
+from .launch import (
+    BLOCK_SCALED_CONFIGS, CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_CONFIGS, SM80_FP8_CONFIGS, SkinnyConfig, Sm80Config,
+    Sm90Config, tiles,
+)
 
 SKINNY_MAX_N_HOPPER = 4096
 SKINNY_MAX_K_HOPPER = 8192
@@ -140,10 +146,10 @@ def parse_config(text: str) -> Config:
     if text.lower().startswith("t"):
         return _parse_skinny(text)
     if text.lower().count("x") == 2:
-        found = [c for c in SM80_CONFIGS if c.name == text.lower()]
+        found = [c for c in SM80_CONFIGS + SM80_FP8_CONFIGS if c.name == text.lower()]
         if not found:
             raise ValueError(f"mma.sync GEMM config {text!r} is not built; built: "
-                             f"{', '.join(c.name for c in SM80_CONFIGS)}")
+                             f"{', '.join(c.name for c in SM80_CONFIGS + SM80_FP8_CONFIGS)}")
         return found[0]
     try:
         swap = text.lower().endswith("t")
@@ -306,27 +312,38 @@ def _skinny_shape() -> tuple[int, int, int, int]:
     return row_tiles, 8, unroll, row_groups
 
 
-def sm80_plan(m: int, n: int, batch: int, sms: int) -> Sm80Plan:
-    """mma.sync builds: 128 x 256 tiles from two waves of 128 x 128 ones on, 128 x 128 from
-    half a wave, else 64 x 64 (the most CTAs for small problems)."""
+def sm80_plan(m: int, n: int, batch: int, sms: int, configs: tuple[Sm80Config, ...] = SM80_CONFIGS,
+              small_only: bool = False) -> Sm80Plan:
+    """mma.sync builds of ``configs`` (16-bit or FP8; the same tiles): 128 x 256 tiles from two
+    waves of 128 x 128 ones on, 128 x 128 from half a wave, else 64 x 64 (the most CTAs for
+    small problems; always with ``small_only``)."""
     forced = _forced()
     if isinstance(forced, Sm80Config):
+        if forced not in configs:
+            raise ValueError(f"GEMM config {forced.name} is not built for these inputs; built: "
+                             f"{', '.join(c.name for c in configs)}")
         config = forced
     else:
         tiles_128 = -(-m // 128) * -(-n // 128) * batch
-        config = SM80_CONFIGS[1] if tiles_128 >= 2 * sms and n >= 256 else \
-            SM80_CONFIGS[0] if 2 * tiles_128 >= sms else SM80_CONFIGS[2]
+        config = configs[2] if small_only else configs[1] if tiles_128 >= 2 * sms and n >= 256 else \
+            configs[0] if 2 * tiles_128 >= sms else configs[2]
     tile_count = -(-m // config.tile_m) * -(-n // config.tile_n) * batch
     return Sm80Plan(config, tile_count, int(_OVERRIDE.get("group_m", GROUP_M)))  # type: ignore[arg-type]
 
 
 def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
-                wgmma: bool = True, k_tile: int = 64) -> LaunchPlan | SkinnyPlan | Sm80Plan:
+                wgmma: bool = True, k_tile: int = 64, native_fp8: bool = True) -> LaunchPlan | SkinnyPlan | Sm80Plan:
     """The plan of one problem; ``wgmma``: the device is a Hopper (else the mma.sync kernels);
-    ``k_tile``: K of a ring stage (128 for FP8, which only the Hopper builds take)."""
+    ``k_tile``: K of a ring stage (128 for FP8: the Hopper builds, or the FP8 mma.sync ones
+    elsewhere, where ``native_fp8`` says whether the chip has FP8 mma.sync or ptxas emulates it)."""
     fp8 = k_tile != 64
-    if fp8 and isinstance(_forced(), (SkinnyConfig, Sm80Config)):
-        raise ValueError(f"GEMM config {_forced().name} takes 16-bit inputs; FP8 runs on the Hopper builds")  # type: ignore[union-attr]
+    if fp8:
+        forced = _forced()
+        if isinstance(forced, SkinnyConfig) or (isinstance(forced, Sm80Config) and forced not in SM80_FP8_CONFIGS):
+            raise ValueError(f"GEMM config {forced.name} takes 16-bit inputs; FP8 runs on the Hopper builds or "
+                             f"the FP8 mma.sync ones ({', '.join(c.name for c in SM80_FP8_CONFIGS)})")
+        if isinstance(forced, Sm80Config) or not wgmma:
+            return sm80_plan(m, n, batch, sms, SM80_FP8_CONFIGS, small_only=not native_fp8)
     if not fp8 and takes_skinny(m, n, batch, b_k_major, wgmma, k):
         return skinny_plan(m, n, k, sms)
     if not fp8 and (isinstance(_forced(), Sm80Config) or (not wgmma and not isinstance(_forced(), Sm90Config))):

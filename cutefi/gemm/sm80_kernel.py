@@ -3,6 +3,9 @@ DSL. ABI, configurations and launch: ``launch.py`` (``sm80_contract``).
 
 ``C[l] = A[l] @ B[l] (+ bias)``, A row-major ``[M, K]``, B K-major (an nn.Linear weight's
 ``w.t()``) or N-major (row-major ``[K, N]``), C row-major; every size and stride at run time.
+FP8 builds (e4m3 or e5m2 operands, sm_89 and newer: ``mma.sync`` m16n8k32 with FP8 inputs)
+take a K-major B only, as the FP8 MMA does, and scale the fp32 sums by the two per-tensor
+scales (read on the device) before the conversion.
 A CTA computes one ``tile_m x tile_n`` tile, taken in grouped-raster order (``group_m`` M tiles
 share their B tiles in L2). Stages:
   1. the tile's A and B K tiles stream into a ``stages``-deep shared-memory ring with 16-byte
@@ -28,7 +31,7 @@ from cutefi.cute.pdl import wait_for_inputs
 from cutefi.cute.tile_scheduler import GroupedRaster
 from cutefi.gemm import launch
 
-VEC = 8  # 16-bit elements of a 16-byte copy
+VEC = 8  # 16-bit elements of a 16-byte copy (the output's)
 
 
 class GemmSm80:
@@ -37,7 +40,9 @@ class GemmSm80:
     # ------------------------------------------------------------------ #
     def __init__(self, dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, tile_k: int,
                  stages: int, warps_m: int, warps_n: int) -> None:
-        if dtype not in launch.DTYPES or out_dtype not in launch.OUT_DTYPES or b_major not in launch.B_MAJORS:
+        fp8 = dtype in launch.FP8_DTYPES
+        if (dtype not in launch.DTYPES and not fp8) or out_dtype not in launch.OUT_DTYPES or \
+                b_major not in (("k",) if fp8 else launch.B_MAJORS):
             raise ValueError(f"unsupported mma.sync GEMM build: {dtype} -> {out_dtype}, B {b_major}-major")
         self.contract = launch.sm80_contract(dtype, out_dtype, b_major, tile_m, tile_n, tile_k, stages, warps_m,
                                              warps_n)
@@ -45,6 +50,10 @@ class GemmSm80:
         self.dtype = cute_dtype(dtype)
         self.out_dtype = cute_dtype(out_dtype)
         self.b_k_major = b_major == "k"
+        self.fp8 = dtype in launch.FP8_DTYPES
+        self.vec = launch.align_elems(dtype)  # operand elements of a 16-byte copy
+        # the MMA: m16n8k16 on 16-bit operands, m16n8k32 on FP8 (both K-major)
+        self.mma_k = 32 if self.fp8 else 16
 
     @cute.jit
     def __call__(self, args: KernelArgs):
@@ -54,14 +63,16 @@ class GemmSm80:
     def _ring_layout(self, rows: int, k_major: bool):
         """(rows, tile_k, stages), swizzled so 8 rows of 16-byte pieces hit 8 bank groups."""
         config = self.config
+        line = 8 * self.vec  # elements of a 128-byte line
         if const_expr(k_major):
-            width = min(config.tile_k, 64)
+            width = min(config.tile_k, line)
             atom = cute.make_layout((8, width), stride=(width, 1))
         else:
-            width = min(rows, 64)
-            atom = cute.make_layout((width, 8), stride=(1, width))
-        bits = min(3, (width * 16 // 128).bit_length() - 1)
-        swizzled = cute.make_composed_layout(cute.make_swizzle(bits, 3, 3), 0, atom)
+            width = min(rows, line)
+            atom = cute.make_layout((width, self.vec), stride=(1, width))
+        # 16-byte pieces (vec elements, the swizzle's base) XOR-ed by row bits, 8 rows apart
+        bits = min(3, (width // self.vec).bit_length() - 1)
+        swizzled = cute.make_composed_layout(cute.make_swizzle(bits, self.vec.bit_length() - 1, 3), 0, atom)
         return cute.tile_to_shape(swizzled, (rows, config.tile_k, config.stages), (0, 1, 2))
 
     def _c_layout(self):
@@ -73,14 +84,15 @@ class GemmSm80:
     def _gmem_copy(self, atom, rows: int, k_major: bool, dtype):
         """Threads over a (rows, tile_k) tile, 16 bytes each, along its contiguous mode."""
         config = self.config
+        vec = self.vec
         if const_expr(k_major):
-            across = config.tile_k // VEC
+            across = config.tile_k // vec
             threads = cute.make_layout((config.threads // across, across), stride=(across, 1))
-            values = cute.make_layout((1, VEC))
+            values = cute.make_layout((1, vec))
         else:
-            across = rows // VEC
+            across = rows // vec
             threads = cute.make_layout((across, config.threads // across), stride=(1, across))
-            values = cute.make_layout((VEC, 1))
+            values = cute.make_layout((vec, 1))
         return cute.make_tiled_copy_tv(atom, threads, values)
 
     # ------------------------------------------------------------------ #
@@ -102,22 +114,27 @@ class GemmSm80:
         s_a = smem.allocate_tensor(self.dtype, a_ring, 128)
         s_b = smem.allocate_tensor(self.dtype, b_ring, 128)
 
-        # global views, (rows, K, L) and (M, N, L); strides are multiples of 8 elements
+        # global views, (rows, K, L) and (M, N, L); strides are multiples of 16 bytes
         k = args.k
-        lda = cute.assume(args.lda, divby=VEC)
-        ldb = cute.assume(args.ldb, divby=VEC)
+        vec = self.vec
+        lda = cute.assume(args.lda, divby=vec)
+        ldb = cute.assume(args.ldb, divby=vec)
         ldc = cute.assume(args.ldc, divby=VEC)
         m_a = cute.make_tensor(args.a, cute.make_layout((args.m, k, args.batch),
-                                                        stride=(lda, 1, cute.assume(args.batch_a, divby=VEC))))
+                                                        stride=(lda, 1, cute.assume(args.batch_a, divby=vec))))
         b_strides = (ldb, 1) if const_expr(self.b_k_major) else (1, ldb)
         m_b = cute.make_tensor(args.b, cute.make_layout((args.n, k, args.batch),
-                                                        stride=(*b_strides, cute.assume(args.batch_b, divby=VEC))))
+                                                        stride=(*b_strides, cute.assume(args.batch_b, divby=vec))))
         m_c = cute.make_tensor(args.c, cute.make_layout((args.m, args.n, args.batch),
                                                         stride=(ldc, 1, cute.assume(args.batch_c, divby=VEC))))
 
+        if const_expr(self.fp8):
+            mma_op = warp.MmaFP8Op(self.dtype, Float32, (16, 8, 32))
+        else:
+            mma_op = warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16))
         tiled_mma = cute.make_tiled_mma(
-            warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16)), cute.make_layout((config.warps_m, config.warps_n, 1)),
-            permutation_mnk=(16 * config.warps_m, 16 * config.warps_n, 16))  # n16: one ldmatrix.x4 of B
+            mma_op, cute.make_layout((config.warps_m, config.warps_n, 1)),
+            permutation_mnk=(16 * config.warps_m, 16 * config.warps_n, self.mma_k))  # n16: one ldmatrix.x4 of B
         thr_mma = tiled_mma.get_slice(tidx)
         acc = cute.make_rmem_tensor(thr_mma.partition_shape_C((tile_m, tile_n)), Float32)
         acc.fill(0.0)
@@ -245,6 +262,10 @@ class GemmSm80:
             for i in cutlass.range(cute.size(acc), unroll_full=True):
                 col = cutlass.min(n_tile * tile_n + coords[i][1], args.n - 1)
                 acc[i] = acc[i] + Float32(bias[col])
+        if const_expr(self.fp8):  # the per-tensor scales, applied once to the fp32 sums
+            scale = cute.make_tensor(args.scale_a, cute.make_layout(1))[0] * \
+                cute.make_tensor(args.scale_b, cute.make_layout(1))[0]
+            acc.store(acc.load() * scale)
         out = cute.make_fragment_like(acc, self.out_dtype)
         out.store(acc.load().to(self.out_dtype))
         cute.autovec_copy(out, thr_mma.partition_C(s_c))

@@ -27,6 +27,7 @@ class Family(str, Enum):
 
     SIMT = "simt"          # plain loads/stores and FMAs: every chip from sm_80
     MMA_SYNC = "mma_sync"  # warp-level mma.sync tensor cores
+    MMA_SYNC_FP8 = "mma_sync_fp8"  # mma.sync with FP8 operands: sm_89 and newer
     TMA = "tma"            # bulk tensor copies and thread-block clusters: sm_90 and newer
     WGMMA = "wgmma"        # Hopper warpgroup MMA: exactly sm_90a
     TCGEN05 = "tcgen05"    # Blackwell datacenter tensor cores: sm_100a / sm_103a
@@ -39,6 +40,7 @@ _MMA_SYNC_CCS = {(8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12,
 _FAMILY_RULE = {
     Family.SIMT: "builds for compute capability 8.0 and newer",
     Family.MMA_SYNC: "builds for 8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0 and 12.1",
+    Family.MMA_SYNC_FP8: "needs FP8 mma.sync: builds for 8.9, 9.0, 10.0, 10.3, 11.0, 12.0 and 12.1",
     Family.TMA: "needs TMA and clusters (compute capability 9.0 and newer)",
     Family.WGMMA: "needs wgmma, which only sm_90a has",
     Family.TCGEN05: "needs tcgen05 (sm_100a or sm_103a)",
@@ -53,9 +55,11 @@ def family_target(family: Family, requested: Target) -> Target | str:
     where the family can use a family-portable cubin.
     """
     major, minor = requested.cc
-    if major < 8 or (family is not Family.SIMT and family is not Family.MMA_SYNC and major < 9):
+    if major < 8 or (family not in (Family.SIMT, Family.MMA_SYNC, Family.MMA_SYNC_FP8) and major < 9):
         return f"the {family.value} family {_FAMILY_RULE[family]}"
     if family is Family.MMA_SYNC and requested.cc not in _MMA_SYNC_CCS:
+        return f"the {family.value} family {_FAMILY_RULE[family]}"
+    if family is Family.MMA_SYNC_FP8 and (requested.cc not in _MMA_SYNC_CCS or requested.cc < (8, 9)):
         return f"the {family.value} family {_FAMILY_RULE[family]}"
     if family is Family.WGMMA:
         return Target(9, 0, "a") if requested.cc == (9, 0) else f"the wgmma family {_FAMILY_RULE[family]}"
