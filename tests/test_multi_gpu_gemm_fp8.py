@@ -1,5 +1,6 @@
-"""GPU tier, two Hopper GPUs in one process: the FP8 and grouped GEMMs (mm_fp8,
-gemm_fp8_nt_groupwise, group_gemm_fp8_nt_groupwise, SegmentGEMMWrapper) with every tensor on
+"""GPU tier, two Hopper GPUs in one process: the FP8 and grouped GEMMs (mm_fp8 on the wgmma
+and, forced, the FP8 mma.sync builds; gemm_fp8_nt_groupwise, group_gemm_fp8_nt_groupwise,
+SegmentGEMMWrapper) with every tensor on
 cuda:1 while cuda:0 is current, on cuda:1's current stream and on a side stream, the inputs
 queued behind a sleep on that stream (a launch on any other stream reads them before they
 are written), against float32 references written here."""
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 import cutefi
+from cutefi.gemm.plan import override
 
 NUM_GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 pytestmark = [pytest.mark.gpu,
@@ -45,6 +47,7 @@ def _references(t):
                               for e in range(3)]),
         "segment": torch.cat([t["x"][ends[e]:ends[e + 1]].float() @ t["w"][e].float().t() for e in range(3)]),
         "mm_fp8": t["a"].float() @ t["b"][0].float().t(),
+        "mm_fp8_mma_sync": t["a"].float() @ t["b"][0].float().t(),
     }
 
 
@@ -56,7 +59,14 @@ def _run(t):
                                                       scale_major_mode="K"),
         "segment": seg.run(t["x"], t["w"], 3, True, seg_indptr=t["indptr"]),
         "mm_fp8": cutefi.mm_fp8(t["a"], t["b"][0].t()),
+        "mm_fp8_mma_sync": _mma_sync_fp8(t["a"], t["b"][0].t()),
     }
+
+
+def _mma_sync_fp8(a, b):
+    """mm_fp8 on the FP8 mma.sync build (sm_89/sm_120a's path), forced on this Hopper."""
+    with override(config="64x64x64s4"):
+        return cutefi.mm_fp8(a, b)
 
 
 @pytest.mark.parametrize("side_stream", [False, True], ids=["current-stream", "side-stream"])
