@@ -119,17 +119,23 @@ def test_fp8_graph_compile_and_side_stream():
     eager = cutefi.mm_fp8(a, b, alpha)
     compiled = torch.compile(lambda x, w, s: cutefi.mm_fp8(x, w, s) * 2, fullgraph=True)
     torch.testing.assert_close(compiled(a, b, alpha), eager * 2)
+    assert_graph_and_side_stream_match(lambda out=None: cutefi.mm_fp8(a, b, alpha, out=out), eager)
+
+
+def assert_graph_and_side_stream_match(call, eager: torch.Tensor) -> None:
+    """``call(out=...)`` captured in a CUDA graph and replayed, and ``call()`` on a side
+    stream, give ``eager``'s bits."""
     out = torch.full_like(eager, float("nan"))
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        cutefi.mm_fp8(a, b, alpha, out=out)
+        call(out=out)
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, eager)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        again = cutefi.mm_fp8(a, b, alpha)
+        again = call()
     torch.cuda.current_stream().wait_stream(side)
     assert torch.equal(again, eager)
 

@@ -12,7 +12,7 @@ import contextlib
 
 import pytest
 import torch
-from test_gpu_gemm_fp8 import FORMATS, assert_close, quantised, reference, weight_t
+from test_gpu_gemm_fp8 import FORMATS, assert_close, assert_graph_and_side_stream_match, quantised, reference, weight_t
 
 import cutefi
 from cutefi.gemm import launch
@@ -75,17 +75,6 @@ def test_fp8_mma_sync_without_alpha_and_graph_and_side_stream():
     with forced(None):
         plain = cutefi.mm_fp8(a, b)
         assert_close(plain, reference(a, 1.0, b, 1.0), torch.bfloat16)
-        eager = cutefi.mm_fp8(a, b, a_scale * b_scale)
-        out = torch.full_like(eager, float("nan"))
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            cutefi.mm_fp8(a, b, a_scale * b_scale, out=out)
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(out, eager)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            again = cutefi.mm_fp8(a, b, a_scale * b_scale)
-        torch.cuda.current_stream().wait_stream(side)
-        assert torch.equal(again, eager)
+        alpha = a_scale * b_scale
+        eager = cutefi.mm_fp8(a, b, alpha)
+        assert_graph_and_side_stream_match(lambda out=None: cutefi.mm_fp8(a, b, alpha, out=out), eager)
