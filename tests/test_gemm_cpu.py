@@ -303,8 +303,10 @@ def test_fp8_plan_and_refusals_without_a_gpu():
 
     a = torch.zeros(4, 32, dtype=torch.float8_e4m3fn)
     b = torch.zeros(16, 32, dtype=torch.float8_e5m2).t()
-    with pytest.raises(TypeError, match="share one FP8 format"):
+    with pytest.raises(ValueError, match="CUDA"):  # (mixed formats pass the checks up to the device)
         cutefi.mm_fp8(a, b)
+    with pytest.raises(TypeError, match="float8"):
+        cutefi.mm_fp8(a, b.to(torch.bfloat16))
     with pytest.raises(ValueError, match="FlashInfer's"):
         cutefi.bmm_fp8(a[None], b[None], torch.ones(1), torch.ones(1), torch.bfloat16, backend="cublas")
     # FP8 tensor cores from sm_89 on (wgmma on Hopper, FP8 mma.sync elsewhere); none before
@@ -412,6 +414,18 @@ def test_fp8_mma_sync_plan():
             launch_plan(4096, 4096, 4096, 1, 84, True, wgmma=False)
     with override(config="128x128x32s4"), pytest.raises(ValueError, match="16-bit inputs"):
         launch_plan(4096, 4096, 4096, 1, 84, True, **fp8)
+    # block scales: 128 x 128 from half a wave where the FP8 MMA is native, else 64 x 64
+    from cutefi.gemm.plan import block_scaled_plan
+
+    wide, small = launch.SM80_BLOCK_SCALED_CONFIGS
+    assert block_scaled_plan(4096, 7168, 2048, 84, wgmma=False).config == wide
+    assert block_scaled_plan(128, 2048, 2048, 84, wgmma=False).config == small  # (16 wide tiles)
+    assert block_scaled_plan(4096, 7168, 2048, 148, wgmma=False, native_fp8=False).config == small
+    with override(config=small.name):
+        plan = block_scaled_plan(300, 1000, 1008, 132)  # (forced on a Hopper)
+        assert (plan.config, plan.tiles) == (small, 5 * 16)
+    with override(config="64x64x64s4"), pytest.raises(ValueError, match="no block-scaled mma.sync build"):
+        block_scaled_plan(300, 1000, 1008, 132)
 
 
 @requires_dsl
@@ -446,6 +460,38 @@ def test_mma_sync_build_is_ldgsts_ldsm_hmma(arch, b_major):
     assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", sass)) == 4 * 8 * 2
     assert re.search(r"\bLDGSTS\.E\.BYPASS\.(LTC128B\.)?128\b", sass) and re.search(r"\bLDSM\.16\.", sass)
     assert not re.search(r"\b(LDL|STL)\b", sass), "the mma.sync GEMM spills"
+
+
+@requires_dsl
+@pytest.mark.parametrize("arch", ["8.9", "12.0a", "10.0a"])
+def test_block_scaled_mma_sync_build(arch):
+    """Block scales on mma.sync: a 128-deep K tile's QMMAs (four k32 steps) into a scratch set,
+    promoted with one FFMA an accumulator; no spills (the 64 x 64 build where ptxas emulates
+    the FP8 MMA, sm_100a)."""
+    native = arch != "10.0a"
+    for config in launch.SM80_BLOCK_SCALED_CONFIGS[0 if native else 1:]:
+        _, sass = _build(launch.SM80_BLOCK_SCALED_SPECS[("fp8e4m3", "bf16", config)], arch)
+        per_warp = (config.tile_m // config.warps_m // 16) * (config.tile_n // config.warps_n // 8)
+        mma = r"\bQMMA\.16832\.F32\.E4M3\.E4M3\b" if native else r"\bHMMA\.16816\.F32\b"
+        assert len(re.findall(mma, sass)) == per_warp * 4 * (1 if native else 2), config.name
+        assert len(re.findall(r"\bFFMA\b", sass)) >= config.tile_m * config.tile_n // config.threads
+        assert not re.search(r"\b(LDL|STL)\b", sass), f"{config.name} spills on {arch}"
+
+
+@requires_dsl
+@pytest.mark.parametrize("a_format,b_format", [("fp8e4m3", "fp8e5m2"), ("fp8e5m2", "fp8e4m3")])
+def test_mixed_fp8_builds(a_format, b_format):
+    """Mixed FP8 formats: the wgmma and the mma.sync instruction take each operand's format
+    (QGMMA ...E4M3.E5M2 on Hopper, a swapped build too; QMMA ...E4M3.E5M2 on sm_89)."""
+    pair = (a_format, b_format)
+    a_name, b_name = (f.upper()[3:] for f in pair)
+    for config, width in ((Sm90Config(128, 256, 1), 256), (Sm90Config(128, 64, 1, True), 64)):
+        _, sass = _build(launch.SM90_SPECS[(pair, "bf16", "k", config)], "9.0a")
+        assert re.search(r"\bQGMMA\.64x%dx32\.F32\.%s\.%s\b" % (width, a_name, b_name), sass), config.name
+        assert not re.search(r"\b(LDL|STL)\b", sass)
+    _, sass = _build(launch.SM80_SPECS[(pair, "fp16", "k", launch.SM80_FP8_CONFIGS[0])], "8.9")
+    assert len(re.findall(r"\bQMMA\.16832\.F32\.%s\.%s\b" % (a_name, b_name), sass)) == 64
+    assert not re.search(r"\b(LDL|STL)\b", sass)
 
 
 @requires_dsl

@@ -48,6 +48,7 @@ def _references(t):
         "segment": torch.cat([t["x"][ends[e]:ends[e + 1]].float() @ t["w"][e].float().t() for e in range(3)]),
         "mm_fp8": t["a"].float() @ t["b"][0].float().t(),
         "mm_fp8_mma_sync": t["a"].float() @ t["b"][0].float().t(),
+        "groupwise_mma_sync": a @ _dequantised(t["b"][0], t["b_scale"][0], 128).t(),
     }
 
 
@@ -59,14 +60,16 @@ def _run(t):
                                                       scale_major_mode="K"),
         "segment": seg.run(t["x"], t["w"], 3, True, seg_indptr=t["indptr"]),
         "mm_fp8": cutefi.mm_fp8(t["a"], t["b"][0].t()),
-        "mm_fp8_mma_sync": _mma_sync_fp8(t["a"], t["b"][0].t()),
+        "mm_fp8_mma_sync": _forced("64x64x64s4", cutefi.mm_fp8, t["a"], t["b"][0].t()),
+        "groupwise_mma_sync": _forced("64x64x128s4", cutefi.gemm_fp8_nt_groupwise, t["a"], t["b"][0], t["a_scale"],
+                                      t["b_scale"][0], "K"),
     }
 
 
-def _mma_sync_fp8(a, b):
-    """mm_fp8 on the FP8 mma.sync build (sm_89/sm_120a's path), forced on this Hopper."""
-    with override(config="64x64x64s4"):
-        return cutefi.mm_fp8(a, b)
+def _forced(config: str, function, *args):
+    """``function`` on an FP8 mma.sync build (sm_89/sm_120a's path), forced on this Hopper."""
+    with override(config=config):
+        return function(*args)
 
 
 @pytest.mark.parametrize("side_stream", [False, True], ids=["current-stream", "side-stream"])

@@ -75,3 +75,44 @@ def promote(acc: cute.Tensor, scratch: cute.Tensor, scale_r: Float32, scale_r8: 
     element): a 128-column slice's sums are a run of the tile's accumulators."""
     for i in cutlass.range_constexpr(cute.size(scratch)):
         acc[first + i] = acc[first + i] + scratch[i] * (scale_r if (i // 2) % 2 == 0 else scale_r8)
+
+
+# ---- the mma.sync kernel's promotion (sm_89 / sm_120a: gemm/sm80_kernel.py) ------------------
+# A thread of an m16n8 MMA holds rows r and r + 8 (mode 0's second index h) of each of its MMA
+# tiles along M (mode 1), two columns of each along N (mode 0's first index, mode 2); a CTA tile
+# lies inside one weight block (tile_n divides 128), so one weight scale serves the whole tile.
+
+
+def mma_sync_offsets(args, thr_mma, tile_shape: tuple[int, int], first_row: Int32, first_col: Int32) -> tuple:
+    """(activation-scale offsets of this thread's rows, one per (M tile, h), and the weight
+    block's offset), at K block 0; rows past M read the last row's scale (their sums are
+    dropped)."""
+    coords = thr_mma.partition_C(cute.make_identity_tensor(tile_shape))
+    rows = []
+    for mm in range(cute.size(coords, mode=[1])):  # (trace-time Python: no DSL loop)
+        for h in range(2):
+            row = cutlass.min(first_row + coords[(0, h), mm, 0][0], args.m - 1)
+            rows.append((row // args.scale_rows) * args.sa_row)
+    return tuple(rows), (first_col // BLOCK) * args.sb_col
+
+
+@cute.jit
+def mma_sync_load(args, offsets: tuple, k_block: Int32) -> tuple:
+    """The scale products of K block ``k_block``, one per (M tile, h) of this thread."""
+    scale_a = cute.make_tensor(args.scale_a, cute.make_layout(_FLAT))
+    scale_b = cute.make_tensor(args.scale_b, cute.make_layout(_FLAT))
+    weight = scale_b[offsets[1] + k_block * args.sb_k]
+    return tuple(scale_a[row + k_block * args.sa_k] * weight for row in offsets[0])
+
+
+@cute.jit
+def mma_sync_promote(acc: cute.Tensor, sums: cute.Tensor, factors: tuple):
+    """``acc += sums * factor`` of each element's row (one FFMA an element), then ``sums = 0``
+    for the next K block."""
+    for mm in cutlass.range_constexpr(cute.size(acc, mode=[1])):
+        for h in cutlass.range_constexpr(2):
+            factor = factors[2 * mm + h]
+            for nn in cutlass.range_constexpr(cute.size(acc, mode=[2])):
+                for c in cutlass.range_constexpr(2):
+                    acc[(c, h), mm, nn] = acc[(c, h), mm, nn] + sums[(c, h), mm, nn] * factor
+    sums.fill(0.0)

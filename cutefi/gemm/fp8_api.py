@@ -9,8 +9,9 @@ sm_89 have no FP8 tensor cores: refused.
 output dtype. Taken without a copy: ``A`` ``[b, M, K]`` / ``a`` ``[M, K]`` with contiguous rows;
 ``B`` ``[b, K, N]`` / ``b`` ``[K, N]`` column-major (the transposed view of an ``[N, K]``
 weight: wgmma reads 8-bit operands K-major only); ``out`` with contiguous rows. K must be a
-multiple of 16 and N of 8 (rows of 16 bytes, for TMA); A and B one FP8 format (e4m3 or e5m2)
-each, the same for both.
+multiple of 16 and N of 8 (rows of 16 bytes, for TMA); A and B each e4m3 or e5m2, mixed
+formats included (as FlashInfer's ``bmm_fp8`` takes them; the FP8 MMAs take each operand's
+format on its own).
 
 Accuracy: the sums are the FP8 wgmmas' own (as in cuBLAS's fast-accumulation mode), not
 promoted into a second fp32 set every K stage, so the error grows with K: on the H200, 2.1e-3
@@ -57,8 +58,6 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype:
             raise ValueError(f"{name} must be {rank}-D, got shape {tuple(tensor.shape)}")
         if tensor.dtype not in _FP8:
             raise TypeError(f"{name} must be torch.float8_e4m3fn or torch.float8_e5m2, got {tensor.dtype}")
-    if a.dtype != b.dtype:
-        raise TypeError(f"{a_name} and {b_name} must share one FP8 format, got {a.dtype} and {b.dtype}")
     if batched and a.shape[0] != b.shape[0]:
         raise ValueError(f"A {tuple(a.shape)} and B {tuple(b.shape)} must have the same batch size")
     m, k = a.shape[-2:]
@@ -100,8 +99,12 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype:
             raise ValueError(f"{name}'s batch stride must be a multiple of {align} elements (16 bytes)")
     plan = launch_plan(m, n, k, batch, _sms(device), True, wgmma=cc == (9, 0), k_tile=launch.tile_k("fp8e4m3"),
                        native_fp8=cc in _NATIVE_FP8_MMA)
+    # the kernel's (A, B) formats: a swapped build's A is the weight; mixed ones keyed as a pair
+    formats = (_FP8[a.dtype], _FP8[b.dtype])
+    if not isinstance(plan, Sm80Plan) and plan.config.swap:
+        formats = formats[::-1]
     specs = launch.SM80_SPECS if isinstance(plan, Sm80Plan) else launch.SM90_SPECS
-    spec = specs[(_FP8[a.dtype], _OUT[out_dtype], "k", plan.config)]
+    spec = specs[(formats[0] if formats[0] == formats[1] else formats, _OUT[out_dtype], "k", plan.config)]
     return get_kernel(spec, device), device, expected, plan
 
 
@@ -197,7 +200,7 @@ def _ones(device: int) -> torch.Tensor:
 def bmm_fp8(A: torch.Tensor, B: torch.Tensor, A_scale: torch.Tensor, B_scale: torch.Tensor, dtype: torch.dtype,
             out: torch.Tensor | None = None, backend: str = "auto") -> torch.Tensor:
     """``out[i] = A_scale * B_scale * (A[i] @ B[i])``: ``A`` [b, M, K] and ``B`` [b, K, N]
-    (column-major) in one FP8 format, the scales one-element float32 tensors, ``dtype``
+    (column-major), each e4m3 or e5m2, the scales one-element float32 tensors, ``dtype``
     (or ``out``) bf16 or fp16."""
     _check_backend(backend)
     _check_scale("A_scale", A_scale)
@@ -212,7 +215,7 @@ def mm_fp8(a: torch.Tensor, b: torch.Tensor, alpha: torch.Tensor | None = None,
            out_dtype: torch.dtype = torch.bfloat16, out: torch.Tensor | None = None,
            backend: str = "auto") -> torch.Tensor:
     """``out = alpha * (a @ b)``: ``a`` [M, K] and ``b`` [K, N] (column-major: ``w.t()`` of an
-    [N, K] weight) in one FP8 format, ``alpha`` a one-element float32 tensor (None: 1.0)."""
+    [N, K] weight), each e4m3 or e5m2, ``alpha`` a one-element float32 tensor (None: 1.0)."""
     _check_backend(backend)
     if alpha is not None:
         _check_scale("alpha", alpha)

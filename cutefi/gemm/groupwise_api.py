@@ -1,6 +1,9 @@
 """FP8 GEMM with DeepSeek-style block scales: FlashInfer's ``gemm_fp8_nt_groupwise`` (and
 ``gemm_fp8_nt_blockscaled``) on the Hopper block-scaled wgmma builds (``sm90_kernel.py`` with
-``block_scaled``: each 128-element K block's sums promoted into fp32 registers times its scales).
+``block_scaled``: each 128-element K block's sums promoted into fp32 registers times its scales),
+and on other GPUs from sm_89 on the block-scaled mma.sync builds (``sm80_kernel.py``, the same
+promotion per K tile of 128; FP8 MMAs in hardware on sm_89 and sm_120a/121a, emulated by ptxas
+on sm_100a/103a).
 
 ``out[i, j] = sum over K blocks kb of a_scale[i, kb] * b_scale[j // 128, kb] * (a[i, kb] . b[j, kb])``
 with ``a`` ``[M, K]`` and ``b`` ``[N, K]`` (an nn.Linear weight; both rows contiguous, one FP8
@@ -14,7 +17,8 @@ activation scale per row and 128 columns of K, as DeepSeek-V3 quantises activati
   - ``None`` (FlashInfer's trtllm backend): ``a_scale`` ``[mb, kb]``, ``b_scale`` ``[kb, nb]``.
 
 Any strides (a transposed view is taken as it is). K must be a multiple of 16 and N of 8
-(16-byte rows, for TMA); M, N and K need not be multiples of 128. Hopper (sm_90a) only.
+(16-byte rows, for TMA); M, N and K need not be multiples of 128. sm_80/86 (no FP8 tensor
+cores) are refused.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from .._checks import require_cuda, require_same_device, require_tensor
 from .._library import compiling, define
 from ..jit.logs import api_log
 from ..jit.lookup import device_cc, get_kernel
-from ..jit.policy import Family
+from ..jit.policy import Family, family_target
+from ..jit.targets import Target
 from . import launch
 from .api import _PLANS, _check_backend, _no_output
-from .fp8_api import _FP8, _OUT, launch_hopper, output_for
-from .plan import GENERATION, block_scaled_plan
+from .fp8_api import _FP8, _NATIVE_FP8_MMA, _OUT, launch_hopper, launch_mma_sync, output_for
+from .plan import GENERATION, Sm80Plan, block_scaled_plan
 
 BLOCK = 128
 GRANULARITIES = ((1, BLOCK, BLOCK), (BLOCK, BLOCK, BLOCK))
@@ -94,17 +99,18 @@ def _plan(a, b, a_scale, b_scale, scale_major_mode, granularity, out, out_dtype)
     device = require_cuda("a", a)
     require_same_device(*[(name, t) for name, t in (("a", a), ("b", b), ("a_scale", a_scale), ("b_scale", b_scale),
                                                      ("out", out)) if t is not None])
-    if device_cc(device) != (9, 0):
-        cc = device_cc(device)
-        raise RuntimeError(f"gemm_fp8_nt_groupwise runs on Hopper (sm_90a) only for now; device {device} is "
-                           f"sm_{cc[0]}{cc[1]}")
+    cc = device_cc(device)
+    if not isinstance(family_target(Family.MMA_SYNC_FP8, Target(*cc)), Target):
+        raise RuntimeError(f"gemm_fp8_nt_groupwise needs FP8 tensor cores (compute capability 8.9 or newer: sm_89, "
+                           f"sm_90a, sm_100a, sm_120a ...); device {device} is sm_{cc[0]}{cc[1]}")
     strides = dict(scale_rows=scale_rows, sa_row=sa_row, sa_k=sa_k, sb_col=sb_col, sb_k=sb_k)
     if min(m, n, k) == 0:
         return None, device, (m, n), None, strides
     from .api import _sms
 
-    plan = block_scaled_plan(m, n, k, _sms(device))
-    spec = launch.BLOCK_SCALED_SPECS[(_FP8[a.dtype], _OUT[out_dtype], plan.config)]
+    plan = block_scaled_plan(m, n, k, _sms(device), wgmma=cc == (9, 0), native_fp8=cc in _NATIVE_FP8_MMA)
+    specs = launch.SM80_BLOCK_SCALED_SPECS if isinstance(plan, Sm80Plan) else launch.BLOCK_SCALED_SPECS
+    spec = specs[(_FP8[a.dtype], _OUT[out_dtype], plan.config)]
     return get_kernel(spec, device), device, (m, n), plan, strides
 
 
@@ -129,8 +135,9 @@ def _groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale:
     if (a.data_ptr() | b.data_ptr() | out.data_ptr()) & 15 or (a_scale.data_ptr() | b_scale.data_ptr()) & 3:
         raise ValueError("a, b and out must start on 16-byte boundaries (slice views that start mid-row are not "
                          "taken), a_scale and b_scale on 4-byte ones")
-    launch_hopper(kernel, grid, device, a, b.t(), out, shape[0], shape[1], a.shape[1], False,
-                  scale_a=a_scale.data_ptr(), scale_b=b_scale.data_ptr(), **strides)
+    run = launch_mma_sync if isinstance(grid, Sm80Plan) else launch_hopper
+    run(kernel, grid, device, a, b.t(), out, shape[0], shape[1], a.shape[1], False, scale_a=a_scale.data_ptr(),
+        scale_b=b_scale.data_ptr(), **strides)
     return out
 
 
@@ -192,5 +199,5 @@ _OPS = {
                    " int scale_rows, Tensor(a!) out) -> ()", _into, _no_output),
     "traced": _traced,
 }
-for _function in (gemm_fp8_nt_groupwise, gemm_fp8_nt_blockscaled):
-    declare(_function, (Family.WGMMA,), ("fp8e4m3", "fp8e5m2"))
+for _function in (gemm_fp8_nt_groupwise, gemm_fp8_nt_blockscaled):  # (Hopper: wgmma)
+    declare(_function, (Family.MMA_SYNC_FP8,), ("fp8e4m3", "fp8e5m2"))

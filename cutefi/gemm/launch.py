@@ -166,7 +166,7 @@ def _swizzle(row_bytes: int) -> str:
 
 def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int,
                   cluster_m: int, swap: bool = False, cluster_k: int = 1, block_scaled: bool = False,
-                  grouped: bool = False, cluster_n: int = 1) -> LaunchContract:
+                  grouped: bool = False, cluster_n: int = 1, b_dtype: str | None = None) -> LaunchContract:
     config = Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k, cluster_n)
     if grouped and config not in GROUPED_CONFIGS:
         raise ValueError(f"grouped GEMM builds are {', '.join(c.name for c in GROUPED_CONFIGS)}; got {config.name}")
@@ -182,7 +182,7 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
     tma = (
         TmaRecipe("a", dtype, box=(k_box, tile_m // cluster_n, 1), placeholder=PLACEHOLDER,
                   swizzle=_swizzle(k_box * elem), l2_promotion="256B"),
-        TmaRecipe("b", dtype, box=b_box, placeholder=PLACEHOLDER,
+        TmaRecipe("b", b_dtype or dtype, box=b_box, placeholder=PLACEHOLDER,
                   swizzle="128B", l2_promotion="256B"),
     )
     if swap:  # the output, transposed: stored from registers through a pointer
@@ -218,20 +218,21 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
         smem_bytes=config.smem_bytes(dtype, out_dtype, grouped),
         tma=tma,
         entry=f"cutefi_gemm_sm90_{dtype}_{out_dtype}_{b_major}_{config.name}" + ("_bs" if block_scaled else "")
-        + ("_grouped" if grouped else ""),
+        + ("_grouped" if grouped else "") + (f"_b{b_dtype}" if b_dtype else ""),
         pdl=True,
     )
 
 
 def _sm90_spec(dtype: str, out_dtype: str, b_major: str, config: Sm90Config, block_scaled: bool = False,
-               grouped: bool = False) -> KernelSpec:
+               grouped: bool = False, b_dtype: str | None = None) -> KernelSpec:
     return KernelSpec.make("gemm.sm90", "cute", "cutefi.gemm.sm90_kernel:GemmSm90",
                            "cutefi.gemm.launch:sm90_contract", Family.WGMMA,
                            dtype=dtype, out_dtype=out_dtype, b_major=b_major, tile_m=config.tile_m,
                            tile_n=config.tile_n, cluster_m=config.cluster_m, swap=config.swap,
                            **({"cluster_k": config.cluster_k} if config.cluster_k > 1 else {}),
                            **({"cluster_n": config.cluster_n} if config.cluster_n > 1 else {}),
-                           **({"block_scaled": True} if block_scaled else {}), **({"grouped": True} if grouped else {}))
+                           **({"block_scaled": True} if block_scaled else {}), **({"grouped": True} if grouped else {}),
+                           **({"b_dtype": b_dtype} if b_dtype else {}))
 
 
 SM90_SPECS = {
@@ -246,6 +247,13 @@ FP8_CONFIGS = tuple(c for c in CONFIGS if c.cluster_m == 1 and not (c.swap and c
 SM90_SPECS.update({
     (dtype, out_dtype, "k", config): _sm90_spec(dtype, out_dtype, "k", config)
     for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in FP8_CONFIGS
+})
+# mixed FP8 formats (e4m3 x e5m2 either way, as FlashInfer's bmm_fp8 takes): keyed by the
+# kernel's (A, B) formats (a swapped build's A is the weight)
+SM90_SPECS.update({
+    ((dtype, b_dtype), out_dtype, "k", config): _sm90_spec(dtype, out_dtype, "k", config, b_dtype=b_dtype)
+    for dtype in FP8_DTYPES for b_dtype in FP8_DTYPES if b_dtype != dtype
+    for out_dtype in OUT_DTYPES for config in FP8_CONFIGS
 })
 # FP8 with block scales (DeepSeek-style 1x128 or 128x128 activation groups, 128x128 weight
 # blocks): a second fp32 set of accumulators takes each K block's sums, 128 columns at a time
@@ -381,8 +389,8 @@ class Sm80Config:
     def __post_init__(self) -> None:
         if self.tile_m not in (64, 128) or self.tile_n not in (64, 128, 256):
             raise ValueError(f"tile must be 64 or 128 x 64, 128 or 256, got {self.tile_m}x{self.tile_n}")
-        if self.tile_k not in (32, 64) or not 2 <= self.stages <= 6:
-            raise ValueError(f"tile_k must be 32 or 64 and stages 2..6, got {self.tile_k}, {self.stages}")
+        if self.tile_k not in (32, 64, 128) or not 2 <= self.stages <= 6:
+            raise ValueError(f"tile_k must be 32, 64 or 128 (FP8) and stages 2..6, got {self.tile_k}, {self.stages}")
         if self.tile_m % (32 * self.warps_m) or self.tile_n % (32 * self.warps_n):
             raise ValueError(f"each warp needs at least 32 x 32 of the tile: {self.name}")
 
@@ -404,24 +412,34 @@ SM80_CONFIGS = (Sm80Config(128, 128, 32, 4, 2, 2), Sm80Config(128, 256, 32, 3, 2
 # FP8 (sm_89 and newer): the same tiles and 64-byte K rows (64 FP8 elements, two m16n8k32 steps)
 SM80_FP8_CONFIGS = tuple(Sm80Config(c.tile_m, c.tile_n, 2 * c.tile_k, c.stages, c.warps_m, c.warps_n)
                          for c in SM80_CONFIGS)
+# FP8 with block scales: a K tile is one 128-element scale block, a tile inside one weight
+# block; the warps hold a scratch set of sums beside the accumulators (8 warps of 64 x 32 in
+# the 128 x 128 tile: 64 + 64 fp32 registers a thread)
+SM80_BLOCK_SCALED_CONFIGS = (Sm80Config(128, 128, 128, 3, 2, 4), Sm80Config(64, 64, 128, 4, 2, 2))
 
 
 def sm80_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, tile_k: int, stages: int,
-                  warps_m: int, warps_n: int) -> LaunchContract:
+                  warps_m: int, warps_n: int, b_dtype: str | None = None, block_scaled: bool = False) -> LaunchContract:
     config = Sm80Config(tile_m, tile_n, tile_k, stages, warps_m, warps_n)
-    fp8 = dtype in FP8_DTYPES  # + the per-tensor scales (FP8 takes no bias: has_bias is 0)
+    # FP8: + the scales (FP8 takes no bias: has_bias is 0); per tensor (one element each) or,
+    # block_scaled, scale_a[row // scale_rows, k block] and scale_b[col // 128, k block] at the
+    # element strides below (as the Hopper block-scaled builds take them)
+    fp8 = dtype in FP8_DTYPES
     return LaunchContract(
-        params=(*pointers("a", "b", dtype=dtype), Param("c", "ptr", out_dtype, 16),
+        params=(*pointers("a", dtype=dtype), *pointers("b", dtype=b_dtype or dtype), Param("c", "ptr", out_dtype, 16),
                 Param("bias", "ptr", out_dtype if fp8 else dtype, 2),
                 *(pointers("scale_a", "scale_b", dtype="fp32", align=4) if fp8 else ()),
                 *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias"),
-                *scalars("i64", "lda", "ldb", "ldc", "batch_a", "batch_b", "batch_c")),
+                *scalars("i64", "lda", "ldb", "ldc", "batch_a", "batch_b", "batch_c"),
+                *(scalars("i32", "scale_rows", "sa_row", "sa_k", "sb_col", "sb_k") if block_scaled else ())),
         block=(config.threads, 1, 1),
         grid=lambda p: (ceil_div(p["m"], tile_m) * ceil_div(p["n"], tile_n) * p["batch"], 1, 1),
         sample={"m": 4096, "n": 4096, "k": 4096, "batch": 1, "group_m": 8, "has_bias": 0, "lda": 4096,
-                "ldb": 4096, "ldc": 4096, "batch_a": 0, "batch_b": 0, "batch_c": 0},
+                "ldb": 4096, "ldc": 4096, "batch_a": 0, "batch_b": 0, "batch_c": 0,
+                **({"scale_rows": 1, "sa_row": 32, "sa_k": 1, "sb_col": 32, "sb_k": 1} if block_scaled else {})},
         smem_bytes=config.smem_bytes(dtype),
-        entry=f"cutefi_gemm_sm80_{dtype}_{out_dtype}_{b_major}_{config.name}",
+        entry=f"cutefi_gemm_sm80_{dtype}_{out_dtype}_{b_major}_{config.name}" + (f"_b{b_dtype}" if b_dtype else "")
+        + ("_bs" if block_scaled else ""),
         pdl=True,
     )
 
@@ -435,11 +453,19 @@ SM80_SPECS = {
     for dtype in DTYPES for out_dtype in OUT_DTYPES for b_major in B_MAJORS for config in SM80_CONFIGS
 }
 SM80_SPECS.update({
-    (dtype, out_dtype, "k", config): KernelSpec.make(
+    (dtype if dtype == b_dtype else (dtype, b_dtype), out_dtype, "k", config): KernelSpec.make(
         "gemm.sm80", "cute", "cutefi.gemm.sm80_kernel:GemmSm80", "cutefi.gemm.launch:sm80_contract",
         Family.MMA_SYNC_FP8, dtype=dtype, out_dtype=out_dtype, b_major="k", tile_m=config.tile_m,
         tile_n=config.tile_n, tile_k=config.tile_k, stages=config.stages, warps_m=config.warps_m,
-        warps_n=config.warps_n)
-    for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in SM80_FP8_CONFIGS
+        warps_n=config.warps_n, **({"b_dtype": b_dtype} if b_dtype != dtype else {}))
+    for dtype in FP8_DTYPES for b_dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in SM80_FP8_CONFIGS
 })
-register(*SM80_SPECS.values())
+SM80_BLOCK_SCALED_SPECS = {
+    (dtype, out_dtype, config): KernelSpec.make(
+        "gemm.sm80", "cute", "cutefi.gemm.sm80_kernel:GemmSm80", "cutefi.gemm.launch:sm80_contract",
+        Family.MMA_SYNC_FP8, dtype=dtype, out_dtype=out_dtype, b_major="k", tile_m=config.tile_m,
+        tile_n=config.tile_n, tile_k=config.tile_k, stages=config.stages, warps_m=config.warps_m,
+        warps_n=config.warps_n, block_scaled=True)
+    for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in SM80_BLOCK_SCALED_CONFIGS
+}
+register(*SM80_SPECS.values(), *SM80_BLOCK_SCALED_SPECS.values())

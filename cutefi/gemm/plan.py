@@ -65,8 +65,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from .launch import (
-    BLOCK_SCALED_CONFIGS, CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_CONFIGS, SM80_FP8_CONFIGS, SkinnyConfig, Sm80Config,
-    Sm90Config, tiles,
+    BLOCK_SCALED_CONFIGS, CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_BLOCK_SCALED_CONFIGS, SM80_CONFIGS,
+    SM80_FP8_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles,
 )
 
 SKINNY_MAX_N_HOPPER = 4096
@@ -146,10 +146,11 @@ def parse_config(text: str) -> Config:
     if text.lower().startswith("t"):
         return _parse_skinny(text)
     if text.lower().count("x") == 2:
-        found = [c for c in SM80_CONFIGS + SM80_FP8_CONFIGS if c.name == text.lower()]
+        built = SM80_CONFIGS + SM80_FP8_CONFIGS + SM80_BLOCK_SCALED_CONFIGS
+        found = [c for c in built if c.name == text.lower()]
         if not found:
             raise ValueError(f"mma.sync GEMM config {text!r} is not built; built: "
-                             f"{', '.join(c.name for c in SM80_CONFIGS + SM80_FP8_CONFIGS)}")
+                             f"{', '.join(c.name for c in built)}")
         return found[0]
     try:
         swap = text.lower().endswith("t")
@@ -357,12 +358,23 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
     return _split_plan(config, tiles_m * tiles_n * batch, k, sms, k_tile, CONFIGS)
 
 
-def block_scaled_plan(m: int, n: int, k: int, sms: int) -> LaunchPlan:
+def block_scaled_plan(m: int, n: int, k: int, sms: int, wgmma: bool = True,
+                      native_fp8: bool = True) -> LaunchPlan | Sm80Plan:
     """The plan of a block-scaled FP8 problem (one matrix, ``BLOCK_SCALED_CONFIGS``): 128 x 256
     tiles from 0.8 of a wave of them, else 128 x 128 tiles when they give at least an eighth
     of a wave, else 128 x 64; split-K as for the other builds (pairs in clusters of two at
-    128 x 128)."""
+    128 x 128). Off Hopper (``wgmma`` False, or an mma.sync build forced): the block-scaled
+    mma.sync builds, 128 x 128 from half a wave of them where the chip has FP8 MMAs, else
+    64 x 64 (and always where ptxas emulates them: the 128-wide build spills there)."""
     forced = _forced()
+    if isinstance(forced, Sm80Config) or not wgmma:
+        if forced is not None and forced not in SM80_BLOCK_SCALED_CONFIGS:
+            raise ValueError(f"GEMM config {forced.name} has no block-scaled mma.sync build; built: "
+                             f"{', '.join(c.name for c in SM80_BLOCK_SCALED_CONFIGS)}")
+        wide, small = SM80_BLOCK_SCALED_CONFIGS
+        config = forced or (wide if native_fp8 and 2 * -(-m // 128) * -(-n // 128) >= sms else small)
+        return Sm80Plan(config, -(-m // config.tile_m) * -(-n // config.tile_n),  # type: ignore[arg-type]
+                        int(_OVERRIDE.get("group_m", GROUP_M)))  # type: ignore[arg-type]
     if forced is not None:
         if forced not in BLOCK_SCALED_CONFIGS:
             raise ValueError(f"GEMM config {forced.name} has no block-scaled build; built: "

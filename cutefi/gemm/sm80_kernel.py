@@ -25,8 +25,10 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warp
 
 from cutefi.cute import args as kernel_args
+from cutefi.cute import block_scale
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.mma_fp8 import MmaFP8MixedOp
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.cute.tile_scheduler import GroupedRaster
 from cutefi.gemm import launch
@@ -39,21 +41,34 @@ class GemmSm80:
     # 1. specialisation
     # ------------------------------------------------------------------ #
     def __init__(self, dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, tile_k: int,
-                 stages: int, warps_m: int, warps_n: int) -> None:
+                 stages: int, warps_m: int, warps_n: int, b_dtype: str | None = None,
+                 block_scaled: bool = False) -> None:
         fp8 = dtype in launch.FP8_DTYPES
         if (dtype not in launch.DTYPES and not fp8) or out_dtype not in launch.OUT_DTYPES or \
-                b_major not in (("k",) if fp8 else launch.B_MAJORS):
-            raise ValueError(f"unsupported mma.sync GEMM build: {dtype} -> {out_dtype}, B {b_major}-major")
+                b_major not in (("k",) if fp8 else launch.B_MAJORS) or \
+                (b_dtype is not None and (not fp8 or b_dtype not in launch.FP8_DTYPES)) or \
+                (block_scaled and (not fp8 or b_dtype is not None)):
+            raise ValueError(f"unsupported mma.sync GEMM build: {dtype} x {b_dtype or dtype} -> {out_dtype}, "
+                             f"B {b_major}-major")
         self.contract = launch.sm80_contract(dtype, out_dtype, b_major, tile_m, tile_n, tile_k, stages, warps_m,
-                                             warps_n)
+                                             warps_n, b_dtype, block_scaled)
+        # block_scaled (DeepSeek-style FP8 scales, one per 128-element K block): each K tile is
+        # one scale block; its MMAs sum into a scratch set, promoted into the accumulators times
+        # scale_a[row, block] * scale_b[col // 128, block] (block_scale.mma_sync_promote)
+        self.block_scaled = block_scaled
         self.config = launch.Sm80Config(tile_m, tile_n, tile_k, stages, warps_m, warps_n)
         self.dtype = cute_dtype(dtype)
+        # B's element type: A's, or the other FP8 format (mixed e4m3 x e5m2, as FlashInfer takes)
+        self.b_dtype = cute_dtype(b_dtype) if b_dtype else self.dtype
         self.out_dtype = cute_dtype(out_dtype)
         self.b_k_major = b_major == "k"
         self.fp8 = dtype in launch.FP8_DTYPES
         self.vec = launch.align_elems(dtype)  # operand elements of a 16-byte copy
         # the MMA: m16n8k16 on 16-bit operands, m16n8k32 on FP8 (both K-major)
         self.mma_k = 32 if self.fp8 else 16
+        if block_scaled and (tile_k != block_scale.BLOCK or block_scale.BLOCK % tile_n):
+            raise ValueError(f"a block-scaled build takes K tiles of {block_scale.BLOCK} and tiles within one weight "
+                             f"block, got {tile_m}x{tile_n}x{tile_k}")
 
     @cute.jit
     def __call__(self, args: KernelArgs):
@@ -112,7 +127,7 @@ class GemmSm80:
         b_ring = self._ring_layout(tile_n, self.b_k_major)
         smem = cutlass.memory.SmemAllocator()
         s_a = smem.allocate_tensor(self.dtype, a_ring, 128)
-        s_b = smem.allocate_tensor(self.dtype, b_ring, 128)
+        s_b = smem.allocate_tensor(self.b_dtype, b_ring, 128)
 
         # global views, (rows, K, L) and (M, N, L); strides are multiples of 16 bytes
         k = args.k
@@ -129,7 +144,7 @@ class GemmSm80:
                                                         stride=(ldc, 1, cute.assume(args.batch_c, divby=VEC))))
 
         if const_expr(self.fp8):
-            mma_op = warp.MmaFP8Op(self.dtype, Float32, (16, 8, 32))
+            mma_op = MmaFP8MixedOp(self.dtype, Float32, (16, 8, 32), self.b_dtype)
         else:
             mma_op = warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16))
         tiled_mma = cute.make_tiled_mma(
@@ -140,7 +155,7 @@ class GemmSm80:
         acc.fill(0.0)
 
         wait_for_inputs()
-        self._mainloop(m_a, m_b, s_a, s_b, tiled_mma, thr_mma, acc, m_tile, n_tile, batch, k, tidx)
+        self._mainloop(args, m_a, m_b, s_a, s_b, tiled_mma, thr_mma, acc, m_tile, n_tile, batch, k, tidx)
         s_c = cute.make_tensor(cute.recast_ptr(s_a.iterator, dtype=self.out_dtype), self._c_layout())
         self._epilogue(args, m_c, s_c, thr_mma, acc, m_tile, n_tile, batch, tidx)
 
@@ -148,7 +163,7 @@ class GemmSm80:
     # 3. stages 1-2: the ring and the MMAs
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _mainloop(self, m_a, m_b, s_a, s_b, tiled_mma, thr_mma, acc, m_tile, n_tile, batch, k, tidx):
+    def _mainloop(self, args, m_a, m_b, s_a, s_b, tiled_mma, thr_mma, acc, m_tile, n_tile, batch, k, tidx):
         config = self.config
         tile_m, tile_n, tile_k, stages = config.tile_m, config.tile_n, config.tile_k, config.stages
         g_a = cute.local_tile(m_a[None, None, batch], (tile_m, tile_k), (m_tile, None))  # (bM, bK, K tiles)
@@ -157,9 +172,10 @@ class GemmSm80:
                               (m_tile, None))
         c_b = cute.local_tile(cute.make_identity_tensor(m_b.shape)[None, None, batch], (tile_n, tile_k),
                               (n_tile, None))
-        # K's remainder first: every tile moves back by it, so tile 0 starts before K = 0
+        # K's remainder first: every tile moves back by it, so tile 0 starts before K = 0 (block
+        # scales: K tiles are the scales' blocks from K = 0, and the last one ends past K)
         k_tiles = cute.size(g_a, mode=[2])
-        residue = k - Int32(tile_k) * k_tiles
+        residue = Int32(0) if const_expr(self.block_scaled) else k - Int32(tile_k) * k_tiles
         g_a = cute.domain_offset((0, residue, 0), g_a)
         g_b = cute.domain_offset((0, residue, 0), g_b)
         g_a = cute.make_tensor(g_a.iterator.align(16), g_a.layout)
@@ -167,10 +183,11 @@ class GemmSm80:
         c_a = cute.domain_offset((0, residue, 0), c_a)
         c_b = cute.domain_offset((0, residue, 0), c_b)
 
-        cp_atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.dtype,
-                                      num_bits_per_copy=128)
-        copy_a = self._gmem_copy(cp_atom, tile_m, True, self.dtype).get_slice(tidx)
-        copy_b = self._gmem_copy(cp_atom, tile_n, self.b_k_major, self.dtype).get_slice(tidx)
+        def cp_atom(dtype):
+            return cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), dtype,
+                                       num_bits_per_copy=128)
+        copy_a = self._gmem_copy(cp_atom(self.dtype), tile_m, True, self.dtype).get_slice(tidx)
+        copy_b = self._gmem_copy(cp_atom(self.b_dtype), tile_n, self.b_k_major, self.b_dtype).get_slice(tidx)
         t_ga, t_sa, t_ca = copy_a.partition_S(g_a), copy_a.partition_D(s_a), copy_a.partition_S(c_a)
         t_gb, t_sb, t_cb = copy_b.partition_S(g_b), copy_b.partition_D(s_b), copy_b.partition_S(c_b)
         rows_a = self._row_predicate(t_ga, t_ca, m_a.shape[0])
@@ -181,24 +198,37 @@ class GemmSm80:
         t_sa.fill(0)
         t_sb.fill(0)
         cute.arch.sync_threads()
-        for kk in cutlass.range_constexpr(cute.size(t_sa, mode=[2])):
-            if cute.elem_less(Int32(-1), t_ca[0, 0, kk, 0][1]):
-                cute.copy(copy_a, t_ga[None, None, kk, 0], t_sa[None, None, kk, 0], pred=rows_a[None, None, kk])
-        for kk in cutlass.range_constexpr(cute.size(t_sb, mode=[2])):
-            if cute.elem_less(Int32(-1), t_cb[0, 0, kk, 0][1]):
-                cute.copy(copy_b, t_gb[None, None, kk, 0], t_sb[None, None, kk, 0], pred=rows_b[None, None, kk])
-        cute.arch.cp_async_commit_group()
-        for stage in cutlass.range_constexpr(1, stages - 1):
-            if stage < k_tiles:
-                cute.copy(copy_a, t_ga[None, None, None, stage], t_sa[None, None, None, stage], pred=rows_a)
-                cute.copy(copy_b, t_gb[None, None, None, stage], t_sb[None, None, None, stage], pred=rows_b)
+        operands = ((copy_a, t_ga, t_sa, t_ca, rows_a), (copy_b, t_gb, t_sb, t_cb, rows_b))
+        if const_expr(self.block_scaled):
+            for stage in cutlass.range_constexpr(stages - 1):
+                if stage < k_tiles:
+                    self._load_k_tile(operands, stage, stage, k)
+                cute.arch.cp_async_commit_group()
+        else:
+            for kk in cutlass.range_constexpr(cute.size(t_sa, mode=[2])):
+                if cute.elem_less(Int32(-1), t_ca[0, 0, kk, 0][1]):
+                    cute.copy(copy_a, t_ga[None, None, kk, 0], t_sa[None, None, kk, 0], pred=rows_a[None, None, kk])
+            for kk in cutlass.range_constexpr(cute.size(t_sb, mode=[2])):
+                if cute.elem_less(Int32(-1), t_cb[0, 0, kk, 0][1]):
+                    cute.copy(copy_b, t_gb[None, None, kk, 0], t_sb[None, None, kk, 0], pred=rows_b[None, None, kk])
             cute.arch.cp_async_commit_group()
+            for stage in cutlass.range_constexpr(1, stages - 1):
+                if stage < k_tiles:
+                    cute.copy(copy_a, t_ga[None, None, None, stage], t_sa[None, None, None, stage], pred=rows_a)
+                    cute.copy(copy_b, t_gb[None, None, None, stage], t_sb[None, None, None, stage], pred=rows_b)
+                cute.arch.cp_async_commit_group()
+        sums = acc  # (block scales: the K tile's sums, promoted into acc at its end)
+        if const_expr(self.block_scaled):
+            sums = cute.make_fragment_like(acc)
+            sums.fill(0.0)
+            offsets = block_scale.mma_sync_offsets(args, thr_mma, (self.config.tile_m, self.config.tile_n),
+                                                   m_tile * self.config.tile_m, n_tile * self.config.tile_n)
 
         # fragments and their ldmatrix views
         r_a = tiled_mma.make_fragment_A(thr_mma.partition_A(s_a)[None, None, None, 0])
         r_b = tiled_mma.make_fragment_B(thr_mma.partition_B(s_b)[None, None, None, 0])
         ld_a = cute.make_tiled_copy_A(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.dtype), tiled_mma)
-        ld_b = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(not self.b_k_major, 4), self.dtype),
+        ld_b = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(not self.b_k_major, 4), self.b_dtype),
                                       tiled_mma)
         thr_ld_a, thr_ld_b = ld_a.get_slice(tidx), ld_b.get_slice(tidx)
         s_a_ld, r_a_ld = thr_ld_a.partition_S(s_a), thr_ld_a.retile(r_a)
@@ -212,6 +242,8 @@ class GemmSm80:
         cute.copy(ld_a, s_a_ld[None, None, 0, read], r_a_ld[None, None, 0])
         cute.copy(ld_b, s_b_ld[None, None, 0, read], r_b_ld[None, None, 0])
         for k_tile in range(k_tiles):
+            if const_expr(self.block_scaled):
+                factors = block_scale.mma_sync_load(args, offsets, k_tile)  # (in flight during the MMAs)
             for kb in cutlass.range(k_blocks, unroll_full=True):
                 if kb == k_blocks - 1:  # the next K tile's stage: wait for it, move on
                     read = read + 1
@@ -225,15 +257,33 @@ class GemmSm80:
                 if kb == 0:  # refill the stage freed a K tile ago
                     fetch = k_tile + stages - 1
                     if fetch < k_tiles:
-                        cute.copy(copy_a, t_ga[None, None, None, fetch], t_sa[None, None, None, write], pred=rows_a)
-                        cute.copy(copy_b, t_gb[None, None, None, fetch], t_sb[None, None, None, write], pred=rows_b)
+                        if const_expr(self.block_scaled):
+                            self._load_k_tile(operands, fetch, write, k)
+                        else:
+                            cute.copy(copy_a, t_ga[None, None, None, fetch], t_sa[None, None, None, write],
+                                      pred=rows_a)
+                            cute.copy(copy_b, t_gb[None, None, None, fetch], t_sb[None, None, None, write],
+                                      pred=rows_b)
                     cute.arch.cp_async_commit_group()
                     write = write + 1
                     if write == stages:
                         write = 0
-                cute.gemm(tiled_mma, acc, r_a[None, None, kb], r_b[None, None, kb], acc)
+                cute.gemm(tiled_mma, sums, r_a[None, None, kb], r_b[None, None, kb], sums)
+            if const_expr(self.block_scaled):
+                block_scale.mma_sync_promote(acc, sums, factors)
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
+
+    @cute.jit
+    def _load_k_tile(self, operands, fetch, write, k):
+        """Block-scaled builds: K tile ``fetch`` of A and B into stage ``write``, 16-byte pieces
+        past K (the last tile's) zero-filled (the stage holds an earlier tile)."""
+        for copy, t_g, t_s, t_c, rows in operands:
+            for kk in cutlass.range_constexpr(cute.size(t_s, mode=[2])):
+                if cute.elem_less(t_c[0, 0, kk, fetch][1], k):
+                    cute.copy(copy, t_g[None, None, kk, fetch], t_s[None, None, kk, write], pred=rows[None, None, kk])
+                else:
+                    t_s[None, None, kk, write].fill(0)
 
     @staticmethod
     @cute.jit
@@ -262,7 +312,7 @@ class GemmSm80:
             for i in cutlass.range(cute.size(acc), unroll_full=True):
                 col = cutlass.min(n_tile * tile_n + coords[i][1], args.n - 1)
                 acc[i] = acc[i] + Float32(bias[col])
-        if const_expr(self.fp8):  # the per-tensor scales, applied once to the fp32 sums
+        if const_expr(self.fp8 and not self.block_scaled):  # the per-tensor scales, once on the fp32 sums
             scale = cute.make_tensor(args.scale_a, cute.make_layout(1))[0] * \
                 cute.make_tensor(args.scale_b, cute.make_layout(1))[0]
             acc.store(acc.load() * scale)

@@ -58,11 +58,13 @@ class GemmSm90(Sm90Stores):
     # ------------------------------------------------------------------ #
     def __init__(self, dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, cluster_m: int,
                  swap: bool = False, cluster_k: int = 1, block_scaled: bool = False, grouped: bool = False,
-                 cluster_n: int = 1) -> None:
+                 cluster_n: int = 1, b_dtype: str | None = None) -> None:
         fp8 = dtype in launch.FP8_DTYPES
         if (dtype not in launch.DTYPES and not fp8) or out_dtype not in launch.OUT_DTYPES \
-                or b_major not in launch.B_MAJORS or (fp8 and b_major != "k"):
-            raise ValueError(f"unsupported sm90 GEMM build: {dtype} -> {out_dtype}, B {b_major}-major")
+                or b_major not in launch.B_MAJORS or (fp8 and b_major != "k") \
+                or (b_dtype is not None and (not fp8 or b_dtype not in launch.FP8_DTYPES)):
+            raise ValueError(f"unsupported sm90 GEMM build: {dtype} x {b_dtype or dtype} -> {out_dtype}, "
+                             f"B {b_major}-major")
         # (out = scale_a * scale_b * A @ B, applied to the fp32 sums at the store; the sums are
         # the FP8 wgmmas' own, like cuBLAS's fast-accumulation mode: no promotion into a second
         # fp32 set yet, so the error grows with K: 3.3e-3 relative at K = 14336 against cuBLAS's
@@ -72,7 +74,7 @@ class GemmSm90(Sm90Stores):
         self.block_scaled = block_scaled
         self.scaled = fp8 and not block_scaled
         self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap, cluster_k,
-                                             block_scaled, grouped, cluster_n)
+                                             block_scaled, grouped, cluster_n, b_dtype)
         # grouped: row segments of A, each times its own weight (cutefi.cute.segments); a tile
         # that crosses its segment's end is stored from registers (it must not write the next
         # segment's rows), the others through the staged TMA-store epilogue
@@ -84,6 +86,8 @@ class GemmSm90(Sm90Stores):
         # swap: A is the weight, B the tokens, and the tile is stored transposed (``launch``)
         self.swap = swap
         self.dtype = cute_dtype(dtype)
+        # B's element type: A's, or the other FP8 format (mixed e4m3 x e5m2: the same bytes)
+        self.b_dtype = cute_dtype(b_dtype) if b_dtype else self.dtype
         self.out_dtype = cute_dtype(out_dtype)
         self.b_k_major = b_major == "k"
         self.tile_mnk = (tile_m, tile_n, launch.tile_k(dtype))
@@ -100,7 +104,7 @@ class GemmSm90(Sm90Stores):
         width = width or self.tile_mnk[1]
         atoms, tiler = ((2, 1, 1), (64, width)) if self.tile_mnk[0] == 128 else ((1, 2, 1), (64, width // 2))
         return sm90_utils.make_trivial_tiled_mma(
-            self.dtype, self.dtype, cute.nvgpu.OperandMajorMode.K, b_mode, Float32, atoms, tiler_mn=tiler)
+            self.dtype, self.b_dtype, cute.nvgpu.OperandMajorMode.K, b_mode, Float32, atoms, tiler_mn=tiler)
 
     def _block_operands(self, thread, s_a, s_b):
         """Block scales: (MMA that overwrites, MMA that adds), A's fragment, B's fragments of the
@@ -129,7 +133,7 @@ class GemmSm90(Sm90Stores):
         tile_m, tile_n, tile_k = self.tile_mnk
         a = self._staged(warpgroup.SmemLayoutAtomKind.K_SW128, self.dtype, (tile_m, tile_k), self.stages, (0, 1, 2))
         if const_expr(self.b_k_major):
-            b = self._staged(warpgroup.SmemLayoutAtomKind.K_SW128, self.dtype, (tile_n, tile_k), self.stages,
+            b = self._staged(warpgroup.SmemLayoutAtomKind.K_SW128, self.b_dtype, (tile_n, tile_k), self.stages,
                              (0, 1, 2))
         else:
             b = self._staged(warpgroup.SmemLayoutAtomKind.MN_SW128, self.dtype, (tile_n, tile_k), self.stages,
@@ -195,7 +199,7 @@ class GemmSm90(Sm90Stores):
             prefix: cute.struct.MemRange[Int32, launch.MAX_GROUPS + 1 if self.grouped else 1]  # grouped: units
             exchange: cute.struct.Align[cute.struct.MemRange[Float32, self.exchange_elems], 16]
             s_a: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(a_smem)], 1024]
-            s_b: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(b_smem)], 1024]
+            s_b: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(b_smem)], 1024]
             s_c: cute.struct.Align[cute.struct.MemRange[self.out_dtype, c_elems], 1024]
 
         storage = cutlass.memory.SmemAllocator().allocate(SharedStorage)
@@ -214,7 +218,7 @@ class GemmSm90(Sm90Stores):
             if tidx == 0:
                 cute.arch.mbarrier_init(exchange_full, 1)
         stage_bytes = cute.size_in_bytes(self.dtype, cute.slice_(a_smem, (None, None, 0))) \
-            + cute.size_in_bytes(self.dtype, cute.slice_(b_smem, (None, None, 0)))
+            + cute.size_in_bytes(self.b_dtype, cute.slice_(b_smem, (None, None, 0)))
         # every consumer warp of each CTA that reads a slot releases it in every CTA that
         # wrote into it (the multicast peers)
         ring = pipeline.PipelineTmaAsync.create(
