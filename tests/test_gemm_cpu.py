@@ -479,6 +479,23 @@ def test_block_scaled_mma_sync_build(arch):
 
 
 @requires_dsl
+@pytest.mark.parametrize("arch", ["8.6", "12.0a"])
+def test_grouped_mma_sync_builds(arch):
+    """The mma.sync grouped builds (segment GEMM; FP8 experts with block scales from sm_89):
+    the same MMAs a tile as the plain builds, no spills."""
+    for key, spec in launch.SM80_GROUPED_SPECS.items():
+        fp8 = key[0].startswith("fp8")
+        if (fp8 and arch == "8.6") or key[1] == "fp16" or key[2] == "n":
+            continue
+        config = key[3]
+        _, sass = _build(spec, arch)
+        per_warp = (config.tile_m // config.warps_m // 16) * (config.tile_n // config.warps_n // 8)
+        mma = r"\bQMMA\.16832\.F32\.E[45]M[23]\.E[45]M[23]\b" if fp8 else r"\bHMMA\.16816\.F32\.BF16\b"
+        assert len(re.findall(mma, sass)) == per_warp * config.tile_k // (32 if fp8 else 16), (key, arch)
+        assert not re.search(r"\b(LDL|STL)\b", sass), f"{key} spills on {arch}"
+
+
+@requires_dsl
 @pytest.mark.parametrize("a_format,b_format", [("fp8e4m3", "fp8e5m2"), ("fp8e5m2", "fp8e4m3")])
 def test_mixed_fp8_builds(a_format, b_format):
     """Mixed FP8 formats: the wgmma and the mma.sync instruction take each operand's format

@@ -83,17 +83,19 @@ def promote(acc: cute.Tensor, scratch: cute.Tensor, scale_r: Float32, scale_r8: 
 # lies inside one weight block (tile_n divides 128), so one weight scale serves the whole tile.
 
 
-def mma_sync_offsets(args, thr_mma, tile_shape: tuple[int, int], first_row: Int32, first_col: Int32) -> tuple:
+def mma_sync_offsets(args, thr_mma, tile_shape: tuple[int, int], first_row: Int32, first_col: Int32,
+                     last_row: Int32, weight_offset) -> tuple:
     """(activation-scale offsets of this thread's rows, one per (M tile, h), and the weight
-    block's offset), at K block 0; rows past M read the last row's scale (their sums are
+    block's offset, ``weight_offset`` on: a grouped build's weight), at K block 0; rows past
+    ``last_row`` (M's, or a segment's) read its scale, rows before 0 row 0's (their sums are
     dropped)."""
     coords = thr_mma.partition_C(cute.make_identity_tensor(tile_shape))
     rows = []
     for mm in range(cute.size(coords, mode=[1])):  # (trace-time Python: no DSL loop)
         for h in range(2):
-            row = cutlass.min(first_row + coords[(0, h), mm, 0][0], args.m - 1)
+            row = cutlass.max(cutlass.min(first_row + coords[(0, h), mm, 0][0], last_row), 0)
             rows.append((row // args.scale_rows) * args.sa_row)
-    return tuple(rows), (first_col // BLOCK) * args.sb_col
+    return tuple(rows), (first_col // BLOCK) * args.sb_col + weight_offset
 
 
 @cute.jit

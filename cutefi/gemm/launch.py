@@ -419,7 +419,8 @@ SM80_BLOCK_SCALED_CONFIGS = (Sm80Config(128, 128, 128, 3, 2, 4), Sm80Config(64, 
 
 
 def sm80_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, tile_k: int, stages: int,
-                  warps_m: int, warps_n: int, b_dtype: str | None = None, block_scaled: bool = False) -> LaunchContract:
+                  warps_m: int, warps_n: int, b_dtype: str | None = None, block_scaled: bool = False,
+                  grouped: bool = False) -> LaunchContract:
     config = Sm80Config(tile_m, tile_n, tile_k, stages, warps_m, warps_n)
     # FP8: + the scales (FP8 takes no bias: has_bias is 0); per tensor (one element each) or,
     # block_scaled, scale_a[row // scale_rows, k block] and scale_b[col // 128, k block] at the
@@ -431,15 +432,20 @@ def sm80_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
                 *(pointers("scale_a", "scale_b", dtype="fp32", align=4) if fp8 else ()),
                 *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias"),
                 *scalars("i64", "lda", "ldb", "ldc", "batch_a", "batch_b", "batch_c"),
-                *(scalars("i32", "scale_rows", "sa_row", "sa_k", "sb_col", "sb_k") if block_scaled else ())),
+                *(scalars("i32", "scale_rows", "sa_row", "sa_k", "sb_col", "sb_k") if block_scaled else ()),
+                # grouped: segment s is rows [seg_indptr[s], seg_indptr[s + 1]) of A and out times
+                # weight (B's batch entry) weight_indices[s]; tile_prefix[s]: the tiles before s
+                *((*pointers("seg_indptr", "tile_prefix", "weight_indices", dtype="i32", align=4),
+                   *scalars("i32", "groups"), *(scalars("i32", "sb_batch") if block_scaled else ())) if grouped else ())),
         block=(config.threads, 1, 1),
         grid=lambda p: (ceil_div(p["m"], tile_m) * ceil_div(p["n"], tile_n) * p["batch"], 1, 1),
         sample={"m": 4096, "n": 4096, "k": 4096, "batch": 1, "group_m": 8, "has_bias": 0, "lda": 4096,
                 "ldb": 4096, "ldc": 4096, "batch_a": 0, "batch_b": 0, "batch_c": 0,
-                **({"scale_rows": 1, "sa_row": 32, "sa_k": 1, "sb_col": 32, "sb_k": 1} if block_scaled else {})},
+                **({"scale_rows": 1, "sa_row": 32, "sa_k": 1, "sb_col": 32, "sb_k": 1} if block_scaled else {}),
+                **({"groups": 8, **({"sb_batch": 1024} if block_scaled else {})} if grouped else {})},
         smem_bytes=config.smem_bytes(dtype),
         entry=f"cutefi_gemm_sm80_{dtype}_{out_dtype}_{b_major}_{config.name}" + (f"_b{b_dtype}" if b_dtype else "")
-        + ("_bs" if block_scaled else ""),
+        + ("_bs" if block_scaled else "") + ("_grouped" if grouped else ""),
         pdl=True,
     )
 
@@ -468,4 +474,21 @@ SM80_BLOCK_SCALED_SPECS = {
         warps_n=config.warps_n, block_scaled=True)
     for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in SM80_BLOCK_SCALED_CONFIGS
 }
-register(*SM80_SPECS.values(), *SM80_BLOCK_SCALED_SPECS.values())
+# grouped (segment GEMM; FP8 MoE experts with block scales): the small and the 128 x 128 tile
+SM80_GROUPED_CONFIGS = (SM80_CONFIGS[2], SM80_CONFIGS[0])
+SM80_GROUPED_SPECS = {
+    (dtype, dtype, b_major, config): KernelSpec.make(
+        "gemm.sm80", "cute", "cutefi.gemm.sm80_kernel:GemmSm80", "cutefi.gemm.launch:sm80_contract",
+        Family.MMA_SYNC, dtype=dtype, out_dtype=dtype, b_major=b_major, tile_m=config.tile_m, tile_n=config.tile_n,
+        tile_k=config.tile_k, stages=config.stages, warps_m=config.warps_m, warps_n=config.warps_n, grouped=True)
+    for dtype in DTYPES for b_major in B_MAJORS for config in SM80_GROUPED_CONFIGS
+}
+SM80_GROUPED_SPECS.update({
+    (dtype, out_dtype, "k", config): KernelSpec.make(
+        "gemm.sm80", "cute", "cutefi.gemm.sm80_kernel:GemmSm80", "cutefi.gemm.launch:sm80_contract",
+        Family.MMA_SYNC_FP8, dtype=dtype, out_dtype=out_dtype, b_major="k", tile_m=config.tile_m,
+        tile_n=config.tile_n, tile_k=config.tile_k, stages=config.stages, warps_m=config.warps_m,
+        warps_n=config.warps_n, block_scaled=True, grouped=True)
+    for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in SM80_BLOCK_SCALED_CONFIGS
+})
+register(*SM80_SPECS.values(), *SM80_BLOCK_SCALED_SPECS.values(), *SM80_GROUPED_SPECS.values())

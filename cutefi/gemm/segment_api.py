@@ -1,13 +1,15 @@
 """Grouped (segment) GEMM in one launch: FlashInfer's ``SegmentGEMMWrapper`` (bf16/fp16, for
 multi-LoRA and MoE) and ``group_gemm_fp8_nt_groupwise`` (FP8 with DeepSeek-style block scales,
-for MoE experts), on the Hopper grouped builds (``sm90_kernel.py`` with ``grouped``).
+for MoE experts), on the Hopper grouped builds (``sm90_kernel.py`` with ``grouped``) and, on
+every other GPU, the mma.sync grouped builds (``sm80_kernel.py`` with ``grouped``: one CTA a
+work unit, the grid an upper bound on the units; FP8 from sm_89 on).
 
 Segment ``s`` is rows ``[indptr[s], indptr[s + 1])`` of ``x`` and of the output, multiplied by
 weight ``weight_indices[s]`` (default ``s``). Segment bounds stay on the device: no host
 synchronisation, so a call can be captured in a CUDA graph. The host turns them into the
 number of output tiles before each segment (a few small torch operations) and the kernel's
 persistent CTAs walk those tiles. Rows outside every segment are not written (a new output is
-zero-filled, as FlashInfer's). Up to ``MAX_GROUPS`` segments a call. Hopper (sm_90a) only.
+zero-filled, as FlashInfer's). Up to ``MAX_GROUPS`` segments a call.
 """
 
 from __future__ import annotations
@@ -19,20 +21,56 @@ from .._checks import require_cuda, require_same_device, require_tensor
 from .._library import compiling, define
 from ..jit.logs import api_log
 from ..jit.lookup import device_cc, get_kernel
-from ..jit.policy import Family
+from ..jit.policy import Family, family_target
+from ..jit.targets import Target
 from . import launch
 from .api import _TORCH_DTYPES, _no_output, _operand, _sms
-from .fp8_api import _FP8, _OUT
+from .fp8_api import _FP8, _NATIVE_FP8_MMA, _OUT
 from .groupwise_api import BLOCK, _ceil, _check_options, _scale_strides
-from .launch import MAX_GROUPS, Sm90Config
+from .launch import MAX_GROUPS, Sm80Config, Sm90Config
+from .plan import _forced
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
 
-def _hopper(device: int, what: str) -> None:
-    if device_cc(device) != (9, 0):
-        cc = device_cc(device)
-        raise RuntimeError(f"{what} runs on Hopper (sm_90a) only for now; device {device} is sm_{cc[0]}{cc[1]}")
+def _mma_sync_config(device: int, what: str, family: Family, rows: int, n: int, groups: int,
+                     configs: tuple[Sm80Config, Sm80Config]) -> Sm80Config | None:
+    """None where ``device`` takes the Hopper builds; else the mma.sync build of ``configs``:
+    one forced by ``plan.override`` (which a Hopper runs too), or the 128 x 128 one
+    (``configs[1]``) when an estimate of its tile count fills half the SMs (and, FP8, the chip
+    has FP8 MMAs), else the 64 x 64 one. Raises where ``family`` has no target for the device."""
+    cc = device_cc(device)
+    forced = _forced()
+    if isinstance(forced, Sm80Config) and forced not in configs:
+        raise ValueError(f"GEMM config {forced.name} has no {what} build; built: {', '.join(c.name for c in configs)}")
+    if cc == (9, 0) and not isinstance(forced, Sm80Config):
+        return None
+    if not isinstance(family_target(family, Target(*cc)), Target):
+        needs = "FP8 tensor cores (compute capability 8.9 or newer)" if family is Family.MMA_SYNC_FP8 else \
+            "tensor cores (compute capability 8.0 or newer)"
+        raise RuntimeError(f"{what} needs {needs}; device {device} is sm_{cc[0]}{cc[1]}")
+    if isinstance(forced, Sm80Config):
+        return forced
+    native = family is not Family.MMA_SYNC_FP8 or cc in _NATIVE_FP8_MMA
+    estimate = (_ceil(rows, 128) + groups) * _ceil(n, 128)
+    return configs[1] if native and 2 * estimate >= _sms(device) else configs[0]
+
+
+def _launch_mma_sync(kernel, config: Sm80Config, device: int, a: torch.Tensor, weights: torch.Tensor,
+                     out: torch.Tensor, indptr: torch.Tensor, weight_indices: torch.Tensor, **extra: int) -> None:
+    """One CTA a work unit: the grid is an upper bound (every segment's rows rounded up), the
+    CTAs past the last unit exit; ``weights`` ``[L, N, K]`` or ``[L, K, N]``, rows contiguous."""
+    rows, k = a.shape
+    n = out.shape[1]
+    groups = indptr.shape[0] - 1
+    tiles_n = _ceil(n, config.tile_n)
+    prefix = _tile_prefix(indptr, tiles_n, config.tile_m)
+    kernel.launch(((_ceil(rows, config.tile_m) + groups) * tiles_n, 1, 1), device, None, False, a=a.data_ptr(),
+                  b=weights.data_ptr(), c=out.data_ptr(), bias=out.data_ptr(), m=rows, n=n, k=k,
+                  batch=weights.shape[0], group_m=1, has_bias=0, lda=a.stride(0) if rows > 1 else k,
+                  ldb=weights.stride(1), ldc=out.stride(0) if rows > 1 else n, batch_a=0,
+                  batch_b=weights.stride(0) if weights.shape[0] > 1 else 0, batch_c=0, seg_indptr=indptr.data_ptr(),
+                  tile_prefix=prefix.data_ptr(), weight_indices=weight_indices.data_ptr(), groups=groups, **extra)
 
 
 def _index(name: str, tensor: torch.Tensor, length: int, device: torch.device) -> torch.Tensor:
@@ -222,29 +260,42 @@ def group_gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch
 def _segment_into(x: torch.Tensor, weights: torch.Tensor, indptr: torch.Tensor, chosen: torch.Tensor,
                   weight_column_major: bool, out: torch.Tensor) -> None:
     device = x.get_device()
-    _hopper(device, "SegmentGEMMWrapper")  # (here, not in run: torch.compile traces run, not this)
+    # (checked here, not in run: torch.compile traces run, not this)
+    mma_sync = _mma_sync_config(device, "SegmentGEMMWrapper", Family.MMA_SYNC, x.shape[0], out.shape[1],
+                                indptr.shape[0] - 1, launch.SM80_GROUPED_CONFIGS)
     _check_pointers((("x", x, 16), ("weights", weights, 16), ("out", out, 16)))
+    dtype, major = _TORCH_DTYPES[x.dtype], "k" if weight_column_major else "n"
+    if mma_sync is not None:
+        kernel = get_kernel(launch.SM80_GROUPED_SPECS[(dtype, dtype, major, mma_sync)], device)
+        _launch_mma_sync(kernel, mma_sync, device, x, weights, out, indptr, chosen)
+        return
     config = _config(x.shape[0], out.shape[1], indptr.shape[0] - 1, _sms(device))
-    dtype = _TORCH_DTYPES[x.dtype]
-    kernel = get_kernel(launch.GROUPED_SPECS[(dtype, dtype, "k" if weight_column_major else "n", config)], device)
+    kernel = get_kernel(launch.GROUPED_SPECS[(dtype, dtype, major, config)], device)
     _launch(kernel, config, device, x, weights, out, indptr, chosen)
 
 
 def _fp8_into(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor, indptr: torch.Tensor,
               scale_major_mode: str, out: torch.Tensor) -> None:
     device = a.get_device()
-    _hopper(device, "group_gemm_fp8_nt_groupwise")
-    _check_pointers((("a", a, 16), ("b", b, 16), ("out", out, 16), ("a_scale", a_scale, 4), ("b_scale", b_scale, 4)))
     (rows, k), (_, n, _) = a.shape, b.shape
+    groups = indptr.shape[0] - 1
+    mma_sync = _mma_sync_config(device, "group_gemm_fp8_nt_groupwise", Family.MMA_SYNC_FP8, rows, n, groups,
+                                launch.SM80_BLOCK_SCALED_CONFIGS[::-1])
+    _check_pointers((("a", a, 16), ("b", b, 16), ("out", out, 16), ("a_scale", a_scale, 4), ("b_scale", b_scale, 4)))
     k_major = scale_major_mode == "K"
     sa_row, sa_k = _scale_strides("a_scale", a_scale, rows, _ceil(k, BLOCK), k_major)
     sb_col, sb_k = _scale_strides("b_scale", b_scale[0], _ceil(n, BLOCK), _ceil(k, BLOCK), k_major)
-    groups = indptr.shape[0] - 1
+    scales = dict(scale_a=a_scale.data_ptr(), scale_b=b_scale.data_ptr(), scale_rows=1, sa_row=sa_row, sa_k=sa_k,
+                  sb_col=sb_col, sb_k=sb_k, sb_batch=b_scale.stride(0))
+    experts = torch.arange(groups, dtype=torch.int32, device=a.device)
+    formats = (_FP8[a.dtype], _OUT[out.dtype], "k")
+    if mma_sync is not None:
+        kernel = get_kernel(launch.SM80_GROUPED_SPECS[(*formats, mma_sync)], device)
+        _launch_mma_sync(kernel, mma_sync, device, a, b, out, indptr, experts, **scales)
+        return
     config = _config(rows, n, groups, _sms(device))
-    kernel = get_kernel(launch.GROUPED_SPECS[(_FP8[a.dtype], _OUT[out.dtype], "k", config)], device)
-    _launch(kernel, config, device, a, b, out, indptr, torch.arange(groups, dtype=torch.int32, device=a.device),
-            scale_a=a_scale.data_ptr(), scale_b=b_scale.data_ptr(), scale_rows=1, sa_row=sa_row, sa_k=sa_k,
-            sb_col=sb_col, sb_k=sb_k, sb_batch=b_scale.stride(0))
+    kernel = get_kernel(launch.GROUPED_SPECS[(*formats, config)], device)
+    _launch(kernel, config, device, a, b, out, indptr, experts, **scales)
 
 
 _OPS = {
@@ -255,5 +306,5 @@ _OPS = {
 }
 
 
-declare(SegmentGEMMWrapper, (Family.WGMMA,), ("bf16", "fp16"))
-declare(group_gemm_fp8_nt_groupwise, (Family.WGMMA,), ("fp8e4m3", "fp8e5m2"))
+declare(SegmentGEMMWrapper, (Family.MMA_SYNC,), ("bf16", "fp16"))  # (Hopper: wgmma)
+declare(group_gemm_fp8_nt_groupwise, (Family.MMA_SYNC_FP8,), ("fp8e4m3", "fp8e5m2"))

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, const_expr
+from cutlass import Float32, Int32, Int64, const_expr
 from cutlass.cute.nvgpu import cpasync, warp
 
 from cutefi.cute import args as kernel_args
-from cutefi.cute import block_scale
+from cutefi.cute import block_scale, segments
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.mma_fp8 import MmaFP8MixedOp
@@ -42,20 +42,24 @@ class GemmSm80:
     # ------------------------------------------------------------------ #
     def __init__(self, dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, tile_k: int,
                  stages: int, warps_m: int, warps_n: int, b_dtype: str | None = None,
-                 block_scaled: bool = False) -> None:
+                 block_scaled: bool = False, grouped: bool = False) -> None:
         fp8 = dtype in launch.FP8_DTYPES
         if (dtype not in launch.DTYPES and not fp8) or out_dtype not in launch.OUT_DTYPES or \
                 b_major not in (("k",) if fp8 else launch.B_MAJORS) or \
                 (b_dtype is not None and (not fp8 or b_dtype not in launch.FP8_DTYPES)) or \
-                (block_scaled and (not fp8 or b_dtype is not None)):
+                (block_scaled and (not fp8 or b_dtype is not None)) or (grouped and (fp8 != block_scaled)):
             raise ValueError(f"unsupported mma.sync GEMM build: {dtype} x {b_dtype or dtype} -> {out_dtype}, "
                              f"B {b_major}-major")
         self.contract = launch.sm80_contract(dtype, out_dtype, b_major, tile_m, tile_n, tile_k, stages, warps_m,
-                                             warps_n, b_dtype, block_scaled)
+                                             warps_n, b_dtype, block_scaled, grouped)
         # block_scaled (DeepSeek-style FP8 scales, one per 128-element K block): each K tile is
         # one scale block; its MMAs sum into a scratch set, promoted into the accumulators times
         # scale_a[row, block] * scale_b[col // 128, block] (block_scale.mma_sync_promote)
         self.block_scaled = block_scaled
+        # grouped: row segments of A (and out), each times its own weight (B's batch entry
+        # weight_indices[s]); CTA i takes work unit i of cute/segments.py's numbering (the grid
+        # is an upper bound: CTAs past the last unit exit), rows past its segment predicated off
+        self.grouped = grouped
         self.config = launch.Sm80Config(tile_m, tile_n, tile_k, stages, warps_m, warps_n)
         self.dtype = cute_dtype(dtype)
         # B's element type: A's, or the other FP8 format (mixed e4m3 x e5m2, as FlashInfer takes)
@@ -119,9 +123,32 @@ class GemmSm80:
         tidx, _, _ = cute.arch.thread_idx()
         linear, _, _ = cute.arch.block_idx()
         tile_m, tile_n = config.tile_m, config.tile_n
-        raster = GroupedRaster((args.m + tile_m - 1) // tile_m, (args.n + tile_n - 1) // tile_n, args.batch,
-                               args.group_m)
-        m_tile, n_tile, batch = raster.coords(linear)
+        if const_expr(self.grouped):
+            prefix = cute.make_tensor(args.tile_prefix, cute.make_layout(args.groups + 1))
+            if linear < prefix[args.groups]:
+                m_tile, n_tile, weight, first_row, end_row = segments.find_unit(
+                    prefix, args.seg_indptr, args.weight_indices, args.groups, tile_m, linear)
+                # a weight index outside [0, weights) reads no weight: its segment comes out zero
+                known = weight >= 0 and weight < args.batch
+                weight = cutlass.select_(known, weight, 0)
+                # rows of the segment inside [0, M) only: bounds are not checked on the host
+                rows = cutlass.min(end_row, args.m) - first_row
+                self._tile(args, m_tile, n_tile, (0, weight, 0), first_row, rows, weight, tidx,
+                           cutlass.select_(known, args.n, 0), cutlass.max(-first_row, 0))
+        else:
+            raster = GroupedRaster((args.m + tile_m - 1) // tile_m, (args.n + tile_n - 1) // tile_n, args.batch,
+                                   args.group_m)
+            m_tile, n_tile, batch = raster.coords(linear)
+            self._tile(args, m_tile, n_tile, (batch, batch, batch), Int32(0), args.m, Int32(0), tidx, args.n, None)
+
+    @cute.jit
+    def _tile(self, args, m_tile, n_tile, batches, first_row, rows, weight, tidx, b_rows, low):
+        """One output tile: (A, B, out) batch entries ``batches``; A's and out's rows from
+        ``first_row`` (a segment's), ``rows`` of them, from row ``low`` on (None: 0);
+        ``weight``: B's entry (block scales); ``b_rows``: B's rows read (N, or 0: a missing
+        weight, zeros)."""
+        config = self.config
+        tile_m, tile_n = config.tile_m, config.tile_n
 
         a_ring = self._ring_layout(tile_m, True)
         b_ring = self._ring_layout(tile_n, self.b_k_major)
@@ -135,13 +162,13 @@ class GemmSm80:
         lda = cute.assume(args.lda, divby=vec)
         ldb = cute.assume(args.ldb, divby=vec)
         ldc = cute.assume(args.ldc, divby=VEC)
-        m_a = cute.make_tensor(args.a, cute.make_layout((args.m, k, args.batch),
-                                                        stride=(lda, 1, cute.assume(args.batch_a, divby=vec))))
+        m_a = cute.make_tensor((args.a + Int64(first_row) * lda).align(16),
+                               cute.make_layout((rows, k, args.batch), stride=(lda, 1, cute.assume(args.batch_a, divby=vec))))
         b_strides = (ldb, 1) if const_expr(self.b_k_major) else (1, ldb)
-        m_b = cute.make_tensor(args.b, cute.make_layout((args.n, k, args.batch),
+        m_b = cute.make_tensor(args.b, cute.make_layout((b_rows, k, args.batch),
                                                         stride=(*b_strides, cute.assume(args.batch_b, divby=vec))))
-        m_c = cute.make_tensor(args.c, cute.make_layout((args.m, args.n, args.batch),
-                                                        stride=(ldc, 1, cute.assume(args.batch_c, divby=VEC))))
+        m_c = cute.make_tensor((args.c + Int64(first_row) * ldc).align(16), cute.make_layout(
+            (rows, args.n, args.batch), stride=(ldc, 1, cute.assume(args.batch_c, divby=VEC))))
 
         if const_expr(self.fp8):
             mma_op = MmaFP8MixedOp(self.dtype, Float32, (16, 8, 32), self.b_dtype)
@@ -155,22 +182,25 @@ class GemmSm80:
         acc.fill(0.0)
 
         wait_for_inputs()
-        self._mainloop(args, m_a, m_b, s_a, s_b, tiled_mma, thr_mma, acc, m_tile, n_tile, batch, k, tidx)
+        self._mainloop(args, m_a, m_b, s_a, s_b, tiled_mma, thr_mma, acc, m_tile, n_tile, batches, k, tidx,
+                       (first_row, rows, weight, low))
         s_c = cute.make_tensor(cute.recast_ptr(s_a.iterator, dtype=self.out_dtype), self._c_layout())
-        self._epilogue(args, m_c, s_c, thr_mma, acc, m_tile, n_tile, batch, tidx)
+        self._epilogue(args, m_c, s_c, thr_mma, acc, m_tile, n_tile, batches[2], tidx, low)
 
     # ------------------------------------------------------------------ #
     # 3. stages 1-2: the ring and the MMAs
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _mainloop(self, args, m_a, m_b, s_a, s_b, tiled_mma, thr_mma, acc, m_tile, n_tile, batch, k, tidx):
+    def _mainloop(self, args, m_a, m_b, s_a, s_b, tiled_mma, thr_mma, acc, m_tile, n_tile, batches, k, tidx,
+                  segment):
         config = self.config
         tile_m, tile_n, tile_k, stages = config.tile_m, config.tile_n, config.tile_k, config.stages
-        g_a = cute.local_tile(m_a[None, None, batch], (tile_m, tile_k), (m_tile, None))  # (bM, bK, K tiles)
-        g_b = cute.local_tile(m_b[None, None, batch], (tile_n, tile_k), (n_tile, None))
-        c_a = cute.local_tile(cute.make_identity_tensor(m_a.shape)[None, None, batch], (tile_m, tile_k),
+        batch_a, batch_b, _ = batches
+        g_a = cute.local_tile(m_a[None, None, batch_a], (tile_m, tile_k), (m_tile, None))  # (bM, bK, K tiles)
+        g_b = cute.local_tile(m_b[None, None, batch_b], (tile_n, tile_k), (n_tile, None))
+        c_a = cute.local_tile(cute.make_identity_tensor(m_a.shape)[None, None, batch_a], (tile_m, tile_k),
                               (m_tile, None))
-        c_b = cute.local_tile(cute.make_identity_tensor(m_b.shape)[None, None, batch], (tile_n, tile_k),
+        c_b = cute.local_tile(cute.make_identity_tensor(m_b.shape)[None, None, batch_b], (tile_n, tile_k),
                               (n_tile, None))
         # K's remainder first: every tile moves back by it, so tile 0 starts before K = 0 (block
         # scales: K tiles are the scales' blocks from K = 0, and the last one ends past K)
@@ -190,7 +220,8 @@ class GemmSm80:
         copy_b = self._gmem_copy(cp_atom(self.b_dtype), tile_n, self.b_k_major, self.b_dtype).get_slice(tidx)
         t_ga, t_sa, t_ca = copy_a.partition_S(g_a), copy_a.partition_D(s_a), copy_a.partition_S(c_a)
         t_gb, t_sb, t_cb = copy_b.partition_S(g_b), copy_b.partition_D(s_b), copy_b.partition_S(c_b)
-        rows_a = self._row_predicate(t_ga, t_ca, m_a.shape[0])
+        first_row, rows, weight, low = segment
+        rows_a = self._row_predicate(t_ga, t_ca, m_a.shape[0], low)
         rows_b = self._row_predicate(t_gb, t_cb, m_b.shape[0])
 
         # prologue: zero the ring (predicated-off copies leave it as it is), then the first
@@ -222,7 +253,9 @@ class GemmSm80:
             sums = cute.make_fragment_like(acc)
             sums.fill(0.0)
             offsets = block_scale.mma_sync_offsets(args, thr_mma, (self.config.tile_m, self.config.tile_n),
-                                                   m_tile * self.config.tile_m, n_tile * self.config.tile_n)
+                                                   first_row + m_tile * self.config.tile_m,
+                                                   n_tile * self.config.tile_n, first_row + rows - 1,
+                                                   weight * args.sb_batch if const_expr(self.grouped) else 0)
 
         # fragments and their ldmatrix views
         r_a = tiled_mma.make_fragment_A(thr_mma.partition_A(s_a)[None, None, None, 0])
@@ -287,23 +320,27 @@ class GemmSm80:
 
     @staticmethod
     @cute.jit
-    def _row_predicate(t_g, t_c, rows):
-        """One flag per 16-byte copy along the tile's rows (mode 1): inside M (or N); the
-        same for every column (mode 2, stride 0)."""
+    def _row_predicate(t_g, t_c, rows, low=None):
+        """One flag per 16-byte copy along the tile's rows (mode 1): inside M (or N), and from
+        row ``low`` on where given (a grouped segment that starts before row 0); the same for
+        every column (mode 2, stride 0)."""
         pred = cute.make_rmem_tensor(
             cute.make_layout((t_g.shape[0][1], cute.size(t_g, mode=[1]), cute.size(t_g, mode=[2])),
                              stride=(cute.size(t_g, mode=[1]), 1, 0)), cutlass.Boolean)
         for v in cutlass.range_constexpr(pred.shape[0]):
             for r in cutlass.range_constexpr(pred.shape[1]):
-                pred[v, r, 0] = cute.elem_less(t_c[(0, v), r, 0][0] if const_expr(cute.rank(t_c) == 3)
-                                               else t_c[(0, v), r, 0, 0][0], rows)
+                row = t_c[(0, v), r, 0][0] if const_expr(cute.rank(t_c) == 3) else t_c[(0, v), r, 0, 0][0]
+                if const_expr(low is None):
+                    pred[v, r, 0] = cute.elem_less(row, rows)
+                else:
+                    pred[v, r, 0] = cute.elem_less(row, rows) and not cute.elem_less(row, low)
         return pred
 
     # ------------------------------------------------------------------ #
     # 4. stage 3: epilogue
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _epilogue(self, args, m_c, s_c, thr_mma, acc, m_tile, n_tile, batch, tidx):
+    def _epilogue(self, args, m_c, s_c, thr_mma, acc, m_tile, n_tile, batch, tidx, low):
         config = self.config
         tile_m, tile_n = config.tile_m, config.tile_n
         if args.has_bias != 0:
@@ -328,7 +365,7 @@ class GemmSm80:
         t_sc, t_gc, t_cc = store.partition_S(s_c), store.partition_D(g_c), store.partition_S(c_c)
         staged = cute.make_fragment_like(t_sc)
         cute.autovec_copy(t_sc, staged)
-        rows = self._row_predicate(t_gc, t_cc, m_c.shape[0])  # (N is a multiple of 8: whole copies)
+        rows = self._row_predicate(t_gc, t_cc, m_c.shape[0], low)  # (N is a multiple of 8: whole copies)
         for v in cutlass.range_constexpr(rows.shape[0]):
             for c in cutlass.range_constexpr(cute.size(t_gc, mode=[2])):
                 if cute.elem_less(t_cc[(0, v), 0, c][1], m_c.shape[1]):
