@@ -24,7 +24,8 @@ from cutefi.gemm.plan import override
 
 # (re-run here under the fixture below)
 __all__ = ["test_group_gemm_fp8_groupwise", "test_segment_bounds_past_the_rows_write_nothing_outside_out",
-           "test_segment_gemm", "test_segment_gemm_in_a_cuda_graph", "test_segment_gemm_weight_indices_and_uncovered_rows",
+           "test_segment_gemm", "test_segment_gemm_in_a_cuda_graph",
+           "test_segment_gemm_weight_indices_and_uncovered_rows",
            "test_weight_index_outside_the_weights_gives_zero_rows"]
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(

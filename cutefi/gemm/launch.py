@@ -418,6 +418,14 @@ SM80_FP8_CONFIGS = tuple(Sm80Config(c.tile_m, c.tile_n, 2 * c.tile_k, c.stages, 
 SM80_BLOCK_SCALED_CONFIGS = (Sm80Config(128, 128, 128, 3, 2, 4), Sm80Config(64, 64, 128, 4, 2, 2))
 
 
+def grouped_params(block_scaled: bool) -> tuple[Param, ...]:
+    """A grouped mma.sync build's segments: segment s is rows [seg_indptr[s], seg_indptr[s + 1])
+    of A and out times weight (B's batch entry) weight_indices[s]; tile_prefix[s]: the tiles
+    before s; sb_batch: the element stride between weights' block scales."""
+    return (*pointers("seg_indptr", "tile_prefix", "weight_indices", dtype="i32", align=4), *scalars("i32", "groups"),
+            *(scalars("i32", "sb_batch") if block_scaled else ()))
+
+
 def sm80_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int, tile_k: int, stages: int,
                   warps_m: int, warps_n: int, b_dtype: str | None = None, block_scaled: bool = False,
                   grouped: bool = False) -> LaunchContract:
@@ -433,10 +441,7 @@ def sm80_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
                 *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias"),
                 *scalars("i64", "lda", "ldb", "ldc", "batch_a", "batch_b", "batch_c"),
                 *(scalars("i32", "scale_rows", "sa_row", "sa_k", "sb_col", "sb_k") if block_scaled else ()),
-                # grouped: segment s is rows [seg_indptr[s], seg_indptr[s + 1]) of A and out times
-                # weight (B's batch entry) weight_indices[s]; tile_prefix[s]: the tiles before s
-                *((*pointers("seg_indptr", "tile_prefix", "weight_indices", dtype="i32", align=4),
-                   *scalars("i32", "groups"), *(scalars("i32", "sb_batch") if block_scaled else ())) if grouped else ())),
+                *(grouped_params(block_scaled) if grouped else ())),
         block=(config.threads, 1, 1),
         grid=lambda p: (ceil_div(p["m"], tile_m) * ceil_div(p["n"], tile_n) * p["batch"], 1, 1),
         sample={"m": 4096, "n": 4096, "k": 4096, "batch": 1, "group_m": 8, "has_bias": 0, "lda": 4096,

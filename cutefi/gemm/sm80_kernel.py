@@ -6,6 +6,9 @@ DSL. ABI, configurations and launch: ``launch.py`` (``sm80_contract``).
 FP8 builds (e4m3 or e5m2 operands, sm_89 and newer: ``mma.sync`` m16n8k32 with FP8 inputs)
 take a K-major B only, as the FP8 MMA does, and scale the fp32 sums by the two per-tensor
 scales (read on the device) before the conversion.
+Block-scaled FP8 builds (DeepSeek-style scales) take 128-deep K tiles, one scale block each,
+promoted into the accumulators at each tile's end; grouped builds (segment GEMM, MoE experts)
+take one work unit of ``cute/segments.py`` a CTA, the grid an upper bound.
 A CTA computes one ``tile_m x tile_n`` tile, taken in grouped-raster order (``group_m`` M tiles
 share their B tiles in L2). Stages:
   1. the tile's A and B K tiles stream into a ``stages``-deep shared-memory ring with 16-byte
@@ -162,8 +165,8 @@ class GemmSm80:
         lda = cute.assume(args.lda, divby=vec)
         ldb = cute.assume(args.ldb, divby=vec)
         ldc = cute.assume(args.ldc, divby=VEC)
-        m_a = cute.make_tensor((args.a + Int64(first_row) * lda).align(16),
-                               cute.make_layout((rows, k, args.batch), stride=(lda, 1, cute.assume(args.batch_a, divby=vec))))
+        m_a = cute.make_tensor((args.a + Int64(first_row) * lda).align(16), cute.make_layout(
+            (rows, k, args.batch), stride=(lda, 1, cute.assume(args.batch_a, divby=vec))))
         b_strides = (ldb, 1) if const_expr(self.b_k_major) else (1, ldb)
         m_b = cute.make_tensor(args.b, cute.make_layout((b_rows, k, args.batch),
                                                         stride=(*b_strides, cute.assume(args.batch_b, divby=vec))))
