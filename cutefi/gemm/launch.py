@@ -455,45 +455,37 @@ def sm80_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
     )
 
 
+def _sm80_spec(dtype: str, out_dtype: str, b_major: str, config: Sm80Config, **options: object) -> KernelSpec:
+    """A ``gemm.sm80`` build; ``options``: ``b_dtype`` (mixed FP8), ``block_scaled``, ``grouped``
+    (only when set, so the plain builds keep their keys). FP8 builds need FP8 mma.sync (sm_89+)."""
+    family = Family.MMA_SYNC_FP8 if dtype in FP8_DTYPES else Family.MMA_SYNC
+    return KernelSpec.make("gemm.sm80", "cute", "cutefi.gemm.sm80_kernel:GemmSm80", "cutefi.gemm.launch:sm80_contract",
+                           family, dtype=dtype, out_dtype=out_dtype, b_major=b_major, tile_m=config.tile_m,
+                           tile_n=config.tile_n, tile_k=config.tile_k, stages=config.stages, warps_m=config.warps_m,
+                           warps_n=config.warps_n, **options)
+
+
 SM80_SPECS = {
-    (dtype, out_dtype, b_major, config): KernelSpec.make(
-        "gemm.sm80", "cute", "cutefi.gemm.sm80_kernel:GemmSm80", "cutefi.gemm.launch:sm80_contract",
-        Family.MMA_SYNC, dtype=dtype, out_dtype=out_dtype, b_major=b_major, tile_m=config.tile_m,
-        tile_n=config.tile_n, tile_k=config.tile_k, stages=config.stages, warps_m=config.warps_m,
-        warps_n=config.warps_n)
+    (dtype, out_dtype, b_major, config): _sm80_spec(dtype, out_dtype, b_major, config)
     for dtype in DTYPES for out_dtype in OUT_DTYPES for b_major in B_MAJORS for config in SM80_CONFIGS
 }
-SM80_SPECS.update({
-    (dtype if dtype == b_dtype else (dtype, b_dtype), out_dtype, "k", config): KernelSpec.make(
-        "gemm.sm80", "cute", "cutefi.gemm.sm80_kernel:GemmSm80", "cutefi.gemm.launch:sm80_contract",
-        Family.MMA_SYNC_FP8, dtype=dtype, out_dtype=out_dtype, b_major="k", tile_m=config.tile_m,
-        tile_n=config.tile_n, tile_k=config.tile_k, stages=config.stages, warps_m=config.warps_m,
-        warps_n=config.warps_n, **({"b_dtype": b_dtype} if b_dtype != dtype else {}))
+SM80_SPECS.update({  # (mixed formats keyed by the (A, B) pair)
+    (dtype if dtype == b_dtype else (dtype, b_dtype), out_dtype, "k", config):
+        _sm80_spec(dtype, out_dtype, "k", config, **({"b_dtype": b_dtype} if b_dtype != dtype else {}))
     for dtype in FP8_DTYPES for b_dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in SM80_FP8_CONFIGS
 })
 SM80_BLOCK_SCALED_SPECS = {
-    (dtype, out_dtype, config): KernelSpec.make(
-        "gemm.sm80", "cute", "cutefi.gemm.sm80_kernel:GemmSm80", "cutefi.gemm.launch:sm80_contract",
-        Family.MMA_SYNC_FP8, dtype=dtype, out_dtype=out_dtype, b_major="k", tile_m=config.tile_m,
-        tile_n=config.tile_n, tile_k=config.tile_k, stages=config.stages, warps_m=config.warps_m,
-        warps_n=config.warps_n, block_scaled=True)
+    (dtype, out_dtype, config): _sm80_spec(dtype, out_dtype, "k", config, block_scaled=True)
     for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in SM80_BLOCK_SCALED_CONFIGS
 }
 # grouped (segment GEMM; FP8 MoE experts with block scales): the small and the 128 x 128 tile
 SM80_GROUPED_CONFIGS = (SM80_CONFIGS[2], SM80_CONFIGS[0])
 SM80_GROUPED_SPECS = {
-    (dtype, dtype, b_major, config): KernelSpec.make(
-        "gemm.sm80", "cute", "cutefi.gemm.sm80_kernel:GemmSm80", "cutefi.gemm.launch:sm80_contract",
-        Family.MMA_SYNC, dtype=dtype, out_dtype=dtype, b_major=b_major, tile_m=config.tile_m, tile_n=config.tile_n,
-        tile_k=config.tile_k, stages=config.stages, warps_m=config.warps_m, warps_n=config.warps_n, grouped=True)
+    (dtype, dtype, b_major, config): _sm80_spec(dtype, dtype, b_major, config, grouped=True)
     for dtype in DTYPES for b_major in B_MAJORS for config in SM80_GROUPED_CONFIGS
 }
 SM80_GROUPED_SPECS.update({
-    (dtype, out_dtype, "k", config): KernelSpec.make(
-        "gemm.sm80", "cute", "cutefi.gemm.sm80_kernel:GemmSm80", "cutefi.gemm.launch:sm80_contract",
-        Family.MMA_SYNC_FP8, dtype=dtype, out_dtype=out_dtype, b_major="k", tile_m=config.tile_m,
-        tile_n=config.tile_n, tile_k=config.tile_k, stages=config.stages, warps_m=config.warps_m,
-        warps_n=config.warps_n, block_scaled=True, grouped=True)
+    (dtype, out_dtype, "k", config): _sm80_spec(dtype, out_dtype, "k", config, block_scaled=True, grouped=True)
     for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in SM80_BLOCK_SCALED_CONFIGS
 })
 register(*SM80_SPECS.values(), *SM80_BLOCK_SCALED_SPECS.values(), *SM80_GROUPED_SPECS.values())
