@@ -32,9 +32,11 @@ def random_cache(shape, g, dtype):
     return values.to(dtype)
 
 
-def make_batch(lengths, page_size, kv_heads, head_dim, dtype, layout="NHD", spare_pages=3, fused=False, seed=0):
+def make_batch(lengths, page_size, kv_heads, head_dim, dtype, layout="NHD", spare_pages=3, fused=False, seed=0,
+               poison_tail=False):
     """A paged cache holding ``lengths`` tokens per request in shuffled pages, and its page table
-    (``dtype``: the cache's, FP8 included)."""
+    (``dtype``: the cache's, FP8 included). ``poison_tail``: the rows past each request's
+    length in its last page hold NaN (a kernel that reads them must not let them through)."""
     g = torch.Generator().manual_seed(seed)
     pages_per = [-(-n // page_size) for n in lengths]
     total = sum(pages_per) + spare_pages
@@ -50,6 +52,13 @@ def make_batch(lengths, page_size, kv_heads, head_dim, dtype, layout="NHD", spar
     order = torch.randperm(total, generator=g)[:sum(pages_per)].to(torch.int32)
     indptr = torch.tensor([0, *torch.tensor(pages_per).cumsum(0).tolist()], dtype=torch.int32)
     last = torch.tensor([(n - 1) % page_size + 1 if n else 1 for n in lengths], dtype=torch.int32)
+    if poison_tail:
+        for b, n in enumerate(lengths):
+            if n:
+                page = int(order[indptr[b + 1] - 1])
+                for cache in (k_cache, v_cache):
+                    rows = cache[page, int(last[b]):] if layout == "NHD" else cache[page, :, int(last[b]):]
+                    rows.fill_(float("nan"))
     return kv, k_cache, v_cache, indptr, order, last
 
 
@@ -139,10 +148,10 @@ def check(out, lse, ref_out, ref_lse, dtype):
 
 def run_decode(lengths, qo_heads, kv_heads, head_dim, page_size, dtype, layout="NHD", fused=False, seed=0,
                cap=None, window_left=-1, sm_scale=None, disable_split=False, fixed_split=None, device_tables=False,
-               sinks=False, kv_dtype=None, k_scale=None, v_scale=None, rope=None):
+               sinks=False, kv_dtype=None, k_scale=None, v_scale=None, rope=None, poison_tail=False):
     kv_dtype = kv_dtype or dtype
     kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, page_size, kv_heads, head_dim, kv_dtype, layout,
-                                                             fused=fused, seed=seed)
+                                                             fused=fused, seed=seed, poison_tail=poison_tail)
     q = torch.randn(len(lengths), qo_heads, head_dim, generator=torch.Generator().manual_seed(seed + 1)).to(dtype).cuda()
     wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"), layout)
     tables = (indptr.cuda(), indices.cuda(), last.cuda()) if device_tables else (indptr, indices, last)
@@ -524,6 +533,37 @@ def test_fast_decode_plan_with_host_indptr_override():
     q = torch.randn(3, 16, 128, device="cuda", dtype=torch.float16)
     out = wrapper.run(q, kv)
     ref_out, _ = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD")
+    check(out, None, ref_out, None, torch.float16)
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.bfloat16, torch.float8_e4m3fn])
+@pytest.mark.parametrize("page_size, head_dim", [(16, 128), (64, 128), (16, 64), (32, 256), (5, 128)])
+def test_decode_rows_past_the_end_hold_nan(kv_dtype, page_size, head_dim):
+    """NaN in the rows past each request's length in its last page (a cache's unwritten rows):
+    they must not reach the output (0 * NaN is NaN, so masking the scores alone would not do)."""
+    run_decode([1000, 17, 1, 4095, 33, 300], 32, 8, head_dim, page_size, torch.bfloat16, kv_dtype=kv_dtype,
+               poison_tail=True, seed=page_size + head_dim, k_scale=0.5 if kv_dtype != torch.bfloat16 else None)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_decode_page_ids_outside_the_cache_read_zeros(layout):
+    """A page id past the cache (or negative) reads as zero K and V rows (the kernel's documented
+    behaviour; nothing is read out of bounds)."""
+    qo_heads, kv_heads, head_dim, page_size = 8, 2, 128, 16
+    kv, k_cache, v_cache, indptr, indices, last = make_batch([64, 40], page_size, kv_heads, head_dim, torch.float16,
+                                                             layout, seed=5)
+    bad = indices.clone()
+    bad[1] = k_cache.shape[0] + 7
+    bad[4] = -3
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"), layout)
+    wrapper.plan(indptr, bad, last, qo_heads, kv_heads, head_dim, page_size, q_data_type=torch.float16)
+    q = torch.randn(2, qo_heads, head_dim, device="cuda", dtype=torch.float16)
+    out = wrapper.run(q, kv)
+    # the reference: the same cache with two zero pages where the bad ids point
+    zero_k, zero_v = (torch.cat([c, torch.zeros_like(c[:2])]) for c in (k_cache, v_cache))
+    fixed = bad.clone()
+    fixed[1], fixed[4] = k_cache.shape[0], k_cache.shape[0] + 1
+    ref_out, _ = reference(q, zero_k, zero_v, indptr, fixed, [64, 40], layout)
     check(out, None, ref_out, None, torch.float16)
 
 

@@ -124,8 +124,9 @@ class BatchDecode(Routine):
         if len(set(lengths)) > 1:
             mask = (torch.arange(longest, device="cuda")[None, :] < torch.tensor(lengths, device="cuda")[:, None])
             mask = mask[:, None, None, :]
-        state: dict[str, Any] = {"cache": (k_cache, v_cache), "lengths": lengths, "scales": scales}
         plan_args = (indptr, indices, last, shape["qo_heads"], kv_heads, d, page)
+        state: dict[str, Any] = {"cache": (k_cache, v_cache), "lengths": lengths, "scales": scales,
+                                 "plan": (plan_args, {"q_data_type": dtype, "kv_data_type": kv_dtype})}
         layout = "HND" if hnd else "NHD"
         wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"),
                                                             layout)
