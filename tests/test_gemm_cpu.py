@@ -533,14 +533,20 @@ def test_block_scaled_build_promotes_each_k_block(config):
 
 
 def test_block_scaled_plan():
-    """128 x 256 tiles from 0.8 of a wave, 128 x 128 from an eighth, else 128 x 64; splits pair
-    in clusters."""
+    """128 x 256 tiles from 0.8 of a wave, 128 x 128 from an eighth, else 128 x 64, swapped
+    builds for a few tokens; splits pair in clusters."""
     from cutefi.gemm.plan import block_scaled_plan
 
     assert block_scaled_plan(4096, 7168, 2048, H200_SMS).config == Sm90Config(128, 256, 1)
     assert block_scaled_plan(256, 7168, 2048, H200_SMS).config == Sm90Config(128, 128, 1)
-    small = block_scaled_plan(64, 1024, 7168, H200_SMS)
+    small = block_scaled_plan(65, 1024, 7168, H200_SMS)
     assert small.config == Sm90Config(128, 64, 1) and small.splits > 1
+    # up to 32 tokens, or 64 with K >= 4096: swapped (the weight's rows fill the tile), split over K
+    assert not block_scaled_plan(64, 7168, 2048, H200_SMS).config.swap
+    swapped = block_scaled_plan(64, 1024, 7168, H200_SMS)
+    assert swapped.config in (Sm90Config(128, 64, 1, True), Sm90Config(128, 64, 1, True, 2)) and swapped.splits > 1
+    single = block_scaled_plan(1, 7168, 2048, H200_SMS).config
+    assert single.swap and single.tile_n == 32
     paired = block_scaled_plan(128, 4096, 7168, H200_SMS)
     assert paired.config == Sm90Config(128, 128, 1, False, 2) and paired.splits % 2 == 0
     with override(config="128x256c2"), pytest.raises(ValueError, match="no block-scaled build"):

@@ -66,7 +66,7 @@ def test_groupwise(fp8, m, n, k):
             check(out, ref)
 
 
-@pytest.mark.parametrize("m,n,k", [(200, 384, 640), (4096, 7168, 2048)])
+@pytest.mark.parametrize("m,n,k", [(200, 384, 640), (4096, 7168, 2048), (40, 2112, 1040), (130, 264, 512)])
 def test_blockscaled(m, n, k):
     """128 x 128 activation blocks (scale_granularity_mnk (128, 128, 128))."""
     a, a_scale = random_scaled(m, k, torch.float8_e4m3fn, 128, 3)
@@ -79,10 +79,13 @@ def test_blockscaled(m, n, k):
 
 @pytest.mark.parametrize("config,splits", [("128x256c1", 1), ("128x256c1", 2), ("128x128c1", 1), ("128x64c1", 1),
                                            ("128x128c1", 3), ("128x128c1k2", 2),
-                                           ("128x128c1k2", 4), ("128x64c1", 5)])
+                                           ("128x128c1k2", 4), ("128x64c1", 5), ("128x64c1t", 1),
+                                           ("128x64c1t", 3), ("128x32c1t", 1), ("128x32c1t", 2),
+                                           ("128x64c1k2t", 2), ("128x32c1k2t", 4)])
 def test_every_build_and_split(config, splits):
     """Each block-scaled build, with K split through the workspace and in clusters (the
-    promoted sums meet like any others), on a problem of several tiles a CTA."""
+    promoted sums meet like any others), on a problem of several tiles a CTA; the swapped
+    builds (``t``: the weight's rows as the tile's) on 520 tokens, a partial last token tile."""
     m, n, k = 520, 1032, 3072
     a, a_scale = random_scaled(m, k, torch.float8_e5m2, 1, 11)
     b, b_scale = random_scaled(n, k, torch.float8_e5m2, 128, 12)
@@ -91,6 +94,25 @@ def test_every_build_and_split(config, splits):
         out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         cutefi.gemm_fp8_nt_groupwise(a, b, a_scale, b_scale, "K", out=out)
     check(out, ref)
+
+
+@pytest.mark.parametrize("m", [1, 16, 33, 64])
+def test_few_tokens_take_the_swapped_builds(m):
+    """A few tokens take a swapped build (the weight's 128-row blocks along the tile's rows, each
+    token's scales along its columns): every scale layout, both granularities."""
+    from cutefi.gemm.plan import block_scaled_plan
+
+    n, k = 2112, 4096  # (2112: the last weight tile straddles a 128-row block's end)
+    assert block_scaled_plan(m, n, k, 132).config.swap
+    for rows in (1, 128):
+        a, a_scale = random_scaled(m, k, torch.float8_e4m3fn, rows, m + rows)
+        b, b_scale = random_scaled(n, k, torch.float8_e4m3fn, 128, 7)
+        ref = dequantised(a, a_scale, rows) @ dequantised(b, b_scale, 128).t()
+        for mode, sa, sb in (("K", a_scale, b_scale), ("MN", a_scale.t().contiguous(), b_scale.t().contiguous())):
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            cutefi.gemm_fp8_nt_groupwise(a, b, sa, sb, scale_major_mode=mode, scale_granularity_mnk=(rows, 128, 128),
+                                         out=out)
+            check(out, ref)
 
 
 def test_quantize_fp8_round_trip_and_saturation():

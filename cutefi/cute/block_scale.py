@@ -77,6 +77,42 @@ def promote(acc: cute.Tensor, scratch: cute.Tensor, scale_r: Float32, scale_r8: 
         acc[first + i] = acc[first + i] + scratch[i] * (scale_r if (i // 2) % 2 == 0 else scale_r8)
 
 
+# ---- swapped builds (a few tokens): the tile's rows are the weight's, its columns the tokens ---
+# A thread's two rows take their weight blocks' scales (row // 128: a tile that ends on the
+# weight's last row may straddle two blocks), and each of its columns (two a group of four
+# accumulator elements, elements 4j and 4j + 1) its token's scale (col // scale_rows: the
+# activation granularity, 1 or 128, rides in ``scale_rows``); the strides ``sa_*`` are the
+# weight scales', ``sb_*`` the tokens'.
+
+
+def swapped_offsets(args, first_row: Int32, first_col: Int32, coord_c: cute.Tensor) -> tuple[tuple, tuple]:
+    """(weight-scale offsets of this thread's two rows, token-scale offsets of its columns) at
+    K block 0; rows and columns past the ends read the last one's scale (their sums are dropped)."""
+    last_row, last_col = args.m - 1, args.n - 1
+    rows = tuple((cutlass.min(first_row + coord_c[i][0], last_row) // BLOCK) * args.sa_row for i in (0, 2))
+    cols = tuple((cutlass.min(first_col + coord_c[i][1], last_col) // args.scale_rows) * args.sb_col
+                 for j in range(0, cute.size(coord_c), 4) for i in (j, j + 1))
+    return rows, cols
+
+
+@cute.jit
+def swapped_load(args, offsets: tuple, k_block: Int32) -> tuple:
+    """The scales of K block ``k_block``: (the two rows' weight scales, the columns' token scales)."""
+    scale_a = cute.make_tensor(args.scale_a, cute.make_layout(_FLAT))
+    scale_b = cute.make_tensor(args.scale_b, cute.make_layout(_FLAT))
+    rows = tuple(scale_a[row + k_block * args.sa_k] for row in offsets[0])
+    cols = tuple(scale_b[col + k_block * args.sb_k] for col in offsets[1])
+    return rows, cols
+
+
+@cute.jit
+def swapped_promote(acc: cute.Tensor, scratch: cute.Tensor, scales: tuple):
+    """``acc[i] += scratch[i] * weight scale of i's row * token scale of i's column``."""
+    rows, cols = scales
+    for i in cutlass.range_constexpr(cute.size(scratch)):
+        acc[i] = acc[i] + scratch[i] * (rows[(i // 2) % 2] * cols[(i // 4) * 2 + i % 2])
+
+
 # ---- the mma.sync kernel's promotion (sm_89 / sm_120a: gemm/sm80_kernel.py) ------------------
 # A thread of an m16n8 MMA holds rows r and r + 8 (mode 0's second index h) of each of its MMA
 # tiles along M (mode 1), two columns of each along N (mode 0's first index, mode 2); a CTA tile

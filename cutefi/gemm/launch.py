@@ -258,8 +258,10 @@ SM90_SPECS.update({
 # FP8 with block scales (DeepSeek-style 1x128 or 128x128 activation groups, 128x128 weight
 # blocks): a second fp32 set of accumulators takes each K block's sums, 128 columns at a time
 # (a 256-wide tile in two slices: the final sums and that set fit the registers)
+# (swapped builds for a few tokens: the weight's rows fill the tile, no MMA rows wasted)
 BLOCK_SCALED_CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 128, 1), Sm90Config(128, 64, 1),
-                        Sm90Config(128, 128, 1, False, 2))
+                        Sm90Config(128, 128, 1, False, 2), Sm90Config(128, 32, 1, True), Sm90Config(128, 64, 1, True),
+                        Sm90Config(128, 32, 1, True, 2), Sm90Config(128, 64, 1, True, 2))
 BLOCK_SCALED_SPECS = {
     (dtype, out_dtype, config): _sm90_spec(dtype, out_dtype, "k", config, block_scaled=True)
     for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in BLOCK_SCALED_CONFIGS

@@ -430,15 +430,18 @@ class GemmSm90(Sm90Stores):
                 # moves the compiler could sink past the wgmma fence and so serialise every wgmma)
                 mmas, frag_a_part, frag_b_parts, scratch = block
                 parts = len(frag_b_parts)
-                offsets = block_scale.tile_offsets(args, first_row, first_col, coord_c,
-                                                   batch if const_expr(self.grouped) else None)
+                if const_expr(self.swap):  # (per-column token scales, per-row weight scales)
+                    offsets = block_scale.swapped_offsets(args, first_row, first_col, coord_c)
+                else:
+                    offsets = block_scale.tile_offsets(args, first_row, first_col, coord_c,
+                                                       batch if const_expr(self.grouped) else None)
                 last_block = k_begin + k_count - 1
                 acc.fill(0.0)
                 # (scales one K step ahead: their L2 latency hides behind a step's MMAs)
-                upcoming = block_scale.load(args, offsets, k_begin, parts)
+                upcoming = self._block_scales(args, offsets, k_begin, parts)
                 for k_step in cutlass.range(k_count, unroll=1):
                     scales = upcoming
-                    upcoming = block_scale.load(args, offsets, cutlass.min(k_begin + k_step + 1, last_block), parts)
+                    upcoming = self._block_scales(args, offsets, cutlass.min(k_begin + k_step + 1, last_block), parts)
                     ring.consumer_wait(read)
                     for part in cutlass.range_constexpr(parts):
                         block_scale.issue(mmas, scratch, frag_a_part, frag_b_parts[part], read.index, k_blocks)
@@ -446,8 +449,11 @@ class GemmSm90(Sm90Stores):
                         if const_expr(part == parts - 1):
                             ring.consumer_release(read)
                             read.advance()
-                        block_scale.promote(acc, scratch, scales[2 * part], scales[2 * part + 1],
-                                            part * cute.size(scratch))
+                        if const_expr(self.swap):
+                            block_scale.swapped_promote(acc, scratch, scales)
+                        else:
+                            block_scale.promote(acc, scratch, scales[2 * part], scales[2 * part + 1],
+                                                part * cute.size(scratch))
             else:
                 # ---- main loop: one K step of wgmmas in flight ----------------------------
                 acc.fill(0.0)
@@ -506,6 +512,12 @@ class GemmSm90(Sm90Stores):
             linear += stride
         if const_expr(self.staged_out):
             store_ring[8].producer_tail()
+
+    def _block_scales(self, args, offsets, k_block, parts: int):
+        """K block ``k_block``'s scales (``block_scale``: swapped builds scale rows and columns)."""
+        if const_expr(self.swap):
+            return block_scale.swapped_load(args, offsets, k_block)
+        return block_scale.load(args, offsets, k_block, parts)
 
     @cute.jit
     def _meet_splits(self, args, acc, thread, epi_barrier, last_split, tile, split) -> cutlass.Boolean:
