@@ -208,12 +208,13 @@ def override(config: Config | str | None = None, group_m: int | None = None,
         GENERATION[0] += 1
 
 
-def _forced() -> Config | None:
+def forced_config() -> Config | None:
+    """The configuration ``override(config=...)`` or ``CUTEFI_GEMM_CONFIG`` forces (None: the plan's)."""
     return _OVERRIDE.get("config") or _env_config()  # type: ignore[return-value]
 
 
 def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int = 4096) -> Sm90Config:
-    forced = _forced()
+    forced = forced_config()
     if not isinstance(forced, Sm90Config):
         forced = None  # (another kernel's override does not apply here)
     if forced is not None:
@@ -277,7 +278,7 @@ def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool, k: in
     rows faster than the swapped wgmma build (1 x 4096 x 4096 7.3 against 9.1 µs, 1 x 1024 x
     8192 6.0 against 9.6) and a longer K at 8 tokens or fewer slower (1 x 4096 x 14336 35.3
     against 33.0), gemm_decode_h200_session22.json)."""
-    forced = _forced()
+    forced = forced_config()
     fits = batch == 1 and b_k_major and m <= SKINNY_MAX_M
     if isinstance(forced, (Sm90Config, Sm80Config)):
         return False
@@ -291,7 +292,7 @@ def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool, k: in
 
 
 def skinny_plan(m: int, n: int, k: int, sms: int) -> SkinnyPlan:
-    forced = _forced()
+    forced = forced_config()
     if isinstance(forced, SkinnyConfig):
         config = forced
     else:
@@ -318,7 +319,7 @@ def sm80_plan(m: int, n: int, batch: int, sms: int, configs: tuple[Sm80Config, .
     """mma.sync builds of ``configs`` (16-bit or FP8; the same tiles): 128 x 256 tiles from two
     waves of 128 x 128 ones on, 128 x 128 from half a wave, else 64 x 64 (the most CTAs for
     small problems; always with ``small_only``)."""
-    forced = _forced()
+    forced = forced_config()
     if isinstance(forced, Sm80Config):
         if forced not in configs:
             raise ValueError(f"GEMM config {forced.name} is not built for these inputs; built: "
@@ -339,7 +340,7 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
     elsewhere, where ``native_fp8`` says whether the chip has FP8 mma.sync or ptxas emulates it)."""
     fp8 = k_tile != 64
     if fp8:
-        forced = _forced()
+        forced = forced_config()
         if isinstance(forced, SkinnyConfig) or (isinstance(forced, Sm80Config) and forced not in SM80_FP8_CONFIGS):
             raise ValueError(f"GEMM config {forced.name} takes 16-bit inputs; FP8 runs on the Hopper builds or "
                              f"the FP8 mma.sync ones ({', '.join(c.name for c in SM80_FP8_CONFIGS)})")
@@ -347,7 +348,7 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
             return sm80_plan(m, n, batch, sms, SM80_FP8_CONFIGS, small_only=not native_fp8)
     if not fp8 and takes_skinny(m, n, batch, b_k_major, wgmma, k):
         return skinny_plan(m, n, k, sms)
-    if not fp8 and (isinstance(_forced(), Sm80Config) or (not wgmma and not isinstance(_forced(), Sm90Config))):
+    if not fp8 and (isinstance(forced_config(), Sm80Config) or (not wgmma and not isinstance(forced_config(), Sm90Config))):
         return sm80_plan(m, n, batch, sms)
     config = choose_config(m, n, batch, sms, b_k_major, k)
     if config.swap and (batch != 1 or not b_k_major):
@@ -375,7 +376,7 @@ def block_scaled_plan(m: int, n: int, k: int, sms: int, wgmma: bool = True,
     128 x 128). Off Hopper (``wgmma`` False, or an mma.sync build forced): the block-scaled
     mma.sync builds, 128 x 128 from half a wave of them where the chip has FP8 MMAs, else
     64 x 64 (and always where ptxas emulates them: the 128-wide build spills there)."""
-    forced = _forced()
+    forced = forced_config()
     if isinstance(forced, Sm80Config) or not wgmma:
         if forced is not None and forced not in SM80_BLOCK_SCALED_CONFIGS:
             raise ValueError(f"GEMM config {forced.name} has no block-scaled mma.sync build; built: "
@@ -415,7 +416,7 @@ def _split_plan(config: Sm90Config, total: int, k: int, sms: int, k_tile: int,
         return launch_plan_in_cluster(config, total, forced)
     splits = choose_splits(total, k, sms, config, k_tile, min_split_tiles)
     paired = Sm90Config(config.tile_m, config.tile_n, 1, config.swap, 2)
-    if splits >= 2 and config.cluster_m == 1 and paired in built and _forced() is None \
+    if splits >= 2 and config.cluster_m == 1 and paired in built and forced_config() is None \
             and "splits" not in _OVERRIDE:
         # (splits meet faster in pairs in a cluster: 3-7% measured for two; an odd count
         # drops one split)

@@ -28,7 +28,7 @@ from .api import _TORCH_DTYPES, _no_output, _operand, _sms
 from .fp8_api import _FP8, _NATIVE_FP8_MMA, _OUT
 from .groupwise_api import BLOCK, _ceil, _check_options, _scale_strides
 from .launch import MAX_GROUPS, Sm80Config, Sm90Config
-from .plan import _forced
+from .plan import forced_config
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -40,7 +40,7 @@ def _mma_sync_config(device: int, what: str, family: Family, rows: int, n: int, 
     (``configs[1]``) when an estimate of its tile count fills half the SMs (and, FP8, the chip
     has FP8 MMAs), else the 64 x 64 one. Raises where ``family`` has no target for the device."""
     cc = device_cc(device)
-    forced = _forced()
+    forced = forced_config()
     if isinstance(forced, Sm80Config) and forced not in configs:
         raise ValueError(f"GEMM config {forced.name} has no {what} build; built: {', '.join(c.name for c in configs)}")
     if cc == (9, 0) and not isinstance(forced, Sm80Config):
