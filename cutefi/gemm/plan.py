@@ -348,7 +348,8 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
             return sm80_plan(m, n, batch, sms, SM80_FP8_CONFIGS, small_only=not native_fp8)
     if not fp8 and takes_skinny(m, n, batch, b_k_major, wgmma, k):
         return skinny_plan(m, n, k, sms)
-    if not fp8 and (isinstance(forced_config(), Sm80Config) or (not wgmma and not isinstance(forced_config(), Sm90Config))):
+    forced = forced_config()
+    if not fp8 and (isinstance(forced, Sm80Config) or (not wgmma and not isinstance(forced, Sm90Config))):
         return sm80_plan(m, n, batch, sms)
     config = choose_config(m, n, batch, sms, b_k_major, k)
     if config.swap and (batch != 1 or not b_k_major):
@@ -372,8 +373,9 @@ def block_scaled_plan(m: int, n: int, k: int, sms: int, wgmma: bool = True,
                       native_fp8: bool = True) -> LaunchPlan | Sm80Plan:
     """The plan of a block-scaled FP8 problem (one matrix, ``BLOCK_SCALED_CONFIGS``): 128 x 256
     tiles from 0.8 of a wave of them, else 128 x 128 tiles when they give at least an eighth
-    of a wave, else 128 x 64; split-K as for the other builds (pairs in clusters of two at
-    128 x 128). Off Hopper (``wgmma`` False, or an mma.sync build forced): the block-scaled
+    of a wave, else 128 x 64, and for a few tokens (``BLOCK_SCALED_SWAP_TOKENS``) the swapped
+    128 x 32 / 128 x 64 builds; split-K as for the other builds (pairs in clusters of two at
+    128 x 128 and for the swapped builds). Off Hopper (``wgmma`` False, or an mma.sync build forced): the block-scaled
     mma.sync builds, 128 x 128 from half a wave of them where the chip has FP8 MMAs, else
     64 x 64 (and always where ptxas emulates them: the 128-wide build spills there)."""
     forced = forced_config()
