@@ -49,6 +49,7 @@ def _references(t):
         "mm_fp8": t["a"].float() @ t["b"][0].float().t(),
         "mm_fp8_mma_sync": t["a"].float() @ t["b"][0].float().t(),
         "groupwise_mma_sync": a @ _dequantised(t["b"][0], t["b_scale"][0], 128).t(),
+        "groupwise_few_tokens": a[:16] @ _dequantised(t["b"][0], t["b_scale"][0], 128).t(),
     }
 
 
@@ -63,6 +64,9 @@ def _run(t):
         "mm_fp8_mma_sync": _forced("64x64x64s4", cutefi.mm_fp8, t["a"], t["b"][0].t()),
         "groupwise_mma_sync": _forced("64x64x128s4", cutefi.gemm_fp8_nt_groupwise, t["a"], t["b"][0], t["a_scale"],
                                       t["b_scale"][0], "K"),
+        # (16 tokens: the swapped block-scaled build)
+        "groupwise_few_tokens": cutefi.gemm_fp8_nt_groupwise(t["a"][:16], t["b"][0], t["a_scale"][:16],
+                                                             t["b_scale"][0], "K"),
     }
 
 
