@@ -136,13 +136,11 @@ def _groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale:
         raise ValueError("a, b and out must start on 16-byte boundaries (slice views that start mid-row are not "
                          "taken), a_scale and b_scale on 4-byte ones")
     run = launch_mma_sync if isinstance(grid, Sm80Plan) else launch_hopper
+    scales = dict(scale_a=a_scale.data_ptr(), scale_b=b_scale.data_ptr(), **strides)
     if not isinstance(grid, Sm80Plan) and grid.config.swap:  # the weight is the kernel's A: its scales too
-        run(kernel, grid, device, a, b.t(), out, shape[0], shape[1], a.shape[1], False, scale_a=b_scale.data_ptr(),
-            scale_b=a_scale.data_ptr(), scale_rows=strides["scale_rows"], sa_row=strides["sb_col"],
-            sa_k=strides["sb_k"], sb_col=strides["sa_row"], sb_k=strides["sa_k"])
-        return out
-    run(kernel, grid, device, a, b.t(), out, shape[0], shape[1], a.shape[1], False, scale_a=a_scale.data_ptr(),
-        scale_b=b_scale.data_ptr(), **strides)
+        scales = dict(scale_a=b_scale.data_ptr(), scale_b=a_scale.data_ptr(), scale_rows=strides["scale_rows"],
+                      sa_row=strides["sb_col"], sa_k=strides["sb_k"], sb_col=strides["sa_row"], sb_k=strides["sa_k"])
+    run(kernel, grid, device, a, b.t(), out, shape[0], shape[1], a.shape[1], False, **scales)
     return out
 
 
