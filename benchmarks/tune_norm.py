@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import glob
 import json
+import math
 import os
 import pickle
 import statistics
@@ -292,6 +293,22 @@ VARIANTS = [  # session 21, round 15: shifted RMSNorm with the lead's extra chun
     ("rms", 4096, False, 128, 128, 4, False, "fp8e4m3"), ("rms", 4096, True, 128, 128, 4, False, "fp8e4m3"),
     ("rms", 4096, False, 128, 128, 6, False, "fp8e4m3"), ("rms", 2048, False, 64, 128, 6, False),
 ]
+ROUND15 = VARIANTS
+VARIANTS = [  # session 25, round 16: persistent shifted LayerNorm with gamma/beta in registers (the rows of a
+    # thread share a lead) at 3-5 CTAs an SM; shifted RMSNorm 4096 at 7 and 8 CTAs an SM (spill-free since session 21)
+    *[("layer", 4096, False, 128, 128, ctas, False, None, None, 1) for ctas in (3, 4, 5)],
+    *[("layer", 4096, False, 128, 128, ctas, False, "fp8e4m3", None, 1) for ctas in (3, 4)],
+    ("layer", 2048, False, 128, 128, 4, False, None, None, 2), ("layer", 2048, False, 128, 128, 6, False, None, None, 2),
+    ("layer", 2048, False, 128, 128, 4, False, "fp8e4m3", None, 2), ("layer", 1024, False, 64, 128, 4, False, None, None, 2),
+    ("rms", 4096, False, 128, 128, 7, False), ("rms", 4096, False, 128, 128, 8, False),
+]
+ROUND16 = VARIANTS  # tune_norm_h200_session25_r16.json
+VARIANTS = [  # session 25, round 17: the other persistent shifted LayerNorm classes in registers
+    ("layer", 1024, False, 64, 128, 4, False, "fp8e4m3", None, 2),
+    ("layer", 8192, False, 256, 256, 1, False, None, None, 1), ("layer", 8192, False, 512, 512, 1, False, None, None, 1),
+    ("layer", 8192, False, 256, 256, 1, False, "fp8e4m3", None, 1),
+    ("layer", 8192, False, 512, 512, 1, False, "fp8e4m3", None, 1),
+]
 ROWS = 16384
 
 
@@ -322,8 +339,8 @@ def patched(kind: str, n_class: int, fused: bool, tpr: int, threads: int, ctas: 
         return found
 
     launch._class_table = class_table
-    launch.min_ctas_per_sm = lambda n, t, k="rms", a=True, q=False, fused_add=False: (
-        ctas if n == n_class and ours(k, fused_add, a, q) else occupancy(n, t, k, a, q, fused_add))
+    launch.min_ctas_per_sm = lambda n, t, k="rms", a=True, q=False, fused_add=False, d="bf16": (
+        ctas if n == n_class and ours(k, fused_add, a, q) else occupancy(n, t, k, a, q, fused_add, d))
     if vec is not None:
         launch.access_elems = lambda k, d, a: vec if (k, a) == (kind, aligned) else access(k, d, a)
     if prefetch is not None:
@@ -433,8 +450,10 @@ def time_variant(saved: dict, ROWS: int = ROWS) -> dict:
     with patched(*variant) as contract:
         kernel = Kernel(Artifact(cubin=saved["cubin"], metadata=saved["metadata"]), contract)
         shape = launch.geometry(kind, "bf16", variant[1], fused, aligned, out_dtype)
-        iters = launch.row_iters(shape, ROWS, torch.cuda.get_device_properties(0).multi_processor_count)
-        grid = contract.grid({"M": ROWS, "row_iters": iters})
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        # rows of n_class columns (aligned) or n_class - 1: a lead repeats every 8 // gcd(8, n) rows
+        iters, grid_x = launch.persistent_grid(shape, ROWS, sms, 8 // math.gcd(8, n_class))
+        grid = (grid_x, 1, 1)
     target = residual.clone()
 
     def call():

@@ -75,12 +75,39 @@ def test_eps_inside_the_square_root(dtype, eps, std):
     assert_close(out, reference(x, gamma, beta, 1e-6 if eps is None else eps), dtype)
 
 
+@pytest.mark.parametrize("tokens, heads, hidden, width", [(6000, 5, 1000, 1001), (4001, 3, 2047, 2049),
+                                                          (3000, 7, 4095, 4097)])
+def test_strided_3d_views_on_the_persistent_build(tokens, heads, hidden, width):
+    """[tokens, heads, hidden] slices of a wider buffer with odd strides, enough rows for
+    several a thread: a thread's rows share their lead only through the plan's grid
+    (launch.persistent_grid over the heads), which this checks row by row."""
+    from cutefi.norm import plan as norm_plan
+    from cutefi.norm.api import launch_norm
+    base = cutefi.poison_(torch.empty(tokens, heads + 2, width, device="cuda", dtype=torch.bfloat16))
+    x = base[:, 1:heads + 1, 1:hidden + 1]
+    x.copy_(torch.randn(tokens, heads, hidden, device="cuda") * 2 + 3)
+    out_base = cutefi.poison_(torch.empty_like(base))
+    out = out_base[:, 1:heads + 1, 1:hidden + 1]  # rows alike x's in their 16-byte chunks
+    gamma, beta = make_params(hidden)
+    pointers = norm_plan.pointer_mode(x.data_ptr(), gamma.data_ptr(), beta.data_ptr(), out.data_ptr(),
+                                      x.data_ptr(), 2)
+    chosen = norm_plan.check_and_plan("layer", x, gamma, beta, out, None, False, "gamma", False, pointers)
+    assert chosen.row_iters > 1 and chosen.heads == heads and chosen.shifted and not chosen.staged
+    launch_norm("layer", x, gamma, beta, out, None, 1e-6, False)
+    assert_close(out, reference(x, gamma, beta), torch.bfloat16)
+    outside = torch.ones_like(out_base, dtype=torch.bool)
+    outside[:, 1:heads + 1, 1:hidden + 1] = False
+    assert torch.isnan(out_base[outside].float()).all(), "written outside out's rows"
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("hidden", [64, 4096, 16384])
-def test_constant_rows_give_beta(dtype, hidden):
-    # zero variance: out == beta exactly in math; eps keeps it finite (values exact in fp16/bf16)
-    rows = 37
-    levels = (torch.arange(rows, device="cuda") % 9 - 4).float() * 0.25
+@pytest.mark.parametrize("hidden, rows", [(64, 37), (4096, 37), (16384, 37), (4095, 37), (4095, 16384),
+                                         (2047, 3001), (1000, 5000)])
+def test_constant_rows_give_beta(dtype, hidden, rows):
+    # zero variance: out == beta exactly in math; eps keeps it finite (values exact in fp16/bf16).
+    # Odd hidden sizes: the shifted builds take the end chunks' out-of-row zeros off the
+    # variance as a count times mean^2, which must not round it below 0 (NaN)
+    levels = (torch.arange(rows, device="cuda") % 9 - 4).float() * 0.25 + (100.0 if hidden % 8 else 0.0)
     x = levels[:, None].expand(rows, hidden).to(dtype).contiguous()
     gamma, beta = make_params(hidden)
     out = cutefi.layernorm(x, gamma, beta, eps=1e-5)

@@ -1,7 +1,7 @@
 """CPU tier: the norm builds' geometry (``cutefi/norm/launch.py``): the persistent LayerNorm
-builds' ring (static, aligned rows) and staged gamma/beta (dynamic, shifted rows) fit shared
-memory, and ``row_iters`` with the contract's grid covers every row exactly with at most one
-wave of resident CTAs."""
+builds' ring fits static shared memory, ``row_iters`` with its grid covers every row exactly
+with at most one wave of resident CTAs, and a shifted persistent build's thread takes rows
+that share a lead (its gamma and beta are read once in that row frame)."""
 
 from __future__ import annotations
 
@@ -27,23 +27,8 @@ def test_prefetch_only_on_layernorm_and_its_shared_memory_fits():
             prefetching[aligned] += 1
             assert kind == "layer" and not fused, (kind, n_class)
             assert n_class >= 1024  # the 2^30-row bound of row_iters holds by memory size
-        if shape.dynamic_smem_bytes:  # shifted: gamma, beta and the ring in dynamic shared memory
-            assert not aligned and shape.prefetch
-            assert shape.dynamic_smem_bytes == 4 * (2 * shape.staged_param_elems + shape.staged_pad_elems) + shape.ring_bytes
-            assert shape.staged_param_elems >= 8 * ((n_class + 8) // 8 + 1)  # every column and its chunk's lead
-            fits = launch.SMEM_PER_SM // (shape.dynamic_smem_bytes + 1024)
-            assert 1 <= shape.min_ctas_per_sm <= fits, (n_class, shape)
-            # every target (sm_86/89/120: 99 KB a CTA) can launch it; the reads past the staged
-            # chunks (threads whose chunks are all out of the row) stay inside shared memory
-            assert shape.dynamic_smem_bytes <= launch.MAX_DYNAMIC_SMEM, (n_class, shape)
-            stride, chunks_read = shape.staged_param_elems // 8, shape.tile_n // shape.vec
-            # the last read (beta's staged row 7 at chunk index chunks_read - 1, plus one) stays
-            # before the ring, which other threads' cp.async write (racecheck would flag it)
-            assert 8 * stride + 7 * stride + chunks_read + 1 <= 2 * shape.staged_param_elems + shape.staged_pad_elems
-            assert (2 * shape.staged_param_elems + shape.staged_pad_elems) % 4 == 0  # the ring: 16-byte aligned
-            assert reductions <= STATIC_SMEM
-        else:  # aligned: the ring is static shared memory
-            assert shape.ring_bytes + reductions <= STATIC_SMEM, (kind, n_class)
+        # the ring is static shared memory (gamma and beta are in registers, aligned or not)
+        assert shape.ring_bytes + reductions <= STATIC_SMEM, (kind, n_class)
     assert prefetching[True] and prefetching[False]  # both tables are in use
 
 
@@ -55,15 +40,42 @@ def test_row_iters_and_grid_cover_every_row_once(n_class, quant, aligned, rows, 
     shape = launch.geometry("layer", "bf16", n_class, False, aligned, "fp8e4m3" if quant else None)
     assert shape.prefetch
     contract = launch.contract("layer", "bf16", n_class, False, False, aligned, "fp8e4m3" if quant else None)
-    assert contract.smem_bytes == shape.dynamic_smem_bytes
     iters = launch.row_iters(shape, rows, sms)
     grid = contract.grid({"M": rows, "row_iters": iters})[0]
+    assert launch.persistent_grid(shape, rows, sms, 1) == (iters, grid)
     groups = -(-rows // shape.rows_per_cta)
     # CTA b's thread rows are b + i * grid (row groups), i < iters: together every group < grid * iters
     assert grid * iters >= groups and (grid - 1) * iters < groups
     assert grid <= max(1, sms * shape.min_ctas_per_sm) or iters == 1
     if rows > sms * shape.min_ctas_per_sm * shape.rows_per_cta:
         assert iters > 1
+
+
+@pytest.mark.parametrize("n_class, quant", sorted(launch._LAYER_SHIFTED_PREFETCH))
+@pytest.mark.parametrize("rows, n, heads, row_stride, head_stride", [
+    (16384, 4095, 1, 4095, 0), (65537, 1023, 1, 1023, 0), (5000, 2000, 1, 2002, 0), (4096, 4095, 1, 4097, 0),
+    (30000, 1000, 5, 8003, 1601), (20000, 2047, 3, 6 * 2047 + 1, 2048), (12000, 1023, 40, 40 * 1024 + 3, 1024),
+    (100, 4095, 1, 4095, 0)])
+@pytest.mark.parametrize("sms", [1, 7, 132])
+def test_shifted_persistent_rows_of_a_thread_share_a_lead(n_class, quant, rows, n, heads, row_stride, head_stride,
+                                                          sms):
+    """Every row a thread of a shifted persistent build takes starts where its first does in
+    its 16-byte chunk (the leads checked row by row), every row is taken once."""
+    from cutefi.norm.plan import RowLayout, lead_period
+    shape = launch.geometry("layer", "bf16", n_class, False, False, "fp8e4m3" if quant else None)
+    layout = RowLayout(rows, n, heads, row_stride, head_stride)
+    iters, grid = launch.persistent_grid(shape, rows, sms, lead_period(layout))
+    step = grid * shape.rows_per_cta
+    assert step * iters >= rows and grid <= -(-rows // shape.rows_per_cta)
+
+    def lead(row: int) -> int:
+        return ((row // heads) * row_stride + (row % heads) * head_stride + 3) % 8
+
+    firsts = range(min(step, rows))
+    for first in firsts:
+        assert {lead(row) for row in range(first, rows, step)} == {lead(first)}, (first, step)
+    if rows > sms * shape.min_ctas_per_sm * shape.rows_per_cta * 2:
+        assert iters > 1  # (the test means something: threads take several rows)
 
 
 def test_row_iters_without_prefetch_is_one_and_bounded_rows():
@@ -89,7 +101,7 @@ def test_packed_chunk_row_is_exact():
 @pytest.mark.parametrize("rows", [64, 65, 1003, 16384, 1 << 22])
 def test_packed_geometry_fits_and_covers_every_block(n_class, rows):
     shape = packed.geometry("bf16", n_class)
-    assert shape.smem_bytes <= launch.MAX_DYNAMIC_SMEM
+    assert shape.smem_bytes <= packed.MAX_DYNAMIC_SMEM
     assert shape.block_threads * packed.CHUNKS * 8 == 8 * n_class  # a block's n chunks, CHUNKS a thread
     iters = packed.blocks_per_cta(rows, n_class, 132)
     grid = packed.contract("bf16", n_class, False).grid({"M": rows, "row_iters": iters})[0]

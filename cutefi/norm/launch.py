@@ -24,7 +24,7 @@ read in the row's frame (``shifted.py``).
 
 from __future__ import annotations
 
-import dataclasses
+import math
 from dataclasses import dataclass
 
 from .. import dtypes
@@ -123,22 +123,22 @@ _LAYER_PREFETCH = {
 }
 
 
-# The same for rows off 16-byte boundaries (gamma and beta staged in shared memory, see
-# norm_kernel.py; CTAs an SM then capped by that memory, see geometry). 16384 rows of n_class - 1
+# The same for rows off 16-byte boundaries (gamma and beta in registers in the row frame of a
+# thread's rows, which persistent_grid makes share a lead). Until session 25 they were staged in
+# shared memory and read an element at a time; the measurements below are that form's. 16384 rows of n_class - 1
 # columns bf16 on the H200 (tune_norm_h200_round10d/e.json), against the one-row builds in the
 # same run: 1023/2047/4095/8191/16383 1702/1834/2630/2724/2681 GB/s against 1411/1210/1470/1458/
 # 1218; FP8 2047/4095/8191/16383 1147/1548/1590/1456 against 860/914/921/722.
 # 16383 measured 2681 against 1218 (FP8 1456 against 722) but its gamma/beta need 131 KB of
-# shared memory: more than sm_86/89/120 grant a CTA (99 KB, MAX_DYNAMIC_SMEM), so no build has it.
+# shared memory: more than sm_86/89/120 grant a CTA (99 KB), so no build had it.
+# Session 25 (registers; tune_norm_h200_session25_r16/r17.json, CUDA-graph replay, 16384 rows):
+# FP8 1023 joined (1664 GB/s against the packed build's 1381); 8191 at one CTA an SM (256 or
+# 512 threads a row, spill-free) 2-27% slower than two CTAs of 256 (19 spilled registers).
 _LAYER_SHIFTED_PREFETCH = {
     (1024, False): (64, 128, 2), (2048, False): (128, 128, 2), (4096, False): (128, 128, 1),
-    (8192, False): (256, 256, 1), (2048, True): (128, 128, 2), (4096, True): (128, 128, 1),
-    (8192, True): (256, 256, 1),
+    (8192, False): (256, 256, 1), (1024, True): (64, 128, 2), (2048, True): (128, 128, 2),
+    (4096, True): (128, 128, 1), (8192, True): (256, 256, 1),
 }
-MAX_DYNAMIC_SMEM = 99 * 1024  # the least shared memory a CTA may opt in to on a supported target
-# Shared memory of an SM on the GPU the tables were tuned on (H100/H200: 228 KB); a CTA costs
-# its dynamic shared memory plus the 1 KB the driver reserves.
-SMEM_PER_SM = 228 * 1024
 
 
 def prefetch_depth(norm: str, n_class: int, aligned: bool, quant: bool, fused_add: bool) -> int:
@@ -252,8 +252,16 @@ _LAYER_THREADS_PER_SM = {4096: 1024}
 # shifted plain RMSNorm: 768 threads (6 CTAs of 128 at 4096): 3397 GB/s at 16384 x 4095 bf16
 # against 2965 at 512 and 3243 (spilling) at 1024 (tune_norm_h200_round2.json); its FP8 build at
 # 4096 too since its thread holds 4 chunks (_LEAD_CHUNK_ALONE): 3093 against 2798 at 512 (and
-# the packed build's 2785) at 16384 x 4095 (tune_norm_h200_session21_r15.json)
+# the packed build's 2785) at 16384 x 4095 (tune_norm_h200_session21_r15.json). The plain 4096
+# build at 1024 (spill-free since session 21): +1.7/2.2% at 16384/65536 rows, 7 CTAs a tie
+# (tune_norm_h200_session25_r16.json, CUDA-graph replay).
 _SHIFTED_RMS_THREADS_PER_SM = 768
+# bf16 only: fp16 spills 2 instructions there on sm_90 (8-14 on sm_80/86/89; bf16 4-6 on sm_80)
+_SHIFTED_RMS_THREADS_PER_SM_BY_CLASS = {(4096, False, "bf16"): 1024}  # (n_class, quant, dtype)
+# Persistent shifted LayerNorm 4096 (plain and FP8, 5 chunks a thread with gamma and beta in
+# registers): 3 CTAs an SM, spill-free, where 4 spilled 18-19 registers and 5 48: 16384 x 4095
+# bf16 on the H200 3159 against 2780 GB/s, FP8 2575 against 2430 (_r16.json).
+_LAYER_SHIFTED_THREADS_PER_SM = {4096: 384}
 # Shifted RMSNorm classes (no fused add) whose lead chunk is the row's first thread's alone
 # (Geometry.lead_chunk_alone), H200 against 5 chunks a thread, same run (_r15.json): 4095 plain
 # +0.7/3.6/4.6% at 4096/16384/65536 rows. Not taken: 2047 (2-4% slower), the fused add (a tie;
@@ -262,17 +270,20 @@ _LEAD_CHUNK_ALONE = {4096}
 
 
 def min_ctas_per_sm(n_class: int, block_threads: int, kind: str = "rms", aligned: bool = True,
-                    quant: bool = False, fused_add: bool = False) -> int:
+                    quant: bool = False, fused_add: bool = False, dtype_name: str = "bf16") -> int:
     """Occupancy target baked into the PTX (``.minnctapersm``), in CTAs per SM. The FP8
     LayerNorm keeps 512 threads: at 1024 (64 registers) its 4096 build spilled ~170 registers
     and ran at 21% of the copy bandwidth."""
     threads = _THREADS_PER_SM
     if kind == "layer" and aligned and not quant:
         threads = _LAYER_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
+    elif kind == "layer" and not aligned:
+        threads = _LAYER_SHIFTED_THREADS_PER_SM.get(n_class, _THREADS_PER_SM)
     elif kind == "rms" and aligned and n_class in _RMS_WIDE_ROWS[(fused_add, quant)]:
         threads = _RMS_WIDE_ROWS[(fused_add, quant)][n_class][2]
     elif kind == "rms" and not aligned and not fused_add and (not quant or n_class in _LEAD_CHUNK_ALONE):
-        threads = _SHIFTED_RMS_THREADS_PER_SM  # (FP8 with 5 chunks a thread spilled at 768)
+        # (FP8 with 5 chunks a thread spilled at 768)
+        threads = _SHIFTED_RMS_THREADS_PER_SM_BY_CLASS.get((n_class, quant, dtype_name), _SHIFTED_RMS_THREADS_PER_SM)
     return max(1, threads // block_threads)
 
 
@@ -300,31 +311,6 @@ class Geometry:
     def ring_bytes(self) -> int:
         """Shared memory of the prefetch ring: ``prefetch`` rows of every thread's chunks."""
         return self.prefetch * self.block_threads * self.chunks * self.vec * self.elem_bytes
-
-    @property
-    def staged_param_elems(self) -> int:
-        """fp32 elements of one parameter staged in shared memory by the persistent shifted
-        LayerNorm (``shifted.stage_params``): 8 rows of one per aligned chunk a row can touch
-        (``n_class / 8 + 1``: a row may start 7 elements into its first), plus one."""
-        return 8 * (self.n_class // 8 + 2) if self.prefetch and self.shifted else 0
-
-    @property
-    def staged_pad_elems(self) -> int:
-        """fp32 words after the staged beta that its last row's reads can reach: threads whose
-        chunks lie past the row read (unused) words up to chunk ``tile_n / vec - 1``; the pad
-        keeps those reads off the ring, which other threads' cp.async are writing."""
-        if not self.staged_param_elems:
-            return 0
-        stride = self.staged_param_elems // 8
-        return max(0, -(-(self.tile_n // self.vec + 1 - stride) // 4) * 4)  # 16-byte multiple
-
-    @property
-    def dynamic_smem_bytes(self) -> int:
-        """The persistent shifted LayerNorm's dynamic shared memory: gamma, beta, the pad, the
-        ring."""
-        if not self.staged_param_elems:
-            return 0
-        return 4 * (2 * self.staged_param_elems + self.staged_pad_elems) + self.ring_bytes
 
     @property
     def rows_per_cta(self) -> int:
@@ -357,16 +343,14 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
         n_class=n_class, vec=access_elems(norm, dtype_name, aligned), shifted=not aligned,
         threads_per_row=threads_per_row,
         block_threads=block_threads,
-        min_ctas_per_sm=min_ctas_per_sm(n_class, block_threads, norm, aligned, out_dtype is not None, fused_add),
+        min_ctas_per_sm=min_ctas_per_sm(n_class, block_threads, norm, aligned, out_dtype is not None, fused_add,
+                                        dtype_name),
         delay_weight_load=_delays_weight(norm, fused_add, aligned, n_class, threads_per_row, dtype_name),
         prefetch=prefetch_depth(norm, n_class, aligned, out_dtype is not None, fused_add),
         lead_chunk_alone=(not aligned and norm == "rms" and not fused_add and n_class in _LEAD_CHUNK_ALONE
                           and n_class % (access_elems(norm, dtype_name, aligned) * threads_per_row) == 0),
         elem_bytes=dtype_bits(dtype_name) // 8,
     )
-    if shape.dynamic_smem_bytes:  # no more CTAs than the SM's shared memory holds
-        fits = max(1, SMEM_PER_SM // (shape.dynamic_smem_bytes + 1024))
-        shape = dataclasses.replace(shape, min_ctas_per_sm=min(shape.min_ctas_per_sm, fits))
     return shape
 
 
@@ -403,6 +387,27 @@ def row_iters(shape: Geometry, rows: int, sms: int) -> int:
         raise ValueError(f"at most 2^30 rows on a prefetching LayerNorm build; got {rows}")
     groups = -(-rows // shape.rows_per_cta)
     return max(1, -(-groups // (sms * shape.min_ctas_per_sm)))
+
+
+def persistent_grid(shape: Geometry, rows: int, sms: int, lead_period: int) -> tuple[int, int]:
+    """``(row_iters, grid CTAs)`` of a launch. A thread's rows are ``grid * rows_per_cta`` apart;
+    a shifted persistent build holds its gamma and beta in the row frame of the thread's first
+    row, so that step must be a multiple of ``lead_period``, the rows over which the start of a
+    row in its 16-byte chunk repeats (the plan's ``lead_period``): the grid is rounded up to
+    one (its surplus CTAs' rows lie past the last and do nothing)."""
+    iters = row_iters(shape, rows, sms)
+    groups = ceil_div(rows, shape.rows_per_cta)
+    grid = ceil_div(groups, iters)
+    if iters > 1 and shape.shifted:
+        unit = lead_period // math.gcd(lead_period, shape.rows_per_cta)
+        # rounded down where rounding up would start more CTAs than an SM wave holds (the
+        # surplus would run after the rest: +30-40% time at 65536 rows, session 25)
+        up, down = ceil_div(grid, unit) * unit, grid // unit * unit
+        grid = up if up <= sms * shape.min_ctas_per_sm or not down else down
+        iters = ceil_div(groups, grid)
+        if iters == 1:
+            grid = groups
+    return iters, grid
 
 
 def pick_n_class(N: int) -> int:
@@ -469,7 +474,6 @@ def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: b
                 "out_row_stride": n_class, "out_head_stride": 0, "residual_row_stride": n_class,
                 "residual_head_stride": 0, "eps": 1e-6, "scale_value": 1.0},
         min_ctas_per_sm=shape.min_ctas_per_sm,
-        smem_bytes=shape.dynamic_smem_bytes,
         entry=entry_name(dtype_name, n_class, fused_add, gemma, norm, aligned, out_dtype)
         + ("_swcvt" if fp8_in_software else "") + ("_lat" if latency else ""),
         pdl=True,

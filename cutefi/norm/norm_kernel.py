@@ -21,8 +21,8 @@ Compile-time specialisation: kind (rms/layer), dtype (bf16/fp16), hidden-size cl
 shifted: rows start anywhere in their first 16-byte chunk, see ``shifted.py``) and the quant
 ``out_dtype``; the geometry (``launch.geometry``) adds the row split and, for LayerNorm, the
 persistent form: a loop over ``row_iters`` rows a thread with the next rows of x in flight
-through a per-thread cp.async ring and gamma/beta read once (registers for aligned rows, shared
-memory staged by element-in-chunk for shifted ones), see ``_persistent_rows``.
+through a per-thread cp.async ring and gamma/beta read once into registers (shifted rows: in the
+row frame of a thread's rows, which share a lead), see ``_persistent_rows``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from cutefi.cute.pack16 import widen
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.cute.reduce import row_reduce_sum
 from cutefi.norm import launch
-from cutefi.norm.shifted import mask_outside_row, mask_words_outside_row, params16_in_row_frame, params_in_row_frame, stage_params, store_ends
+from cutefi.norm.shifted import mask_words_outside_row, params16_in_row_frame, store_ends
 
 
 class RowNormKernel:
@@ -79,12 +79,10 @@ class RowNormKernel:
         self.lead_chunk = shape.lead_chunk_alone
         assert not self.lead_chunk or not (fused_add or norm == "layer")  # (launch.geometry: plain RMSNorm only)
         self.prefetch = shape.prefetch
-        # the persistent FP8 LayerNorm on aligned rows holds gamma and beta in registers for all
-        # its rows: they are multiplied by 1/scale once instead of every output element
-        self.prescaled = self.quant and bool(self.prefetch) and not self.shifted
+        # the persistent FP8 LayerNorm holds gamma and beta in registers for all its rows: they
+        # are multiplied by 1/scale once instead of every output element
+        self.prescaled = self.quant and bool(self.prefetch)
         self.ring_slot_elems = shape.block_threads * shape.chunks * shape.vec
-        self.staged_param_elems = shape.staged_param_elems
-        self.staged_pad_elems = shape.staged_pad_elems
         # the ring is reused across rows only where the two reductions a row order it (see
         # prefetch_depth)
         assert not self.prefetch or (self.layer and not fused_add)
@@ -126,56 +124,54 @@ class RowNormKernel:
         """Prefetch builds: this thread's rows are ``step`` apart (``row_iters`` of them); the
         next ``prefetch`` are in flight in its own slots of the ring (each thread reads back
         only the chunks it copied itself, so the ring needs no barrier). gamma and beta cover
-        the same columns every row, so they are read once: into registers (aligned rows) or,
-        shifted rows needing them at a different lead each row, into shared memory staged by
-        element-in-chunk (``shifted.stage_params``). The per-row reloads were most of the
-        L1 and L2 traffic of the one-row build."""
+        the same columns every row, so they are read once, into registers: the per-row reloads
+        were most of the L1 and L2 traffic of the one-row build. Shifted rows read them in the
+        row frame of the thread's first row; the plan makes ``step`` a multiple of the rows
+        over which a lead repeats (``launch.persistent_grid``), so every row of the thread has
+        that lead."""
         grid_x, _, _ = cute.arch.grid_dim()
         step = grid_x * self.rows_per_cta
-        if const_expr(self.shifted):
-            params = cute.arch.get_dyn_smem(Float32, alignment=16)
-            ring = cute.recast_ptr(params + 2 * self.staged_param_elems + self.staged_pad_elems, dtype=self.dtype)
-        else:
-            ring = cute.arch.alloc_smem(self.dtype, self.prefetch * self.ring_slot_elems, alignment=16)
+        ring = cute.arch.alloc_smem(self.dtype, self.prefetch * self.ring_slot_elems, alignment=16)
         wait_for_inputs()
         for d in cutlass.range_constexpr(self.prefetch):
             self._prefetch(args, row + d * step, lane, ring, d)
-        if const_expr(self.shifted):
-            chunks = self.staged_param_elems // 8 - 1
-            stage_params(args.weight, params, args.N, chunks, self.num_threads)
-            stage_params(args.bias, params + self.staged_param_elems, args.N, chunks, self.num_threads)
-            pad = cute.make_tensor(params + 2 * self.staged_param_elems, cute.make_layout(self.staged_pad_elems))
-            for r in cutlass.range_constexpr(-(-self.staged_pad_elems // self.num_threads)):
-                q = cute.arch.thread_idx()[0] + r * self.num_threads
-                if q < self.staged_pad_elems:
-                    pad[q] = Float32(0.0)
-            cute.arch.barrier()
-            weights, biases = params, params + self.staged_param_elems
-        else:
-            param_copy = self._tiled_copy(self.param_dtype)
-            thr_param = param_copy.get_slice(lane)
-            tXgW = thr_param.partition_S(cute.make_tensor(args.weight, cute.make_layout((1, self.tile_n))))
-            tXgB = thr_param.partition_S(cute.make_tensor(args.bias, cute.make_layout((1, self.tile_n))))
-            tXcX = self._tiled_copy(self.dtype).get_slice(lane).partition_S(cute.make_identity_tensor((1, self.tile_n)))
-            K = const_expr(cute.size(tXcX, mode=[2]))
-            tXpW = cute.make_rmem_tensor(cute.make_layout((cute.size(tXgW, mode=[0, 1]), 1, K), stride=(0, 0, 1)),
-                                         cutlass.Boolean)
-            for k in cutlass.range_constexpr(K):
-                tXpW[0, 0, k] = tXcX[(0, 0), 0, k][1] < args.N
-            weights = cute.make_rmem_tensor_like(tXgW)
-            biases = cute.make_rmem_tensor_like(tXgB)
-            weights.fill(0.0)
-            biases.fill(0.0)
-            cute.copy(param_copy, tXgW, weights, pred=tXpW)
-            cute.copy(param_copy, tXgB, biases, pred=tXpW)
-            if const_expr(self.prescaled):  # 1/scale folded into gamma and beta once, not every row
-                inv_scale = self._inv_scale(args)
-                weights.store(weights.load() * inv_scale)
-                biases.store(biases.load() * inv_scale)
+        param_copy = self._tiled_copy(self.param_dtype)
+        thr_param = param_copy.get_slice(lane)
+        tXgW = thr_param.partition_S(cute.make_tensor(args.weight, cute.make_layout((1, self.tile_n))))
+        tXgB = thr_param.partition_S(cute.make_tensor(args.bias, cute.make_layout((1, self.tile_n))))
+        tXcX = self._tiled_copy(self.dtype).get_slice(lane).partition_S(cute.make_identity_tensor((1, self.tile_n)))
+        K = const_expr(cute.size(tXcX, mode=[2]))
+        lead = self._lead(args, row)
+        col = [tXcX[(0, 0), 0, k][1] - lead for k in range(K)]
+        tXpW = cute.make_rmem_tensor(cute.make_layout((cute.size(tXgW, mode=[0, 1]), 1, K), stride=(0, 0, 1)),
+                                     cutlass.Boolean)
+        for k in cutlass.range_constexpr(K):
+            tXpW[0, 0, k] = col[k] < args.N
+        weights = cute.make_rmem_tensor_like(tXgW)
+        biases = cute.make_rmem_tensor_like(tXgB)
+        weights.fill(0.0)
+        biases.fill(0.0)
+        self._load_param(param_copy, thr_param, args.weight, tXgW, weights, tXpW, col, lead, args.N)
+        self._load_param(param_copy, thr_param, args.bias, tXgB, biases, tXpW, col, lead, args.N)
+        if const_expr(self.prescaled):  # 1/scale folded into gamma and beta once, not every row
+            inv_scale = self._inv_scale(args)
+            weights.store(weights.load() * inv_scale)
+            biases.store(biases.load() * inv_scale)
         for it in cutlass.range(args.row_iters, unroll=1):
             cute.arch.cp_async_wait_group(self.prefetch - 1)  # this row's group has landed
             self._row(args, row + it * step, lane, ring, it % self.prefetch, row + (it + self.prefetch) * step,
                       weights, biases)
+
+    @cute.jit
+    def _lead(self, args: KernelArgs, row: cutlass.Int32) -> cutlass.Int32:
+        """Where ``row`` starts in its first aligned chunk (0 on aligned builds): the same in x,
+        out and residual (the API passes pointers whose rows sit alike in their chunks)."""
+        lead = cutlass.Int32(0)
+        if const_expr(self.shifted):
+            token = row // args.heads
+            start = cutlass.Int64(token) * args.x_row_stride + cutlass.Int64(row - token * args.heads) * args.x_head_stride
+            lead = cutlass.Int32((start + args.shift) % self.vec)
+        return lead
 
     @cute.jit
     def _ring_slot(self, ring: cute.Pointer, slot: cutlass.Int32, like: cute.Tensor) -> cute.Tensor:
@@ -193,9 +189,8 @@ class RowNormKernel:
         or the row's end) and commit them as one group (empty ones keep the count)."""
         token = row // args.heads
         offset = cutlass.Int64(token) * args.x_row_stride + cutlass.Int64(row - token * args.heads) * args.x_head_stride
-        lead = cutlass.Int32(0)
+        lead = self._lead(args, row)
         if const_expr(self.shifted):  # the row's first aligned chunk, as in _row
-            lead = cutlass.Int32((offset + args.shift) % self.vec)
             offset = offset + args.shift - lead
         gX = cute.make_tensor(args.x + cute.assume(offset, divby=self.vec), cute.make_layout((1, self.tile_n)))
         thr = self._tiled_copy(self.dtype).get_slice(lane)
@@ -215,20 +210,15 @@ class RowNormKernel:
              next_row: cutlass.Int32, weights, biases):
         """Normalise one row (threads_per_row threads). Prefetch builds take x from ``slot`` of
         the ring, refill it with ``next_row`` once x is in registers, and take gamma and beta
-        from ``weights`` and ``biases``: registers (aligned rows) or the staged copies in shared
-        memory (shifted rows). One-row builds pass None for all three and load their own."""
+        from the registers ``weights`` and ``biases``. One-row builds pass None for all three
+        and load their own."""
         M, N, eps = args.M, args.N, args.eps
 
         # ---- stage 0: this thread's row and its start in each tensor ------
         row_ok = row < M
         token = row // args.heads
         head = row - token * args.heads
-        # shifted builds: where the row starts in its first aligned chunk (the same in x, out
-        # and residual: the API passes pointers whose rows sit alike in their chunks)
-        lead = cutlass.Int32(0)
-        if const_expr(self.shifted):
-            x_start = cutlass.Int64(token) * args.x_row_stride + cutlass.Int64(head) * args.x_head_stride
-            lead = cutlass.Int32((x_start + args.shift) % self.vec)
+        lead = self._lead(args, row)
 
         def row_view(ptr, row_stride, head_stride):
             # the row's first aligned chunk: strides of aligned builds are multiples of vec
@@ -361,52 +351,43 @@ class RowNormKernel:
                 self._prefetch(args, next_row, lane, ring, slot)
             mean = row_reduce_sum(sum_x, self.threads_per_row, self._reduction_buffer())
             mean = mean * inv_n
-            # centred values of in-row columns only: out-of-row elements hold 0,
-            # which would otherwise add mean^2 each to the variance
             tXrD = cute.make_rmem_tensor_like(tXrX, Float32)
             tXrD.store(x - mean)
-            if const_expr(self.shifted):
-                for k in cutlass.range_constexpr(K):
-                    if not tXpW[0, 0, k]:
-                        tXrD[None, None, k].fill(0.0)
-                    if not full[k]:
-                        mask_outside_row(tXrD, k, col[k], N)
-                x = tXrD.load()
-        if const_expr(self.layer and not self.shifted):
-            # aligned rows: a chunk is all in or all out of the row, so its squares are summed
-            # and dropped whole (one select a chunk, not one an element)
+            # the squares of the chunks in the row (a select a chunk, not an element). Shifted
+            # rows' end chunks hold out-of-row elements as 0 (masked at the load), each adding
+            # exactly mean^2: taken off as their count times mean^2 (integer work a chunk,
+            # not a select an element), at most 14 a row
             sum_sq = Float32(0.0)
+            outside = cutlass.Int32(0)
             for k in cutlass.range_constexpr(K):
                 centred = tXrD[None, None, k].load()
                 part = (centred * centred).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
                 if tXpW[0, 0, k]:
                     sum_sq = sum_sq + part
+                if const_expr(self.shifted):
+                    if tXpW[0, 0, k]:
+                        outside = outside + cutlass.max(-col[k], 0) + cutlass.max(col[k] + self.vec - N, 0)
+            if const_expr(self.shifted):
+                # (rounding can take a constant row's sum a hair below 0)
+                sum_sq = cutlass.max(sum_sq - Float32(outside) * (mean * mean), Float32(0.0))
         else:
             sum_sq = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0) + lead_sq
         sum_sq = row_reduce_sum(sum_sq, self.threads_per_row, self._reduction_buffer())
         rstd = cute.math.rsqrt(sum_sq * inv_n + eps, fastmath=True)
 
         # ---- stage 5: scale, apply parameters, store (predicated) ---------
-        if const_expr(self.prefetch and self.shifted):
-            # a thread's chunks past the staged ones are out of the row: they read (unused) words
-            # of the next staged row or of the pad (Geometry.staged_pad_elems), never the ring
-            staged = self.staged_param_elems // 8 - 1
-            w = params_in_row_frame(weights, lane, lead, tXrX, staged, self.threads_per_row)
-            bias_row = params_in_row_frame(biases, lane, lead, tXrX, staged, self.threads_per_row)
+        if const_expr(self.prefetch):
+            tXrW, tXrB = weights, biases
         else:
-            if const_expr(self.prefetch):
-                tXrW, tXrB = weights, biases
-            else:
-                if const_expr(self.delay_w_load):
-                    self._load_param(param_copy, thr_param, args.weight, tXgW, tXrW, tXpW, col, lead, N)
-                if const_expr(self.layer):
-                    self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
+            if const_expr(self.delay_w_load):
+                self._load_param(param_copy, thr_param, args.weight, tXgW, tXrW, tXpW, col, lead, N)
             if const_expr(self.layer):
-                w = self._as_row_values(tXrW, tXrX)
-            else:
-                w = self._widen(cute.make_tensor(tXrW.iterator, tXrX.layout))
-            if const_expr(self.layer):
-                bias_row = self._as_row_values(tXrB, tXrX)
+                self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
+        if const_expr(self.layer):
+            w = self._as_row_values(tXrW, tXrX)
+            bias_row = self._as_row_values(tXrB, tXrX)
+        else:
+            w = self._widen(cute.make_tensor(tXrW.iterator, tXrX.layout))
         if const_expr(self.gemma):
             w = w + Float32(1.0)
         # Re-expand x (and for fused add s = x + residual, in fp32: the same sum as before)

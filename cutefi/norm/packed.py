@@ -1,5 +1,4 @@
-"""Contract, geometry and specs of the packed-rows RMSNorm and LayerNorm kernel
-(``packed_kernel.py``).
+"""Contract, geometry and specs of the packed-rows RMSNorm kernel (``packed_kernel.py``).
 Pure Python, no cutlass import.
 
 The build serves contiguous ``[rows, n]`` tensors whose hidden size is not a multiple of 8
@@ -41,38 +40,32 @@ MIN_N = 257
 # CTA an SM (its 128 registers) 1911 against 2596 (FP8 1449 against 1568). FP8 RMSNorm 4095
 # left it in session 21: the shifted build (4 chunks a thread, 768 threads an SM) ran 3093
 # against 2785 GB/s at 16384 rows, +6% at 65536 (tune_norm_h200_session21_r15.json).
-CLASSES = {("rms", False): (1024,), ("rms", True): (1024, 2048),
-           ("layer", False): (1024, 2048), ("layer", True): (1024, 2048)}
-# resident threads an SM the builds ask for: 64 registers a thread; LayerNorm (gamma, beta and
-# the means on top) 128, where 64 spilled ~200 bytes a thread
+# LayerNorm left it in session 25: its persistent shifted build with gamma and beta in
+# registers ran 1023/2047 2363/2636 GB/s against 1861/2064 at 16384 rows, FP8 1664/1887
+# against 1381/1604 (tune_norm_h200_session25_r16.json, _r17.json).
+CLASSES = {("rms", False): (1024,), ("rms", True): (1024, 2048)}
+# resident threads an SM the builds ask for: 64 registers a thread
 THREADS_PER_SM = 1024
-LAYER_THREADS_PER_SM = 512
+MAX_DYNAMIC_SMEM = 99 * 1024  # the least shared memory a CTA may opt in to on a supported target
+# Shared memory of an SM on the GPU the tables were tuned on (H100/H200: 228 KB); a CTA costs
+# its dynamic shared memory plus the 1 KB the driver reserves.
+SMEM_PER_SM = 228 * 1024
 
 
 @dataclass(frozen=True)
 class PackedGeometry:
     n_class: int
-    elem_bytes: int  # of x
-    layer: bool = False  # LayerNorm: fp32 gamma and beta; else RMSNorm: one weight of x's dtype
+    elem_bytes: int  # of x (and of the weight)
 
     @property
     def block_threads(self) -> int:
         return self.n_class // CHUNKS
 
     @property
-    def params(self) -> int:
-        return 2 if self.layer else 1
-
-    @property
-    def param_bytes(self) -> int:
-        return 4 if self.layer else self.elem_bytes
-
-    @property
     def copies(self) -> int:
-        """Shifted copies of each parameter: one a start of a chunk's first column within an
-        aligned read (16-bit weights: 128-bit reads, 8 copies; fp32 gamma and beta: 64-bit
-        reads, 2 copies, which keeps their shared memory that of the RMSNorm weight)."""
-        return 2 if self.layer else COPIES
+        """Shifted copies of the weight: one a start of a chunk's first column within an
+        aligned 128-bit read."""
+        return COPIES
 
     @property
     def copy_elems(self) -> int:
@@ -81,14 +74,14 @@ class PackedGeometry:
 
     @property
     def partials_offset(self) -> int:
-        """Byte offset of the fp32 chunk partials (after the parameter copies)."""
-        return self.params * self.copies * self.copy_elems * self.param_bytes
+        """Byte offset of the fp32 chunk partials (after the weight's copies)."""
+        return self.copies * self.copy_elems * self.elem_bytes
 
     @property
     def boundary_offset(self) -> int:
         """Byte offset of the ``WORDS`` fp32 words after the partials: the boundary chunks'
-        parts that fall into rows 1..7 (words 0-7), the rows' factors (8-16) and means
-        (17-25; LayerNorm), each list with a pad word a last row's chunks may read."""
+        parts that fall into rows 1..7 (words 0-7) and the rows' factors (8-16), each list
+        with a pad word a last row's chunks may read."""
         return self.partials_offset + 4 * self.n_class
 
     @property
@@ -102,45 +95,43 @@ class PackedGeometry:
 
     @property
     def min_ctas_per_sm(self) -> int:
-        threads = LAYER_THREADS_PER_SM if self.layer else THREADS_PER_SM
-        return max(1, min(threads // self.block_threads, launch.SMEM_PER_SM // (self.smem_bytes + 1024)))
+        return max(1, min(THREADS_PER_SM // self.block_threads, SMEM_PER_SM // (self.smem_bytes + 1024)))
 
 
-WORDS = 3 * ROWS_PER_BLOCK + 2
+WORDS = 2 * ROWS_PER_BLOCK + 1
 
 
-def geometry(dtype_name: str, n_class: int, norm: str = "rms") -> PackedGeometry:
+def geometry(dtype_name: str, n_class: int) -> PackedGeometry:
     if n_class not in N_CLASSES:
         raise ValueError(f"unsupported packed n_class {n_class}; expected one of {N_CLASSES}")
-    return PackedGeometry(n_class, launch.dtype_bits(dtype_name) // 8, norm == "layer")
+    return PackedGeometry(n_class, launch.dtype_bits(dtype_name) // 8)
 
 
-def blocks_per_cta(rows: int, n_class: int, sms: int, dtype_name: str = "bf16", norm: str = "rms") -> int:
+def blocks_per_cta(rows: int, n_class: int, sms: int, dtype_name: str = "bf16") -> int:
     """Blocks a CTA normalises (the kernel's ``row_iters``): about one wave of resident CTAs."""
     blocks = ceil_div(rows, ROWS_PER_BLOCK)
-    return max(1, ceil_div(blocks, sms * geometry(dtype_name, n_class, norm).min_ctas_per_sm))
+    return max(1, ceil_div(blocks, sms * geometry(dtype_name, n_class).min_ctas_per_sm))
 
 
 def pick_n_class(n: int, norm: str = "rms", quant: bool = False) -> int | None:
-    """The packed class for a hidden size, or None where no packed build covers it (or the
-    shifted one-row build measured faster)."""
+    """The packed class for a hidden size, or None where no packed build covers it (LayerNorm,
+    or the shifted one-row build measured faster)."""
     if n < MIN_N:
         return None
     n_class = next((c for c in N_CLASSES if n <= c), None)
-    return n_class if n_class in CLASSES[(norm, quant)] else None
+    return n_class if n_class in CLASSES.get((norm, quant), ()) else None
 
 
-def entry_name(dtype_name: str, n_class: int, gemma: bool, out_dtype: str | None, norm: str = "rms") -> str:
-    return (f"cutefi_{norm}norm_{dtype_name}_n{n_class}" + ("_gemma" if gemma else "") + "_packed"
+def entry_name(dtype_name: str, n_class: int, gemma: bool, out_dtype: str | None) -> str:
+    return (f"cutefi_rmsnorm_{dtype_name}_n{n_class}" + ("_gemma" if gemma else "") + "_packed"
             + (f"_to_{out_dtype}" if out_dtype else ""))
 
 
-def contract(dtype_name: str, n_class: int, gemma: bool, out_dtype: str | None = None,
-             norm: str = "rms") -> LaunchContract:
-    shape = geometry(dtype_name, n_class, norm)
+def contract(dtype_name: str, n_class: int, gemma: bool, out_dtype: str | None = None) -> LaunchContract:
+    shape = geometry(dtype_name, n_class)
     rows_per_cta = ROWS_PER_BLOCK
     return LaunchContract(
-        params=launch.norm_params(dtype_name, "fp32" if shape.layer else dtype_name, out_dtype or dtype_name),
+        params=launch.norm_params(dtype_name, dtype_name, out_dtype or dtype_name),
         block=(shape.block_threads, 1, 1),
         grid=lambda p: (ceil_div(p["M"], rows_per_cta * p["row_iters"]), 1, 1),
         sample={"M": 1000, "N": n_class - 1, "heads": 1, "shift": 0, "row_iters": 1,
@@ -149,16 +140,15 @@ def contract(dtype_name: str, n_class: int, gemma: bool, out_dtype: str | None =
                 "eps": 1e-6, "scale_value": 1.0},
         min_ctas_per_sm=shape.min_ctas_per_sm,
         smem_bytes=shape.smem_bytes,
-        entry=entry_name(dtype_name, n_class, gemma, out_dtype, norm),
+        entry=entry_name(dtype_name, n_class, gemma, out_dtype),
         pdl=True,
     )
 
 
-def make_spec(norm: str, dtype_name: str, n_class: int, gemma: bool = False, out_dtype: str | None = None) -> KernelSpec:
-    # RMSNorm's options leave the kind out (its spec names read as when it was the only one)
-    extra = ({"out_dtype": out_dtype} if out_dtype else {}) | ({"norm": norm} if norm != "rms" else {})
+def make_spec(dtype_name: str, n_class: int, gemma: bool = False, out_dtype: str | None = None) -> KernelSpec:
+    extra = {"out_dtype": out_dtype} if out_dtype else {}
     return KernelSpec.make(
-        f"norm.{norm}norm_packed", "cute", "cutefi.norm.packed_kernel:PackedRowNormKernel",
+        "norm.rmsnorm_packed", "cute", "cutefi.norm.packed_kernel:PackedRowNormKernel",
         "cutefi.norm.packed:contract", Family.SIMT, dtype_name=dtype_name, n_class=n_class, gemma=gemma, **extra,
     )
 
@@ -167,13 +157,11 @@ def _variants():
     for dtype in launch.SUPPORTED_DTYPES:
         for (norm, quant), classes in CLASSES.items():
             for n_class in classes:
-                if quant:
-                    for out_dtype in launch.QUANT_DTYPES:
-                        yield norm, dtype, n_class, False, out_dtype
-                else:
-                    for gemma in ((False, True) if norm == "rms" else (False,)):
-                        yield norm, dtype, n_class, gemma, None
+                for gemma, out_dtype in ([(False, fmt) for fmt in launch.QUANT_DTYPES] if quant
+                                         else [(False, None), (True, None)]):
+                    yield norm, dtype, n_class, gemma, out_dtype
 
 
-PACKED_SPECS = {key: make_spec(*key) for key in _variants()}
+# keyed (norm, dtype, n_class, gemma, out_dtype), as the plan looks them up
+PACKED_SPECS = {key: make_spec(*key[1:]) for key in _variants()}
 register(*PACKED_SPECS.values())

@@ -1,8 +1,6 @@
-"""RMSNorm and LayerNorm of contiguous rows that start off 16-byte boundaries, in CuTe DSL
-("packed rows").
+"""RMSNorm of contiguous rows that start off 16-byte boundaries, in CuTe DSL ("packed rows").
 
-    rms:   y[m, :] = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w'     w' = w or (1 + w)
-    layer: y[m, :] = (x[m, :] - mean) * rsqrt(var + eps) * gamma + beta  (gamma, beta fp32)
+    y[m, :] = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w'     w' = w or (1 + w)
     out = y, or for the FP8 quant builds out = fp8(clamp(y / scale, -max, max))
 
 Eight consecutive rows of a contiguous ``[rows, n]`` tensor span ``8 n`` elements, a multiple
@@ -13,19 +11,18 @@ boundary falls inside it, its first ``b = (r + 1) n - 8c`` elements to row ``r``
 to row ``r + 1``. Every global access is a full 128-bit one; no element is masked except in
 the last, partial block of the tensor. Each block:
 
-  1. sums: each chunk's sum of squares (RMSNorm) or sum (LayerNorm) into shared memory (a
-     boundary chunk's part for row ``r + 1`` into that row's slot);
-  2. rows: a warp a row adds its chunks' partials: the row's factor rsqrt(...) (LayerNorm:
-     first the mean, then 1 and 2 again over the centred squares for the factor);
+  1. sums: each chunk's sum of squares into shared memory (a boundary chunk's part for row
+     ``r + 1`` into that row's slot);
+  2. rows: a warp a row adds its chunks' partials: the row's factor rsqrt(...);
   3. store: each element scaled by its row's factor and its parameters, 128-bit stores; each
      chunk's registers then take the next block's chunk (its load in flight meanwhile).
 
-The parameters, seen from chunk ``c``, start at column ``c0 = 8c - r n``, anywhere in an
-aligned read (and wrap to column 0 at a row boundary). The CTA stages shifted copies of them
-once (copy ``s`` holds ``p[(m + s) mod n]`` at ``m``): 8 of a 16-bit weight, so a chunk's 8
-weights are one 128-bit read from copy ``c0 mod 8``; 2 of fp32 gamma and beta (four 64-bit
-reads each, from copy ``c0 mod 2``). CTAs are persistent: the copies and each chunk's place in
-its rows are set up once for ``row_iters`` blocks.
+The weight, seen from chunk ``c``, starts at column ``c0 = 8c - r n``, anywhere in an
+aligned read (and wraps to column 0 at a row boundary). The CTA stages 8 shifted copies of it
+once (copy ``s`` holds ``w[(m + s) mod n]`` at ``m``), so a chunk's 8 weights are one 128-bit
+read from copy ``c0 mod 8``. CTAs are persistent: the copies and each chunk's place in its
+rows are set up once for ``row_iters`` blocks. (LayerNorm had a packed build too until session
+25, when its persistent shifted build, gamma and beta in registers, beat it by 18-28%.)
 
 ABI and geometry: ``packed.py`` (the row-norm contract's parameters).
 """
@@ -46,17 +43,15 @@ from cutefi.cute.reduce import warp_reduce_sum
 from cutefi.norm import launch, packed
 
 _ROWS = packed.ROWS_PER_BLOCK
-_FACTORS, _MEANS = _ROWS, 2 * _ROWS + 1  # where the rows' factors and means start among the words
+_FACTORS = _ROWS  # where the rows' factors start among the words
 
 
 class PackedRowNormKernel:
-    def __init__(self, dtype_name: str, n_class: int, gemma: bool = False, out_dtype: str | None = None,
-                 norm: str = "rms"):
-        self.contract = packed.contract(dtype_name, n_class, gemma, out_dtype, norm)
-        self.shape = packed.geometry(dtype_name, n_class, norm)
-        self.layer = self.shape.layer
+    def __init__(self, dtype_name: str, n_class: int, gemma: bool = False, out_dtype: str | None = None):
+        self.contract = packed.contract(dtype_name, n_class, gemma, out_dtype)
+        self.shape = packed.geometry(dtype_name, n_class)
         self.dtype = cute_dtype(dtype_name)
-        self.param_dtype = Float32 if self.layer else self.dtype
+        self.param_dtype = self.dtype
         self.gemma = gemma
         self.quant = out_dtype is not None
         self.out_dtype = cute_dtype(out_dtype) if self.quant else self.dtype
@@ -94,8 +89,6 @@ class PackedRowNormKernel:
             inv_scale = Float32(1.0) / scale
         self._chunk_plan(plan, n, inv_n)
         self._stage_param(args.weight, params, n)
-        if const_expr(self.layer):
-            self._stage_param(args.bias, params + self.copies * self.copy_elems, n)
         cute.arch.barrier()
         # x of the CTA's first block in flight; each block's stage 3 then loads the next
         # block's chunks into the registers it has just stored from
@@ -181,14 +174,7 @@ class PackedRowNormKernel:
 
     @cute.jit
     def _param_values(self, params: cute.Pointer, offset: Int32) -> list:
-        """A chunk's 8 parameter values from their shifted copy: one 128-bit read of a 16-bit
-        weight, four 64-bit reads of fp32 ones."""
-        if const_expr(self.layer):
-            values = cute.make_rmem_tensor(cute.make_layout(8), Float32)
-            for j in cutlass.range_constexpr(4):
-                src = cute.make_tensor(params + cute.assume(offset + 2 * j, divby=2), cute.make_layout(2))
-                cute.autovec_copy(src, cute.make_tensor(values.iterator + 2 * j, cute.make_layout(2)))
-            return [values[i] for i in range(8)]
+        """A chunk's 8 weights from their shifted copy: one 128-bit read."""
         loaded = cute.make_rmem_tensor(cute.make_layout(((8, 1), 1, 1)), self.dtype)
         load = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=128)
         cute.copy(load, cute.make_tensor(params + cute.assume(offset, divby=8), cute.make_layout(((8, 1), 1, 1))),
@@ -220,20 +206,16 @@ class PackedRowNormKernel:
     # one block of rows
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _chunk_sums(self, rX: cute.Tensor, plan: cute.Tensor, partials: cute.Tensor, words: cute.Tensor,
-                    means: bool, salt: Uint32):
-        """Stage 1: each chunk's sum of squares (of x, or of x minus its row's mean) into
-        ``partials``; a boundary chunk's part for the next row into that row's word."""
+    def _chunk_sums(self, rX: cute.Tensor, plan: cute.Tensor, partials: cute.Tensor, words: cute.Tensor):
+        """Stage 1: each chunk's sum of squares into ``partials``; a boundary chunk's part for
+        the next row into that row's word."""
         tidx = cute.arch.thread_idx()[0]
         for k in cutlass.range_constexpr(packed.CHUNKS):
             where = plan[tidx + k * self.threads]
             row = where & 7
             in_row = (where >> 3) & 15
-            x = self._x_values(rX, k, salt)
-            if const_expr(means):  # centred: element i of the chunk less its row's mean
-                mean, next_mean = words[_MEANS + row], words[_MEANS + row + 1]
-                x = [x[i] - cutlass.select_(i < in_row, mean, next_mean) for i in range(8)]
-            terms = x if const_expr(self.layer and not means) else [v * v for v in x]
+            x = self._x_values(rX, k, Uint32(0))
+            terms = [v * v for v in x]
             total = Float32(0.0)
             for i in cutlass.range_constexpr(8):
                 total = total + terms[i]
@@ -247,10 +229,10 @@ class PackedRowNormKernel:
         cute.arch.barrier()
 
     @cute.jit
-    def _row_sums(self, partials: cute.Tensor, words: cute.Tensor, n: Int32, inv_n: Float32, dest: int,
-                  rsqrt_eps: Float32, factor: Float32, to_rsqrt: bool):
-        """Stage 2: each row's sum of its chunks' partials, times 1/n: the mean (``to_rsqrt``
-        False) or rsqrt(. + eps) * factor, into ``words[dest + row]``. Rows warp, warp +
+    def _row_sums(self, partials: cute.Tensor, words: cute.Tensor, n: Int32, inv_n: Float32, rsqrt_eps: Float32,
+                  factor: Float32):
+        """Stage 2: each row's sum of its chunks' partials: rsqrt(sum / n + eps) * factor,
+        into ``words[_FACTORS + row]``. Rows warp, warp +
         warps, ... (a run-time row: bounds for 8 unrolled rows would be hoisted out of the
         block loop into registers)."""
         tidx = cute.arch.thread_idx()[0]
@@ -264,11 +246,9 @@ class PackedRowNormKernel:
             acc = warp_reduce_sum(acc)
             if row > 0 and (row * n) % 8 != 0:  # the chunk before the row crosses into it
                 acc = acc + words[row]
-            value = acc * inv_n
-            if const_expr(to_rsqrt):
-                value = cute.math.rsqrt(value + rsqrt_eps, fastmath=True) * factor
+            value = cute.math.rsqrt(acc * inv_n + rsqrt_eps, fastmath=True) * factor
             if lane == 0:
-                words[dest + row] = value
+                words[_FACTORS + row] = value
         cute.arch.barrier()
 
     @cute.jit
@@ -291,14 +271,9 @@ class PackedRowNormKernel:
                     if start + i < limit:
                         rX[(i, 0), 0, k] = src[(i, 0), 0, 0]
 
-        # ---- stages 1 and 2: each row's factor (LayerNorm: its mean first) ----
-        if const_expr(self.layer):
-            self._chunk_sums(rX, plan, partials, words, False, Uint32(0))
-            self._row_sums(partials, words, n, inv_n, _MEANS, args.eps, inv_scale, False)
-            self._chunk_sums(rX, plan, partials, words, True, salt)
-        else:
-            self._chunk_sums(rX, plan, partials, words, False, Uint32(0))
-        self._row_sums(partials, words, n, inv_n, _FACTORS, args.eps, inv_scale, True)
+        # ---- stages 1 and 2: each row's factor ----
+        self._chunk_sums(rX, plan, partials, words)
+        self._row_sums(partials, words, n, inv_n, args.eps, inv_scale)
 
         # ---- stage 3: scale, parameters, store; the next block's chunk in flight ----
         store = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.out_dtype,
@@ -313,10 +288,6 @@ class PackedRowNormKernel:
             rY = cute.make_rmem_tensor(cute.make_layout(8), Float32)
             for i in cutlass.range_constexpr(8):
                 rY[i] = x[i]
-            if const_expr(self.layer):
-                mean, next_mean = words[_MEANS + row], words[_MEANS + row + 1]
-                for i in cutlass.range_constexpr(8):
-                    rY[i] = rY[i] - cutlass.select_(i < in_row, mean, next_mean)
             for i in cutlass.range_constexpr(8):
                 rY[i] = rY[i] * (w[i] + Float32(1.0) if const_expr(self.gemma) else w[i])
             factor = words[_FACTORS + row]
@@ -327,10 +298,6 @@ class PackedRowNormKernel:
                 next_factor = words[_FACTORS + row + 1]
                 for i in cutlass.range_constexpr(8):
                     rY[i] = rY[i] * cutlass.select_(i < in_row, factor, next_factor)
-            if const_expr(self.layer):
-                beta = self._param_values(params + self.copies * self.copy_elems, offset)
-                for i in cutlass.range_constexpr(8):
-                    rY[i] = rY[i] + beta[i] * inv_scale
             rO = cute.make_rmem_tensor(cute.make_layout((8, 1)), self.out_dtype)
             if const_expr(self.quant):
                 store_fp8(rY.load(), rO, self.quant_max)

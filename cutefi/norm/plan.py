@@ -9,16 +9,17 @@ Builds: the aligned one when the hidden size, every stride and every data pointe
 multiples of 8 elements (16 bytes); otherwise the shifted one (any hidden size from 1 to the
 largest class, any strides), which needs the rows of x, out and residual to sit alike in their
 16-byte chunks (equal strides modulo 8 elements, pointers equally misaligned) and 16-byte
-aligned parameters. Calls that break that ("staged") run on aligned copies. RMSNorm and
-LayerNorm (not the fused add) on contiguous rows (each ``n`` after the last) off 16-byte
-boundaries, from ``PACKED_MIN_ROWS`` rows and the hidden sizes of ``packed.CLASSES``, take
-the packed-rows build instead (``packed.py``: blocks of eight rows read and written as one aligned span). The pointer tests
+aligned parameters. Calls that break that ("staged") run on aligned copies. RMSNorm (not
+the fused add) on contiguous rows (each ``n`` after the last) off 16-byte boundaries, from
+``PACKED_MIN_ROWS`` rows and the hidden sizes of ``packed.CLASSES``, takes the packed-rows
+build instead (``packed.py``: blocks of eight rows read and written as one aligned span). The pointer tests
 run on every call (pointers change); the rest is checked once per call layout and kept.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import torch
@@ -38,7 +39,7 @@ MAX_ROWS = 2**31 - 1
 ALIGN_ELEMS = 8  # elements per 128-bit access of a 16-bit dtype
 ALIGN_BYTES = 16
 # rows from which contiguous RMSNorm rows off 16-byte boundaries take the packed-rows build
-PACKED_MIN_ROWS = 1024  # (LayerNorm 2047 at 128 rows: 115 GB/s packed, 132 shifted)
+PACKED_MIN_ROWS = 1024
 # what the data pointers of a call allow (computed on every call, part of the plan's key)
 POINTERS_ALIGNED, POINTERS_ALIKE, POINTERS_STAGED = 0, 1, 2
 
@@ -98,6 +99,12 @@ def row_layout(name: str, tensor: torch.Tensor, written: bool) -> RowLayout:
     return layout
 
 
+def lead_period(layout: RowLayout) -> int:
+    """Rows over which where a row starts in its 16-byte chunk repeats: rows that many apart
+    (the same head, tokens a multiple of 8 / gcd(8, row_stride) apart) start alike."""
+    return layout.heads * (ALIGN_ELEMS // math.gcd(ALIGN_ELEMS, layout.row_stride))
+
+
 def _overlaps(layout: RowLayout) -> bool:
     rows, n, heads, row_stride, head_stride = layout
     if heads == 1:
@@ -140,7 +147,7 @@ def takes_latency_build(kind: str, n: int, fused: bool, quant: bool, aligned: bo
 
 def _packed_class(kind: str, fused: bool, quant: bool, pointers: int, aligned: bool,
                   layouts: list[RowLayout]) -> int | None:
-    """The packed-rows build's class for an RMSNorm or LayerNorm (not fused) whose rows are
+    """The packed-rows build's class for an RMSNorm (not fused) whose rows are
     contiguous (each ``n`` after the last) but start off 16-byte boundaries, with aligned
     pointers and at least ``PACKED_MIN_ROWS`` rows; None otherwise."""
     x_layout = layouts[0]
@@ -217,19 +224,19 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
         spec = packed.PACKED_SPECS[(kind, name_of(input.dtype), packed_class, gemma,
                                     name_of(out.dtype) if quant else None)]
         kernel = get_kernel(spec, device)
-        iters = packed.blocks_per_cta(x_layout.rows, packed_class, device_info(device).sms, name_of(input.dtype), kind)
+        iters = packed.blocks_per_cta(x_layout.rows, packed_class, device_info(device).sms, name_of(input.dtype))
         grid = kernel.contract.grid({"M": x_layout.rows, "row_iters": iters})
         return Plan(kernel, False, False, device, grid, x_layout.rows, n, 1, (n, 0, n, 0, n, 0), iters)
     latency = takes_latency_build(kind, n, residual is not None, quant, aligned, x_layout.rows)
     spec = spec_for(kind, input.dtype, n, residual is not None, gemma, aligned, out.dtype if quant else None,
                     latency)
     kernel = get_kernel(spec, device) if x_layout.rows and not staged else None
-    iters = 1
+    iters, grid = 1, (0, 0, 0)
     if kernel:
         shape = launch.geometry(kind, name_of(input.dtype), launch.pick_n_class(n), residual is not None, aligned,
                                 name_of(out.dtype) if quant else None, latency)
-        iters = launch.row_iters(shape, x_layout.rows, device_info(device).sms)
-    grid = kernel.contract.grid({"M": x_layout.rows, "row_iters": iters}) if kernel else (0, 0, 0)
+        iters, grid_x = launch.persistent_grid(shape, x_layout.rows, device_info(device).sms, lead_period(x_layout))
+        grid = (grid_x, 1, 1)
     strides = (x_layout.row_stride, x_layout.head_stride, out_layout.row_stride, out_layout.head_stride,
                res_layout.row_stride, res_layout.head_stride)
     return Plan(kernel, staged and x_layout.rows > 0, not aligned, device, grid, x_layout.rows, n, x_layout.heads,
