@@ -5,30 +5,23 @@ of a thread holds row columns ``col .. col + 7`` with ``col = tile_col - lead`` 
 is where the row starts in its first chunk). The elements outside ``[0, N)`` at the row's ends
 are masked, stores there go element by element, and the parameters (one aligned vector for
 all rows) are read in the row's frame: 16-bit ones as 32-bit words joined by a byte permute,
-fp32 ones an element at a time, or (persistent LayerNorm) from a copy in shared memory
-staged by element-in-chunk.
+fp32 ones an element at a time (the persistent LayerNorm once for all the rows of a thread,
+which share a lead).
 """
 
 from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Uint8, Uint16, Uint32, const_expr
+from cutlass import Int32, Uint8, Uint16, Uint32, const_expr
 
 from cutefi.cute.pack16 import byte_perm
 
 
 @cute.jit
-def mask_outside_row(values: cute.Tensor, k: cutlass.Constexpr[int], col: Int32, n: Int32):
-    """Zero the elements of chunk ``k`` of ``values`` ((8, 1), 1, K) outside columns [0, n)."""
-    for i in cutlass.range_constexpr(cute.size(values, mode=[0])):
-        if col + i < 0 or col + i >= n:
-            values[(i, 0), 0, k] = values.element_type(0)
-
-
-@cute.jit
 def mask_words_outside_row(values: cute.Tensor, k: cutlass.Constexpr[int], col: Int32, n: Int32):
-    """``mask_outside_row`` for 16-bit ``values``, one AND a packed word."""
+    """Zero the elements of chunk ``k`` of 16-bit ``values`` ((8, 1), 1, K) outside columns
+    [0, n), one AND a packed word."""
     words = cute.recast_tensor(values, Uint32)
     for w in cutlass.range_constexpr(cute.size(words, mode=[0])):
         low, high = col + 2 * w, col + 2 * w + 1
@@ -82,46 +75,3 @@ def params16_in_row_frame(ptr: cute.Pointer, values: cute.Tensor, col: list, lea
             loaded.append(value)
         for t in cutlass.range_constexpr(per_chunk):
             words[(t, 0), 0, k] = byte_perm(loaded[t], loaded[t + 1], selector)
-
-
-@cute.jit
-def stage_params(src: cute.Pointer, dst: cute.Pointer, n: Int32, chunks: cutlass.Constexpr[int],
-                 threads: cutlass.Constexpr[int]):
-    """An fp32 parameter vector (``n`` columns) into shared memory by element-in-chunk: column
-    ``8 J + i`` at ``i * (chunks + 1) + J + 1``, and 0 at ``i * (chunks + 1)`` (the column
-    before the row), so ``params_in_row_frame``'s reads of one ``i`` by a warp are consecutive
-    words (no bank conflicts) whatever the row's lead. All threads take part; the caller
-    synchronises before the reads."""
-    tidx = cute.arch.thread_idx()[0]
-    vector = cute.make_tensor(src, cute.make_layout(8 * chunks))
-    staged = cute.make_tensor(dst, cute.make_layout(8 * (chunks + 1)))
-    # loads in batches of 16, then their stores: a few memory latencies, not one a column (a
-    # rolled loop cost ~40 us a CTA at 4096 columns), at 16 registers; past n: column n - 1's
-    # value is loaded and 0 stored
-    rounds = (8 * chunks + threads - 1) // threads
-    for first in cutlass.range_constexpr(0, rounds, 16):
-        batch = range(first, min(first + 16, rounds))
-        loaded = [vector[cutlass.min(tidx + r * threads, n - 1)] for r in batch]
-        for r, value in zip(batch, loaded):
-            q = tidx + r * threads
-            if q < 8 * chunks:
-                staged[(q % 8) * (chunks + 1) + q // 8 + 1] = cutlass.select_(q < n, value, Float32(0.0))
-    if tidx < 8:
-        staged[tidx * (chunks + 1)] = Float32(0.0)
-
-
-@cute.jit
-def params_in_row_frame(params: cute.Pointer, first_chunk: Int32, lead: Int32, like: cute.Tensor,
-                        chunks: cutlass.Constexpr[int], chunk_step: cutlass.Constexpr[int]) -> cute.TensorSSA:
-    """A thread's parameter values in the row's frame from ``stage_params``' copy: element ``i``
-    of its chunk ``k`` is column ``8 (first_chunk + k * chunk_step) + i - lead``, that is
-    element ``i - lead`` of the same aligned chunk or ``i - lead + 8`` of the one before."""
-    staged = cute.make_tensor(params, cute.make_layout(8 * (chunks + 1)))
-    values = cute.make_rmem_tensor_like(like, Float32)
-    for i in cutlass.range_constexpr(cute.size(like, mode=[0])):
-        wraps = i < lead  # the column sits in the previous aligned chunk
-        element = cutlass.select_(wraps, i + 8 - lead, i - lead)
-        base = element * (chunks + 1) + 1 + first_chunk - cutlass.select_(wraps, 1, 0)
-        for k in cutlass.range_constexpr(cute.size(like, mode=[2])):
-            values[(i, 0), 0, k] = staged[base + k * chunk_step]
-    return values.load()
