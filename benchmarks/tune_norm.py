@@ -309,6 +309,13 @@ VARIANTS = [  # session 25, round 17: the other persistent shifted LayerNorm cla
     ("layer", 8192, False, 256, 256, 1, False, "fp8e4m3", None, 1),
     ("layer", 8192, False, 512, 512, 1, False, "fp8e4m3", None, 1),
 ]
+ROUND17 = VARIANTS  # tune_norm_h200_session25_r17.json
+VARIANTS = [  # session 25, round 18: the persistent shifted LayerNorm with the lead's chunk on the row's first thread
+    # (4 chunks a thread of gamma and beta in registers, not 5) at 3-5 CTAs an SM; 8192 at 2 CTAs of 256
+    *[("layer", 4096, False, 128, 128, ctas, False, None, None, 1) for ctas in (3, 4, 5)],
+    *[("layer", 4096, False, 128, 128, ctas, False, "fp8e4m3", None, 1) for ctas in (3, 4)],
+    ("layer", 8192, False, 256, 256, 2, False, None, None, 1), ("layer", 8192, False, 256, 256, 2, False, "fp8e4m3", None, 1),
+]
 ROWS = 16384
 
 

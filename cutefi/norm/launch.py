@@ -258,15 +258,34 @@ _LAYER_THREADS_PER_SM = {4096: 1024}
 _SHIFTED_RMS_THREADS_PER_SM = 768
 # bf16 only: fp16 spills 2 instructions there on sm_90 (8-14 on sm_80/86/89; bf16 4-6 on sm_80)
 _SHIFTED_RMS_THREADS_PER_SM_BY_CLASS = {(4096, False, "bf16"): 1024}  # (n_class, quant, dtype)
-# Persistent shifted LayerNorm 4096 (plain and FP8, 5 chunks a thread with gamma and beta in
-# registers): 3 CTAs an SM, spill-free, where 4 spilled 18-19 registers and 5 48: 16384 x 4095
-# bf16 on the H200 3159 against 2780 GB/s, FP8 2575 against 2430 (_r16.json).
-_LAYER_SHIFTED_THREADS_PER_SM = {4096: 384}
+# Persistent shifted LayerNorm: 4 CTAs an SM (the default). With 5 chunks a thread of gamma and
+# beta in registers 4096 spilled 18-19 registers there and took 3 (_r16.json); with the lead's
+# chunk on the row's first thread (4 chunks, _LAYER_LEAD_CHUNK_ALONE) 4 is spill-free and beats
+# 3 by 9/12% at 16384/65536 x 4095 bf16 (3449 against 3164 GB/s), FP8 by 8/13%; 5 spills 28
+# (tune_norm_h200_session25_r18.json, H200, CUDA-graph replay).
+_LAYER_SHIFTED_THREADS_PER_SM: dict[int, int] = {}
 # Shifted RMSNorm classes (no fused add) whose lead chunk is the row's first thread's alone
 # (Geometry.lead_chunk_alone), H200 against 5 chunks a thread, same run (_r15.json): 4095 plain
 # +0.7/3.6/4.6% at 4096/16384/65536 rows. Not taken: 2047 (2-4% slower), the fused add (a tie;
 # FP8 1-2.6% slower); 8192 and up not measured.
 _LEAD_CHUNK_ALONE = {4096}
+# The persistent shifted LayerNorm classes that do the same (the chunk prefetched into the ring
+# beside the slots, its gamma and beta read each row by the one thread): 4 chunks a thread of
+# gamma and beta in registers, not 5, spill-free. H200, cutefi-bench against the 5-chunk
+# builds, same run (norm_lead_chunk_ab_h200_session25.json): 8191 68.1 -> 83.5% of the copy
+# ceiling at 16384 rows (70.2 -> 86.0 at 65536), FP8 58.4 -> 64.7 (62.3 -> 69.2); 4095 at 4 CTAs
+# an SM above.
+_LAYER_LEAD_CHUNK_ALONE = {4096, 8192}
+
+
+def _lead_chunk_alone(norm: str, n_class: int, fused_add: bool, aligned: bool, quant: bool, split: int) -> bool:
+    """Whether a shifted build's row pass covers ``n_class`` exactly (``split`` columns a pass)
+    and leaves the chunk a row's lead adds past it to the row's first thread."""
+    if aligned or fused_add or n_class % split:
+        return False
+    if norm == "rms":
+        return n_class in _LEAD_CHUNK_ALONE
+    return n_class in _LAYER_LEAD_CHUNK_ALONE and bool(prefetch_depth(norm, n_class, aligned, quant, fused_add))
 
 
 def min_ctas_per_sm(n_class: int, block_threads: int, kind: str = "rms", aligned: bool = True,
@@ -309,8 +328,10 @@ class Geometry:
 
     @property
     def ring_bytes(self) -> int:
-        """Shared memory of the prefetch ring: ``prefetch`` rows of every thread's chunks."""
-        return self.prefetch * self.block_threads * self.chunks * self.vec * self.elem_bytes
+        """Shared memory of the prefetch ring: ``prefetch`` rows of every thread's chunks, then
+        (``lead_chunk_alone``) ``prefetch`` of each row's lead chunk."""
+        lead_chunks = self.rows_per_cta if self.lead_chunk_alone else 0
+        return self.prefetch * (self.block_threads * self.chunks + lead_chunks) * self.vec * self.elem_bytes
 
     @property
     def rows_per_cta(self) -> int:
@@ -347,8 +368,8 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
                                         dtype_name),
         delay_weight_load=_delays_weight(norm, fused_add, aligned, n_class, threads_per_row, dtype_name),
         prefetch=prefetch_depth(norm, n_class, aligned, out_dtype is not None, fused_add),
-        lead_chunk_alone=(not aligned and norm == "rms" and not fused_add and n_class in _LEAD_CHUNK_ALONE
-                          and n_class % (access_elems(norm, dtype_name, aligned) * threads_per_row) == 0),
+        lead_chunk_alone=_lead_chunk_alone(norm, n_class, fused_add, aligned, out_dtype is not None,
+                                           access_elems(norm, dtype_name, aligned) * threads_per_row),
         elem_bytes=dtype_bits(dtype_name) // 8,
     )
     return shape

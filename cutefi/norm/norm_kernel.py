@@ -77,12 +77,14 @@ class RowNormKernel:
         self.delay_w_load = shape.delay_weight_load
         self.shifted = shape.shifted
         self.lead_chunk = shape.lead_chunk_alone
-        assert not self.lead_chunk or not (fused_add or norm == "layer")  # (launch.geometry: plain RMSNorm only)
+        # (launch.geometry: plain RMSNorm, or the persistent LayerNorm whose ring holds the chunk)
+        assert not self.lead_chunk or not (fused_add or (norm == "layer" and not shape.prefetch))
         self.prefetch = shape.prefetch
         # the persistent FP8 LayerNorm holds gamma and beta in registers for all its rows: they
         # are multiplied by 1/scale once instead of every output element
         self.prescaled = self.quant and bool(self.prefetch)
         self.ring_slot_elems = shape.block_threads * shape.chunks * shape.vec
+        self.ring_elems = shape.ring_bytes // shape.elem_bytes  # the slots, then the lead chunks'
         # the ring is reused across rows only where the two reductions a row order it (see
         # prefetch_depth)
         assert not self.prefetch or (self.layer and not fused_add)
@@ -131,7 +133,7 @@ class RowNormKernel:
         that lead."""
         grid_x, _, _ = cute.arch.grid_dim()
         step = grid_x * self.rows_per_cta
-        ring = cute.arch.alloc_smem(self.dtype, self.prefetch * self.ring_slot_elems, alignment=16)
+        ring = cute.arch.alloc_smem(self.dtype, self.ring_elems, alignment=16)
         wait_for_inputs()
         for d in cutlass.range_constexpr(self.prefetch):
             self._prefetch(args, row + d * step, lane, ring, d)
@@ -183,6 +185,14 @@ class RowNormKernel:
         return cute.make_tensor(ring + offset, layout)
 
     @cute.jit
+    def _lead_slot(self, ring: cute.Pointer, slot: cutlass.Int32) -> cute.Tensor:
+        """The lead chunk of this thread's row in one ring slot (lead_chunk builds: after the
+        slots, one chunk a row of the CTA a slot)."""
+        row_in_cta = cute.arch.thread_idx()[0] // self.threads_per_row
+        offset = self.prefetch * self.ring_slot_elems + (slot * self.rows_per_cta + row_in_cta) * self.vec
+        return cute.make_tensor(ring + cute.assume(offset, divby=self.vec), cute.make_layout(((self.vec, 1), 1, 1)))
+
+    @cute.jit
     def _prefetch(self, args: KernelArgs, row: cutlass.Int32, lane: cutlass.Int32, ring: cute.Pointer,
                   slot: cutlass.Int32):
         """Start the cp.async loads of ``row``'s x chunks into ``slot`` (none past the last row
@@ -203,6 +213,11 @@ class RowNormKernel:
         atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.dtype,
                                    num_bits_per_copy=128)
         cute.copy(atom, tXgX, self._ring_slot(ring, slot, tXgX), pred=pred)
+        if const_expr(self.lead_chunk):  # the row's chunk past the split: its first thread's
+            if lane == 0 and row < args.M and self.tile_n - lead < args.N:
+                lead_src = cute.make_tensor(args.x + cute.assume(offset + self.tile_n, divby=self.vec),
+                                            cute.make_layout(((self.vec, 1), 1, 1)))
+                cute.copy(atom, lead_src, self._lead_slot(ring, slot))
         cute.arch.cp_async_commit_group()
 
     @cute.jit
@@ -319,7 +334,7 @@ class RowNormKernel:
             gXe = lead_chunk_view(args.x, args.x_row_stride, args.x_head_stride)
             if has_extra:
                 chunk_copy = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=128)
-                cute.copy(chunk_copy, gXe, rXe)
+                cute.copy(chunk_copy, self._lead_slot(ring, slot) if const_expr(self.prefetch) else gXe, rXe)
                 mask_words_outside_row(rXe, 0, col_e, N)
         # weight: loaded once per thread. Aligned RMSNorm builds (a fused add only at 16 elements
         # a thread or fewer, launch._delays_weight): issued with x so its latency overlaps the
@@ -337,7 +352,12 @@ class RowNormKernel:
             tXrS.store(x.to(self.dtype))
             self._store(tiled_copy, tXrS, tXgR, tXpO, full, col, N, row_ok)
         lead_sq = Float32(0.0)  # the lead chunk's sum of squares (its thread's; 0 elsewhere)
-        if const_expr(self.lead_chunk):
+        lead_sum = Float32(0.0)  # (LayerNorm: its sum)
+        if const_expr(self.lead_chunk and self.layer):
+            if has_extra:
+                lead_sum = Float32(self._widen(rXe).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0),
+                                                           reduction_profile=0))
+        elif const_expr(self.lead_chunk):
             if has_extra:
                 s_e = self._widen(rXe)
                 lead_sq = Float32((s_e * s_e).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0))
@@ -345,7 +365,7 @@ class RowNormKernel:
         inv_n = cute.arch.rcp_approx(Float32(N))  # avoids the IEEE div slow path
         mean = Float32(0.0)
         if const_expr(self.layer):
-            sum_x = x.reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
+            sum_x = x.reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0) + lead_sum
             if const_expr(self.prefetch):
                 # x is in registers (sum_x used it): the slot can take the next row
                 self._prefetch(args, next_row, lane, ring, slot)
@@ -367,6 +387,12 @@ class RowNormKernel:
                 if const_expr(self.shifted):
                     if tXpW[0, 0, k]:
                         outside = outside + cutlass.max(-col[k], 0) + cutlass.max(col[k] + self.vec - N, 0)
+            if const_expr(self.lead_chunk):
+                if has_extra:
+                    centred_e = self._widen(rXe) - mean
+                    sum_sq = sum_sq + (centred_e * centred_e).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0),
+                                                                     reduction_profile=0)
+                    outside = outside + (col_e + self.vec - N)
             if const_expr(self.shifted):
                 # (rounding can take a constant row's sum a hair below 0)
                 sum_sq = cutlass.max(sum_sq - Float32(outside) * (mean * mean), Float32(0.0))
@@ -410,21 +436,39 @@ class RowNormKernel:
         self._store(out_copy, tXrO, tXgO, tXpO, full, col, N, row_ok)
         if const_expr(self.lead_chunk):
             gOe = lead_chunk_view(args.out, args.out_row_stride, args.out_head_stride)
-            factor = rstd * inv_scale
+            factor = rstd if const_expr(self.layer) else rstd * inv_scale
             if has_extra:
-                self._lead_chunk_out(args, rXe, col_e, lead, factor, gOe)
+                self._lead_chunk_out(args, rXe, col_e, lead, factor, mean, gOe)
 
     @cute.jit
     def _lead_chunk_out(self, args: KernelArgs, rXe: cute.Tensor, col_e: cutlass.Int32, lead: cutlass.Int32,
-                        factor: Float32, gOe: cute.Tensor):
-        """RMSNorm of the lead chunk (``lead_chunk`` builds, its thread only): its weight in the
-        row's frame, the output stored element by element (always a row's partial end)."""
-        rWe = cute.make_rmem_tensor(rXe.layout, self.param_dtype)
-        params16_in_row_frame(args.weight, rWe, [col_e], lead, args.N, self.tile_n + self.vec)
-        w = self._widen(rWe)
-        if const_expr(self.gemma):
-            w = w + Float32(1.0)
-        y = self._widen(rXe) * factor * w
+                        factor: Float32, mean: Float32, gOe: cute.Tensor):
+        """The lead chunk's output (``lead_chunk`` builds, its thread only): its parameters in
+        the row's frame (16-bit: words joined by a byte permute; LayerNorm's fp32 gamma and
+        beta an element at a time, L1-resident after the first row: the persistent build holds
+        the rest in registers, this chunk's would cost every thread 16), stored element by
+        element (always a row's partial end). ``factor``: rstd (times 1/scale for RMSNorm)."""
+        if const_expr(self.layer):
+            gamma = cute.make_tensor(args.weight, cute.make_layout(self.tile_n + self.vec))
+            beta = cute.make_tensor(args.bias, cute.make_layout(self.tile_n + self.vec))
+            rWe = cute.make_rmem_tensor(rXe.layout, Float32)
+            rBe = cute.make_rmem_tensor(rXe.layout, Float32)
+            rWe.fill(0.0)
+            rBe.fill(0.0)
+            for i in cutlass.range_constexpr(self.vec):
+                if col_e + i < args.N:
+                    rWe[(i, 0), 0, 0] = gamma[col_e + i]
+                    rBe[(i, 0), 0, 0] = beta[col_e + i]
+            y = (self._widen(rXe) - mean) * factor * rWe.load() + rBe.load()
+            if const_expr(self.quant):
+                y = y * self._inv_scale(args)  # (gamma and beta in registers hold 1/scale; these not)
+        else:
+            rWe = cute.make_rmem_tensor(rXe.layout, self.param_dtype)
+            params16_in_row_frame(args.weight, rWe, [col_e], lead, args.N, self.tile_n + self.vec)
+            w = self._widen(rWe)
+            if const_expr(self.gemma):
+                w = w + Float32(1.0)
+            y = self._widen(rXe) * factor * w
         rOe = cute.make_rmem_tensor(rXe.layout, self.out_dtype)
         if const_expr(self.quant):
             store_fp8(y, rOe, self.quant_max, self.fp8_in_software)
