@@ -316,6 +316,11 @@ VARIANTS = [  # session 25, round 18: the persistent shifted LayerNorm with the 
     *[("layer", 4096, False, 128, 128, ctas, False, "fp8e4m3", None, 1) for ctas in (3, 4)],
     ("layer", 8192, False, 256, 256, 2, False, None, None, 1), ("layer", 8192, False, 256, 256, 2, False, "fp8e4m3", None, 1),
 ]
+ROUND18 = VARIANTS  # tune_norm_h200_session25_r18.json
+VARIANTS = [  # session 25, round 19: shifted RMSNorm 4096 looping over rows, the weight read once in the row frame
+    *[("rms", 4096, False, 128, 128, ctas, False) for ctas in (4, 6, 7, 8)],
+    *[("rms", 4096, False, 128, 128, ctas, False, "fp8e4m3") for ctas in (4, 5, 6)],
+]
 ROWS = 16384
 
 
