@@ -321,6 +321,14 @@ VARIANTS = [  # session 25, round 19: shifted RMSNorm 4096 looping over rows, th
     *[("rms", 4096, False, 128, 128, ctas, False) for ctas in (4, 6, 7, 8)],
     *[("rms", 4096, False, 128, 128, ctas, False, "fp8e4m3") for ctas in (4, 5, 6)],
 ]
+ROUND19 = VARIANTS  # tune_norm_h200_session25_r19.json (the rows-loop build of patches/norm_rms_rows_loop_session25.patch)
+VARIANTS = [  # session 25, round 20: the persistent shifted LayerNorm (lead chunk alone) with two rows in flight
+    # (ncu: its top stall is the ring read, x not yet landed)
+    ("layer", 4096, False, 128, 128, 4, False, None, None, 1), ("layer", 4096, False, 128, 128, 4, False, None, None, 2),
+    ("layer", 4096, False, 128, 128, 3, False, None, None, 2),
+    ("layer", 4096, False, 128, 128, 4, False, "fp8e4m3", None, 1), ("layer", 4096, False, 128, 128, 4, False, "fp8e4m3", None, 2),
+    ("layer", 8192, False, 256, 256, 2, False, None, None, 2), ("layer", 8192, False, 256, 256, 2, False, "fp8e4m3", None, 2),
+]
 ROWS = 16384
 
 

@@ -134,16 +134,19 @@ class RowNormKernel:
         grid_x, _, _ = cute.arch.grid_dim()
         step = grid_x * self.rows_per_cta
         ring = cute.arch.alloc_smem(self.dtype, self.ring_elems, alignment=16)
+        # every row of the thread has its first row's lead: computed once and passed on, so
+        # the row's columns, predicates and end chunks are loop invariants (hoisted)
+        token = row // args.heads
+        lead = self._lead(args, token, row - token * args.heads)
         wait_for_inputs()
         for d in cutlass.range_constexpr(self.prefetch):
-            self._prefetch(args, row + d * step, lane, ring, d)
+            self._prefetch(args, row + d * step, lane, ring, d, lead)
         param_copy = self._tiled_copy(self.param_dtype)
         thr_param = param_copy.get_slice(lane)
         tXgW = thr_param.partition_S(cute.make_tensor(args.weight, cute.make_layout((1, self.tile_n))))
         tXgB = thr_param.partition_S(cute.make_tensor(args.bias, cute.make_layout((1, self.tile_n))))
         tXcX = self._tiled_copy(self.dtype).get_slice(lane).partition_S(cute.make_identity_tensor((1, self.tile_n)))
         K = const_expr(cute.size(tXcX, mode=[2]))
-        lead = self._lead(args, row)
         col = [tXcX[(0, 0), 0, k][1] - lead for k in range(K)]
         tXpW = cute.make_rmem_tensor(cute.make_layout((cute.size(tXgW, mode=[0, 1]), 1, K), stride=(0, 0, 1)),
                                      cutlass.Boolean)
@@ -162,16 +165,16 @@ class RowNormKernel:
         for it in cutlass.range(args.row_iters, unroll=1):
             cute.arch.cp_async_wait_group(self.prefetch - 1)  # this row's group has landed
             self._row(args, row + it * step, lane, ring, it % self.prefetch, row + (it + self.prefetch) * step,
-                      weights, biases)
+                      weights, biases, lead)
 
     @cute.jit
-    def _lead(self, args: KernelArgs, row: cutlass.Int32) -> cutlass.Int32:
-        """Where ``row`` starts in its first aligned chunk (0 on aligned builds): the same in x,
-        out and residual (the API passes pointers whose rows sit alike in their chunks)."""
+    def _lead(self, args: KernelArgs, token: cutlass.Int32, head: cutlass.Int32) -> cutlass.Int32:
+        """Where the row of ``token`` and ``head`` starts in its first aligned chunk (0 on
+        aligned builds): the same in x, out and residual (the API passes pointers whose rows
+        sit alike in their chunks)."""
         lead = cutlass.Int32(0)
         if const_expr(self.shifted):
-            token = row // args.heads
-            start = cutlass.Int64(token) * args.x_row_stride + cutlass.Int64(row - token * args.heads) * args.x_head_stride
+            start = cutlass.Int64(token) * args.x_row_stride + cutlass.Int64(head) * args.x_head_stride
             lead = cutlass.Int32((start + args.shift) % self.vec)
         return lead
 
@@ -194,12 +197,12 @@ class RowNormKernel:
 
     @cute.jit
     def _prefetch(self, args: KernelArgs, row: cutlass.Int32, lane: cutlass.Int32, ring: cute.Pointer,
-                  slot: cutlass.Int32):
-        """Start the cp.async loads of ``row``'s x chunks into ``slot`` (none past the last row
-        or the row's end) and commit them as one group (empty ones keep the count)."""
+                  slot: cutlass.Int32, lead: cutlass.Int32):
+        """Start the cp.async loads of ``row``'s x chunks (``lead``: where the row starts in its
+        first aligned chunk) into ``slot`` (none past the last row or the row's end) and commit
+        them as one group (empty ones keep the count)."""
         token = row // args.heads
         offset = cutlass.Int64(token) * args.x_row_stride + cutlass.Int64(row - token * args.heads) * args.x_head_stride
-        lead = self._lead(args, row)
         if const_expr(self.shifted):  # the row's first aligned chunk, as in _row
             offset = offset + args.shift - lead
         gX = cute.make_tensor(args.x + cute.assume(offset, divby=self.vec), cute.make_layout((1, self.tile_n)))
@@ -222,18 +225,19 @@ class RowNormKernel:
 
     @cute.jit
     def _row(self, args: KernelArgs, row: cutlass.Int32, lane: cutlass.Int32, ring, slot: cutlass.Int32,
-             next_row: cutlass.Int32, weights, biases):
+             next_row: cutlass.Int32, weights, biases, lead_of_rows=None):
         """Normalise one row (threads_per_row threads). Prefetch builds take x from ``slot`` of
         the ring, refill it with ``next_row`` once x is in registers, and take gamma and beta
-        from the registers ``weights`` and ``biases``. One-row builds pass None for all three
-        and load their own."""
+        from the registers ``weights`` and ``biases`` and the row's lead from ``lead_of_rows``
+        (the thread's rows share it). One-row builds pass None for all of them and load or
+        compute their own."""
         M, N, eps = args.M, args.N, args.eps
 
         # ---- stage 0: this thread's row and its start in each tensor ------
         row_ok = row < M
         token = row // args.heads
         head = row - token * args.heads
-        lead = self._lead(args, row)
+        lead = lead_of_rows if const_expr(lead_of_rows is not None) else self._lead(args, token, head)
 
         def row_view(ptr, row_stride, head_stride):
             # the row's first aligned chunk: strides of aligned builds are multiples of vec
@@ -368,7 +372,7 @@ class RowNormKernel:
             sum_x = x.reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0) + lead_sum
             if const_expr(self.prefetch):
                 # x is in registers (sum_x used it): the slot can take the next row
-                self._prefetch(args, next_row, lane, ring, slot)
+                self._prefetch(args, next_row, lane, ring, slot, lead)
             mean = row_reduce_sum(sum_x, self.threads_per_row, self._reduction_buffer())
             mean = mean * inv_n
             tXrD = cute.make_rmem_tensor_like(tXrX, Float32)
