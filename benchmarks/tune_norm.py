@@ -329,6 +329,10 @@ VARIANTS = [  # session 25, round 20: the persistent shifted LayerNorm (lead chu
     ("layer", 4096, False, 128, 128, 4, False, "fp8e4m3", None, 1), ("layer", 4096, False, 128, 128, 4, False, "fp8e4m3", None, 2),
     ("layer", 8192, False, 256, 256, 2, False, None, None, 2), ("layer", 8192, False, 256, 256, 2, False, "fp8e4m3", None, 2),
 ]
+ROUND20 = VARIANTS  # tune_norm_h200_session25_r20.json
+VARIANTS = [  # session 25, round 21: shifted FP8 RMSNorm 4096 (one row a thread, lead chunk alone) at more CTAs an SM
+    *[("rms", 4096, False, 128, 128, ctas, False, "fp8e4m3") for ctas in (6, 7, 8)],
+]
 ROWS = 16384
 
 
