@@ -136,8 +136,8 @@ class RowNormKernel:
         ring = cute.arch.alloc_smem(self.dtype, self.ring_elems, alignment=16)
         # every row of the thread has its first row's lead: computed once and passed on, so
         # the row's columns, predicates and end chunks are loop invariants (hoisted)
-        token = row // args.heads
-        lead = self._lead(args, token, row - token * args.heads)
+        token, head = self._token_head(args, row)
+        lead = self._lead(args, token, head)
         wait_for_inputs()
         for d in cutlass.range_constexpr(self.prefetch):
             self._prefetch(args, row + d * step, lane, ring, d, lead)
@@ -166,6 +166,17 @@ class RowNormKernel:
             cute.arch.cp_async_wait_group(self.prefetch - 1)  # this row's group has landed
             self._row(args, row + it * step, lane, ring, it % self.prefetch, row + (it + self.prefetch) * step,
                       weights, biases, lead)
+
+    @cute.jit
+    def _token_head(self, args: KernelArgs, row: cutlass.Int32):
+        """``row``'s token and head: the integer division only where rows are heads of tokens
+        (heads > 1, a uniform branch); 2-D rows and evenly spaced heads (planned as 2-D) skip
+        its ~25 instructions, a row (two a row on the persistent builds, with the prefetch)."""
+        token, head = row, cutlass.Int32(0)
+        if args.heads != 1:
+            token = row // args.heads
+            head = row - token * args.heads
+        return token, head
 
     @cute.jit
     def _lead(self, args: KernelArgs, token: cutlass.Int32, head: cutlass.Int32) -> cutlass.Int32:
@@ -201,8 +212,8 @@ class RowNormKernel:
         """Start the cp.async loads of ``row``'s x chunks (``lead``: where the row starts in its
         first aligned chunk) into ``slot`` (none past the last row or the row's end) and commit
         them as one group (empty ones keep the count)."""
-        token = row // args.heads
-        offset = cutlass.Int64(token) * args.x_row_stride + cutlass.Int64(row - token * args.heads) * args.x_head_stride
+        token, head = self._token_head(args, row)
+        offset = cutlass.Int64(token) * args.x_row_stride + cutlass.Int64(head) * args.x_head_stride
         if const_expr(self.shifted):  # the row's first aligned chunk, as in _row
             offset = offset + args.shift - lead
         gX = cute.make_tensor(args.x + cute.assume(offset, divby=self.vec), cute.make_layout((1, self.tile_n)))
@@ -235,8 +246,7 @@ class RowNormKernel:
 
         # ---- stage 0: this thread's row and its start in each tensor ------
         row_ok = row < M
-        token = row // args.heads
-        head = row - token * args.heads
+        token, head = self._token_head(args, row)
         lead = lead_of_rows if const_expr(lead_of_rows is not None) else self._lead(args, token, head)
 
         def row_view(ptr, row_stride, head_stride):
