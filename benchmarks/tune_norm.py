@@ -333,6 +333,11 @@ ROUND20 = VARIANTS  # tune_norm_h200_session25_r20.json
 VARIANTS = [  # session 25, round 21: shifted FP8 RMSNorm 4096 (one row a thread, lead chunk alone) at more CTAs an SM
     *[("rms", 4096, False, 128, 128, ctas, False, "fp8e4m3") for ctas in (6, 7, 8)],
 ]
+ROUND21 = VARIANTS  # tune_norm_h200_session25_r21.json
+VARIANTS = [  # session 25, round 22: shifted FP8 RMSNorm 4096 looping over rows with the next row in flight (a ring,
+    # as the persistent LayerNorm) and the weight held in the shared row frame, at 4-6 CTAs an SM
+    *[("rms", 4096, False, 128, 128, ctas, False, "fp8e4m3", None, 1) for ctas in (4, 5, 6)],
+]
 ROWS = 16384
 
 

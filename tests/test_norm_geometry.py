@@ -19,13 +19,13 @@ def _geometries():
                                                                                    out_dtype)
 
 
-def test_prefetch_only_on_layernorm_and_its_shared_memory_fits():
+def test_prefetch_on_layernorm_and_shifted_rmsnorm_and_its_shared_memory_fits():
     prefetching = {True: 0, False: 0}
     for (kind, _, n_class, fused, aligned, _), shape in _geometries():
         reductions = 8 * shape.rows_per_cta * shape.warps_per_row * 4
         if shape.prefetch:
             prefetching[aligned] += 1
-            assert kind == "layer" and not fused, (kind, n_class)
+            assert not fused and (kind == "layer" or not aligned), (kind, n_class)
             assert n_class >= 1024  # the 2^30-row bound of row_iters holds by memory size
         # the ring is static shared memory (gamma and beta are in registers, aligned or not)
         assert shape.ring_bytes + reductions <= STATIC_SMEM, (kind, n_class)
@@ -51,18 +51,20 @@ def test_row_iters_and_grid_cover_every_row_once(n_class, quant, aligned, rows, 
         assert iters > 1
 
 
-@pytest.mark.parametrize("n_class, quant", sorted(launch._LAYER_SHIFTED_PREFETCH))
+@pytest.mark.parametrize("kind, n_class, quant", [("layer", *key) for key in sorted(launch._LAYER_SHIFTED_PREFETCH)]
+                         + [("rms", *key) for key in sorted(launch._RMS_SHIFTED_PREFETCH)])
 @pytest.mark.parametrize("rows, n, heads, row_stride, head_stride", [
     (16384, 4095, 1, 4095, 0), (65537, 1023, 1, 1023, 0), (5000, 2000, 1, 2002, 0), (4096, 4095, 1, 4097, 0),
     (30000, 1000, 5, 8003, 1601), (20000, 2047, 3, 6 * 2047 + 1, 2048), (12000, 1023, 40, 40 * 1024 + 3, 1024),
     (100, 4095, 1, 4095, 0)])
 @pytest.mark.parametrize("sms", [1, 7, 132])
-def test_shifted_persistent_rows_of_a_thread_share_a_lead(n_class, quant, rows, n, heads, row_stride, head_stride,
-                                                          sms):
+def test_shifted_persistent_rows_of_a_thread_share_a_lead(kind, n_class, quant, rows, n, heads, row_stride,
+                                                          head_stride, sms):
     """Every row a thread of a shifted persistent build takes starts where its first does in
     its 16-byte chunk (the leads checked row by row), every row is taken once."""
     from cutefi.norm.plan import RowLayout, lead_period
-    shape = launch.geometry("layer", "bf16", n_class, False, False, "fp8e4m3" if quant else None)
+    shape = launch.geometry(kind, "bf16", n_class, False, False, "fp8e4m3" if quant else None)
+    assert shape.prefetch
     layout = RowLayout(rows, n, heads, row_stride, head_stride)
     iters, grid = launch.persistent_grid(shape, rows, sms, lead_period(layout))
     step = grid * shape.rows_per_cta

@@ -141,14 +141,25 @@ _LAYER_SHIFTED_PREFETCH = {
 }
 
 
+# Shifted RMSNorm classes that loop over rows with the next one in flight (a ring, as the
+# persistent LayerNorm) and the weight held in the row frame their rows share: (n_class,
+# quant) -> depth. FP8 4096: 4095 columns on the H200, against the one-row build in the same
+# session (norm_rms_ring_ab_h200_session25.json, CUPTI): 64.2 -> 60.7 us at 16384 rows, 247.3 ->
+# 230.4 at 65536, 18.8 -> 18.0 at 4096 (at 6 CTAs an SM; 5, taken, is 4-6% faster still); a
+# call of one row a thread takes the kernel's one-row path. Without the ring (the weight held,
+# each row's loads behind the last row's reduction) it was no faster (_r19.json).
+_RMS_SHIFTED_PREFETCH = {(4096, True): 1}
+
+
 def prefetch_depth(norm: str, n_class: int, aligned: bool, quant: bool, fused_add: bool) -> int:
     """Rows a thread's loads run ahead of its work (0: none). With a depth D the CTA walks rows
     ``grid`` row groups apart (a persistent loop of ``row_iters`` rows) and keeps the next D rows
     of x in flight through a per-thread cp.async ring in shared memory, with gamma and beta read
-    once. LayerNorm only (its two reductions a row keep the reduction buffers safe to reuse
-    across rows; see ``norm_kernel.py``)."""
-    if norm != "layer" or fused_add:
+    once: LayerNorm (tables above) and shifted RMSNorm classes (_RMS_SHIFTED_PREFETCH)."""
+    if fused_add:
         return 0
+    if norm == "rms":
+        return 0 if aligned else _RMS_SHIFTED_PREFETCH.get((n_class, quant), 0)
     return (_LAYER_PREFETCH if aligned else _LAYER_SHIFTED_PREFETCH).get((n_class, quant), (0, 0, 0))[2]
 
 
@@ -256,8 +267,11 @@ _LAYER_THREADS_PER_SM = {4096: 1024}
 # build at 1024 (spill-free since session 21): +1.7/2.2% at 16384/65536 rows, 7 CTAs a tie
 # (tune_norm_h200_session25_r16.json, CUDA-graph replay).
 _SHIFTED_RMS_THREADS_PER_SM = 768
-# bf16 only: fp16 spills 2 instructions there on sm_90 (8-14 on sm_80/86/89; bf16 4-6 on sm_80)
-_SHIFTED_RMS_THREADS_PER_SM_BY_CLASS = {(4096, False, "bf16"): 1024}  # (n_class, quant, dtype)
+# bf16 only: fp16 spills 2 instructions there on sm_90 (8-14 on sm_80/86/89; bf16 4-6 on sm_80).
+# The FP8 4096 build with its ring (_RMS_SHIFTED_PREFETCH) at 5 CTAs: spill-free, 3447 against
+# 3330 / 3277 (6 spills) GB/s at 4 / 6 CTAs, 16384 x 4095 (tune_norm_h200_session25_r22.json).
+_SHIFTED_RMS_THREADS_PER_SM_BY_CLASS = {(4096, False, "bf16"): 1024, (4096, True, "bf16"): 640,
+                                        (4096, True, "fp16"): 640}  # (n_class, quant, dtype)
 # Persistent shifted LayerNorm: 4 CTAs an SM (the default). With 5 chunks a thread of gamma and
 # beta in registers 4096 spilled 18-19 registers there and took 3 (_r16.json); with the lead's
 # chunk on the row's first thread (4 chunks, _LAYER_LEAD_CHUNK_ALONE) 4 is spill-free and beats
@@ -400,12 +414,12 @@ def _latency_geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool,
 
 
 def row_iters(shape: Geometry, rows: int, sms: int) -> int:
-    """Rows each thread normalises (the kernel's ``row_iters``): 1 without prefetch; with it,
-    enough that the grid is about one wave of resident CTAs (``grid()`` below)."""
+    """Rows each thread normalises (the kernel's ``row_iters``): 1 on one-row builds; on
+    persistent ones enough that the grid is about one wave of resident CTAs."""
     if not shape.prefetch:
         return 1
     if rows >= 1 << 30:  # rows + (row_iters + depth) row groups must stay below 2^31 in the kernel
-        raise ValueError(f"at most 2^30 rows on a prefetching LayerNorm build; got {rows}")
+        raise ValueError(f"at most 2^30 rows on a persistent norm build; got {rows}")
     groups = -(-rows // shape.rows_per_cta)
     return max(1, -(-groups // (sms * shape.min_ctas_per_sm)))
 
