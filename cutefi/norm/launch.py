@@ -426,10 +426,12 @@ def row_iters(shape: Geometry, rows: int, sms: int) -> int:
 
 def persistent_grid(shape: Geometry, rows: int, sms: int, lead_period: int) -> tuple[int, int]:
     """``(row_iters, grid CTAs)`` of a launch. A thread's rows are ``grid * rows_per_cta`` apart;
-    a shifted persistent build holds its gamma and beta in the row frame of the thread's first
-    row, so that step must be a multiple of ``lead_period``, the rows over which the start of a
-    row in its 16-byte chunk repeats (the plan's ``lead_period``): the grid is rounded up to
-    one (its surplus CTAs' rows lie past the last and do nothing)."""
+    a shifted persistent build holds its parameters (LayerNorm's gamma and beta, RMSNorm's
+    weight) in the row frame of the thread's first row, so that step must be a multiple of
+    ``lead_period``, the rows over which the start of a row in its 16-byte chunk repeats (the
+    plan's ``lead_period``): the grid is rounded up to one (its surplus CTAs' rows lie past the
+    last and do nothing). The plan launches this grid, not the contract's formula: the
+    contract's grid also runs at compile time on DSL values, where this rounding cannot."""
     iters = row_iters(shape, rows, sms)
     groups = ceil_div(rows, shape.rows_per_cta)
     grid = ceil_div(groups, iters)
