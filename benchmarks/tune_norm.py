@@ -338,6 +338,40 @@ VARIANTS = [  # session 25, round 22: shifted FP8 RMSNorm 4096 looping over rows
     # as the persistent LayerNorm) and the weight held in the shared row frame, at 4-6 CTAs an SM
     *[("rms", 4096, False, 128, 128, ctas, False, "fp8e4m3", None, 1) for ctas in (4, 5, 6)],
 ]
+ROUND22 = VARIANTS  # tune_norm_h200_session25_r22.json
+VARIANTS = [  # session 26, round 23: the aligned classes short of their goals, on the persistent path or at more CTAs
+    # fused add 4096 (4126 of 4150 GB/s) at 3-4 CTAs of 256
+    *[("rms", 4096, True, 256, 256, ctas, True) for ctas in (3, 4)],
+    # RMSNorm 8192 (0.96x inductor) looping over rows with the next one in flight, the weight held
+    ("rms", 8192, False, 512, 512, 2, True, None, None, 1), ("rms", 8192, False, 512, 512, 3, True, None, None, 1),
+    *[("rms", 8192, False, 256, 256, ctas, True, None, None, 1) for ctas in (3, 4)],
+    # LayerNorm 4096 (92% of copy) persistent: gamma/beta held, next row in flight
+    ("layer", 4096, False, 128, 128, 4, True, None, None, 1),
+    *[("layer", 4096, False, 256, 256, ctas, True, None, None, pf) for ctas, pf in ((2, 1), (2, 2), (3, 1))],
+    # FP8 LayerNorm 4096 (90%): 256-thread rows
+    *[("layer", 4096, False, 256, 256, ctas, True, "fp8e4m3", None, pf) for ctas, pf in ((2, 1), (2, 2), (3, 1))],
+    # shifted FP8 RMSNorm 2047 (59%) and 8191 (52%) with the 4095 build's ring
+    *[("rms", 2048, False, 64, 128, ctas, False, "fp8e4m3", None, 1) for ctas in (4, 6)],
+    *[("rms", 8192, False, 256, 256, ctas, False, "fp8e4m3", None, 1) for ctas in (2, 3)],
+]
+ROUND23 = VARIANTS  # tune_norm_h200_session26_r23.json
+VARIANTS = [  # session 26, round 24: the ring (next row in flight, weight held) on the other shifted RMSNorm classes
+    *[("rms", 1024, False, 64, 128, ctas, False, "fp8e4m3", None, 1) for ctas in (4, 6, 8)],
+    *[("rms", 2048, False, 64, 128, ctas, False, "fp8e4m3", None, 1) for ctas in (3, 4, 5)],
+    *[("rms", 16384, False, 512, 512, ctas, False, "fp8e4m3", None, 1) for ctas in (1, 2)],
+    *[("rms", 1024, False, 64, 128, ctas, False, None, None, 1) for ctas in (4, 6, 8)],
+    *[("rms", 2048, False, 64, 128, ctas, False, None, None, 1) for ctas in (4, 6)],
+    *[("rms", 4096, False, 128, 128, ctas, False, None, None, 1) for ctas in (5, 6, 8)],
+    *[("rms", 8192, False, 256, 256, ctas, False, None, None, 1) for ctas in (2, 3)],
+    *[("rms", 16384, False, 512, 512, ctas, False, None, None, 1) for ctas in (1, 2)],
+    ("rms", 4096, True, 256, 256, 4, True),  # the fused add again (+0.5% in round 23)
+]
+ROUND24 = VARIANTS  # tune_norm_h200_session26_r24.json
+VARIANTS = [  # session 26, round 25: round 24's winners at decode sizes (CUPTI)
+    ("rms", 2048, False, 64, 128, 4, False, "fp8e4m3", None, 1), ("rms", 8192, False, 256, 256, 2, False, "fp8e4m3", None, 1),
+    ("rms", 16384, False, 512, 512, 1, False, "fp8e4m3", None, 1), ("rms", 8192, False, 256, 256, 2, False, None, None, 1),
+    ("rms", 16384, False, 512, 512, 1, False, None, None, 1),
+]  # (32768's ring, 80 KB, is past the 48 KB of static shared memory)
 ROWS = 16384
 
 

@@ -112,25 +112,27 @@ def test_layernorm_quant_many_rows_a_thread(fp8, hidden, rows):
 @pytest.mark.parametrize("fp8", FORMATS, ids=FORMAT_IDS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("rows", [1, 131, 3001, 20001])
-def test_rmsnorm_quant_shifted_rows_a_thread(fp8, dtype, rows):
-    """Shifted FP8 RMSNorm 4096 (its ring and held weight from several rows a thread, the
-    one-row path for a row a thread), odd rows (4095 columns) and a 3-D view of odd strides
-    (heads of tokens, every lead), with a scale tensor: every row once, nothing outside."""
+@pytest.mark.parametrize("hidden", [2047, 4095, 8191, 16383])
+def test_rmsnorm_quant_shifted_rows_a_thread(fp8, dtype, rows, hidden):
+    """The shifted FP8 RMSNorm builds that loop over rows (launch._RMS_SHIFTED_PREFETCH: their
+    ring and held weight from several rows a thread, the one-row path for a row a thread), odd
+    rows and a 3-D view of odd strides (heads of tokens, every lead), with a scale tensor:
+    every row once, nothing outside."""
     from cutefi.norm.api import launch_norm
-    x = (torch.randn(rows, 4095, device="cuda") * 2 + 0.5).to(dtype)
-    weight = torch.randn(4095, device="cuda", dtype=dtype)
+    x = (torch.randn(rows, hidden, device="cuda") * 2 + 0.5).to(dtype)
+    weight = torch.randn(hidden, device="cuda", dtype=dtype)
     out = poisoned(x.shape, fp8)
     cutefi.rmsnorm_quant(out, x, weight, torch.tensor([0.5], device="cuda"))
     assert_fp8_matches(out, quantise(rms(x, weight), 0.5, fp8))
-    tokens, heads, width = max(1, rows // 3), 3, 4099
+    tokens, heads, width = max(1, rows // 3), 3, hidden + 4
     base = torch.randn(tokens, heads + 1, width, device="cuda").to(dtype)
-    view = base[:, 1:, 3:4098]
+    view = base[:, 1:, 3:hidden + 3]
     out_base = poisoned((tokens, heads + 1, width), fp8)
-    out_view = out_base[:, 1:, 3:4098]
+    out_view = out_base[:, 1:, 3:hidden + 3]
     launch_norm("rms", view, weight, None, out_view, None, 1e-6, False, scale=2.0)
     assert_fp8_matches(out_view, quantise(rms(view, weight), 2.0, fp8))
     outside = torch.ones(out_base.shape, dtype=torch.bool, device="cuda")
-    outside[:, 1:, 3:4098] = False
+    outside[:, 1:, 3:hidden + 3] = False
     assert torch.isnan(out_base.float()[outside]).all(), "written outside out's rows"
 
 

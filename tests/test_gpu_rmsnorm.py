@@ -85,6 +85,30 @@ def test_fused_add_normalises_the_fp32_sum(dtype, hidden):
     assert_close(x, reference(s, weight, 1e-6), dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("rows", [1, 131, 3001, 20001])
+@pytest.mark.parametrize("gemma", [False, True], ids=["plain", "gemma"])
+def test_shifted_rows_a_thread(dtype, rows, gemma):
+    """Shifted RMSNorm 16383 loops over rows (launch._RMS_SHIFTED_PREFETCH: the next row in
+    flight, the weight held in the row frame the thread's rows share): 2-D rows and a 3-D view
+    of odd strides (every lead), poisoned, in place; nothing written outside ``out``."""
+    hidden = 16383
+    weight = torch.randn(hidden, device="cuda", dtype=dtype)
+    x = torch.randn(rows, hidden, device="cuda", dtype=dtype) * 2 + 0.5
+    norm = cutefi.gemma_rmsnorm if gemma else cutefi.rmsnorm
+    assert_close(norm(x, weight), reference(x, weight, 1e-6, gemma), dtype)
+    tokens, heads, width = max(1, rows // 3), 3, hidden + 4
+    base = torch.full((tokens, heads + 1, width), float("nan"), device="cuda", dtype=dtype)
+    view = base[:, 1:, 3:hidden + 3]
+    view.copy_(torch.randn(view.shape, device="cuda", dtype=dtype))
+    expected = reference(view, weight, 1e-6, gemma)
+    norm(view, weight, out=view)
+    assert_close(view, expected, dtype)
+    outside = torch.ones(base.shape, dtype=torch.bool, device="cuda")
+    outside[:, 1:, 3:hidden + 3] = False
+    assert torch.isnan(base[outside]).all(), "written outside out's rows"
+
+
 def test_padding_between_rows_is_untouched():
     base = torch.full((64, 4096 + 64), float("nan"), device="cuda", dtype=torch.bfloat16)
     x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)

@@ -148,7 +148,13 @@ _LAYER_SHIFTED_PREFETCH = {
 # 230.4 at 65536, 18.8 -> 18.0 at 4096 (at 6 CTAs an SM; 5, taken, is 4-6% faster still); a
 # call of one row a thread takes the kernel's one-row path. Without the ring (the weight held,
 # each row's loads behind the last row's reduction) it was no faster (_r19.json).
-_RMS_SHIFTED_PREFETCH = {(4096, True): 1}
+# Session 26, the other classes on the H200 (tune_norm_h200_session26_r24.json, CUDA-graph
+# replay, against the one-row builds in the same run, at 4096/16384/65536 rows): FP8 2047 at 4
+# CTAs an SM +40/25/21% (5 spilled), 8191 at 2 +45/52/50%, 16383 at 1 +69/73/74%; plain 16383
+# at 1 +48/50/49%. At 1 and 128 rows (one row a thread: the one-row path) 0-3% behind, at 1024
+# +20-67% (_r25_small.json, CUPTI). Not taken: plain 1023/2047/4095 (4-37% slower from 16384
+# rows), 8191 (+0.5-2.7%), FP8 1023 (the packed build is faster from 16384 rows).
+_RMS_SHIFTED_PREFETCH = {(2048, True): 1, (4096, True): 1, (8192, True): 1, (16384, True): 1, (16384, False): 1}
 
 
 def prefetch_depth(norm: str, n_class: int, aligned: bool, quant: bool, fused_add: bool) -> int:
