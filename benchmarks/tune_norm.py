@@ -372,6 +372,20 @@ VARIANTS = [  # session 26, round 25: round 24's winners at decode sizes (CUPTI)
     ("rms", 16384, False, 512, 512, 1, False, "fp8e4m3", None, 1), ("rms", 8192, False, 256, 256, 2, False, None, None, 1),
     ("rms", 16384, False, 512, 512, 1, False, None, None, 1),
 ]  # (32768's ring, 80 KB, is past the 48 KB of static shared memory)
+ROUND25 = VARIANTS  # tune_norm_h200_session26_r25_small.json
+VARIANTS = [  # session 26, round 26: the persistent shifted LayerNorm's small classes (FP8 1023/2047 at 39-44% of
+    # the copy ceiling) at more CTAs an SM and either depth, and FP8 4095 at 256-thread rows
+    *[("layer", 1024, False, 64, 128, ctas, False, out, None, pf) for out in ("fp8e4m3", None) for ctas in (4, 6, 8)
+      for pf in (1, 2)],
+    *[("layer", 2048, False, 128, 128, ctas, False, out, None, pf) for out in ("fp8e4m3", None) for ctas in (4, 6)
+      for pf in (1, 2)],
+    *[("layer", 4096, False, 256, 256, 2, False, "fp8e4m3", None, pf) for pf in (1, 2)],
+    # twice the threads a row (a chunk and the lead's a thread at 1023, two at 2047)
+    *[("layer", 1024, False, 128, 128, ctas, False, out, None, pf) for out in ("fp8e4m3", None) for ctas in (6, 8)
+      for pf in (1, 2)],
+    *[("layer", 2048, False, 256, 256, ctas, False, out, None, pf) for out in ("fp8e4m3", None) for ctas in (3, 4)
+      for pf in (1, 2)],
+]
 ROWS = 16384
 
 
