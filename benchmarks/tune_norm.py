@@ -386,6 +386,17 @@ VARIANTS = [  # session 26, round 26: the persistent shifted LayerNorm's small c
     *[("layer", 2048, False, 256, 256, ctas, False, out, None, pf) for out in ("fp8e4m3", None) for ctas in (3, 4)
       for pf in (1, 2)],
 ]
+ROUND26 = VARIANTS  # tune_norm_h200_session26_r26.json
+VARIANTS = [  # session 26, round 27: the persistent shifted LayerNorm at 16383 (gamma/beta in registers since
+    # session 25; the staged form needed 131 KB of shared memory), its lead's chunk on the row's first thread
+    *[("layer", 16384, False, tpr, tpr, 1, False, out, None, pf) for out in (None, "fp8e4m3") for tpr in (512, 1024)
+      for pf in (1,)],  # (two rows in flight: 64 KB, past the 48 KB of static shared memory)
+]
+ROUND27 = VARIANTS  # tune_norm_h200_session26_r27.json
+VARIANTS = [  # session 26, round 28: the one-row shifted LayerNorm 16383 builds that round 27's persistent ones
+    # replaced (prefetch 0), timed by CUPTI at decode sizes against them
+    *[("layer", 16384, False, 512, 512, 1, False, out, None, 0) for out in (None, "fp8e4m3")],
+]
 ROWS = 16384
 
 

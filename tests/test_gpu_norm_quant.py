@@ -97,7 +97,7 @@ def test_layernorm_quant(fp8, dtype, hidden):
 
 @pytest.mark.parametrize("fp8", FORMATS, ids=FORMAT_IDS)
 @pytest.mark.parametrize("hidden, rows", [(1000, 4001), (2048, 2999), (4096, 6001), (4095, 3001), (5000, 1500),
-                                          (8191, 1200), (16384, 701)])
+                                          (8191, 1200), (16384, 701), (16383, 1501)])
 def test_layernorm_quant_many_rows_a_thread(fp8, hidden, rows):
     """Row counts that give the persistent builds several rows a thread (row_iters > 1) with a
     partial last round: every row normalised once, none written twice or skipped."""

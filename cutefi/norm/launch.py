@@ -129,15 +129,20 @@ _LAYER_PREFETCH = {
 # columns bf16 on the H200 (tune_norm_h200_round10d/e.json), against the one-row builds in the
 # same run: 1023/2047/4095/8191/16383 1702/1834/2630/2724/2681 GB/s against 1411/1210/1470/1458/
 # 1218; FP8 2047/4095/8191/16383 1147/1548/1590/1456 against 860/914/921/722.
-# 16383 measured 2681 against 1218 (FP8 1456 against 722) but its gamma/beta need 131 KB of
-# shared memory: more than sm_86/89/120 grant a CTA (99 KB), so no build had it.
+# 16383 measured 2681 against 1218 (FP8 1456 against 722) but its gamma/beta needed 131 KB of
+# shared memory: more than sm_86/89/120 grant a CTA (99 KB), so no build had it until session 26.
 # Session 25 (registers; tune_norm_h200_session25_r16/r17.json, CUDA-graph replay, 16384 rows):
 # FP8 1023 joined (1664 GB/s against the packed build's 1381); 8191 at one CTA an SM (256 or
 # 512 threads a row, spill-free) 2-27% slower than two CTAs of 256 (19 spilled registers).
+# Session 26 (tune_norm_h200_session26_r27.json, same form): 16383 at one CTA of 512 threads
+# an SM (4 chunks a thread and the lead's on the row's first thread, spill-free) 3170/3566/3553
+# GB/s at 4096/16384/65536 rows against the one-row build's 1399/1486/1538, FP8 2609/2828/2888
+# against 813/829/833; 1024 threads a row (6-8 spilled) 15-25% behind it.
 _LAYER_SHIFTED_PREFETCH = {
     (1024, False): (64, 128, 2), (2048, False): (128, 128, 2), (4096, False): (128, 128, 1),
-    (8192, False): (256, 256, 1), (1024, True): (64, 128, 2), (2048, True): (128, 128, 2),
-    (4096, True): (128, 128, 1), (8192, True): (256, 256, 1),
+    (8192, False): (256, 256, 1), (16384, False): (512, 512, 1), (1024, True): (64, 128, 2),
+    (2048, True): (128, 128, 2), (4096, True): (128, 128, 1), (8192, True): (256, 256, 1),
+    (16384, True): (512, 512, 1),
 }
 
 
@@ -294,8 +299,8 @@ _LEAD_CHUNK_ALONE = {4096}
 # gamma and beta in registers, not 5, spill-free. H200, cutefi-bench against the 5-chunk
 # builds, same run (norm_lead_chunk_ab_h200_session25.json): 8191 68.1 -> 83.5% of the copy
 # ceiling at 16384 rows (70.2 -> 86.0 at 65536), FP8 58.4 -> 64.7 (62.3 -> 69.2); 4095 at 4 CTAs
-# an SM above.
-_LAYER_LEAD_CHUNK_ALONE = {4096, 8192}
+# an SM above; 16383 since session 26 (_LAYER_SHIFTED_PREFETCH).
+_LAYER_LEAD_CHUNK_ALONE = {4096, 8192, 16384}
 
 
 def _lead_chunk_alone(norm: str, n_class: int, fused_add: bool, aligned: bool, quant: bool, split: int) -> bool:
