@@ -397,6 +397,12 @@ VARIANTS = [  # session 26, round 28: the one-row shifted LayerNorm 16383 builds
     # replaced (prefetch 0), timed by CUPTI at decode sizes against them
     *[("layer", 16384, False, 512, 512, 1, False, out, None, 0) for out in (None, "fp8e4m3")],
 ]
+ROUND28 = VARIANTS  # tune_norm_h200_session26_r28_small.json
+VARIANTS = [  # session 26, round 29: the FP8 LayerNorm 4096 as the plain one-row build (no ring, gamma/beta read
+    # after the reductions) at 6-8 CTAs an SM; the fused add 4096 at 512-thread rows (8 elements a thread)
+    *[("layer", 4096, False, 128, 128, ctas, True, "fp8e4m3", None, 0) for ctas in (6, 7, 8)],
+    *[("rms", 4096, True, 512, 512, ctas, True) for ctas in (1, 2)],
+]
 ROWS = 16384
 
 
