@@ -155,7 +155,7 @@ _LAYER_SHIFTED_PREFETCH = {
 # each row's loads behind the last row's reduction) it was no faster (_r19.json).
 # Session 26, the other classes on the H200 (tune_norm_h200_session26_r24.json, CUDA-graph
 # replay, against the one-row builds in the same run, at 4096/16384/65536 rows): FP8 2047 at 4
-# CTAs an SM +40/25/21% (5 spilled), 8191 at 2 +45/52/50%, 16383 at 1 +69/73/74%; plain 16383
+# CTAs an SM +40/25/21% (5 spill), 8191 at 2 +45/52/50%, 16383 at 1 +69/73/74%; plain 16383
 # at 1 +48/50/49%. At 1 and 128 rows (one row a thread: the one-row path) 0-3% behind, at 1024
 # +20-67% (_r25_small.json, CUPTI). Not taken: plain 1023/2047/4095 (4-37% slower from 16384
 # rows), 8191 (+0.5-2.7%), FP8 1023 (the packed build is faster from 16384 rows).
