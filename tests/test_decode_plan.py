@@ -87,3 +87,43 @@ def test_kv_lengths_of_int32_tables_do_not_overflow():
     indptr = np.array([0, 1 << 27], dtype=np.int32)
     last = np.array([64], dtype=np.int32)
     assert decode_plan.kv_lengths(indptr, last, 64).tolist() == [(1 << 27) * 64]
+
+
+def test_narrow_builds_take_groups_up_to_8_without_rope(monkeypatch):
+    """The plan's choice of the narrow decode builds (heads as the MMAs' N): groups 1-8 without
+    RoPE; larger groups (two 8-head CTAs would read the KV twice) and RoPE stay wide."""
+    from cutefi.attention import decode
+
+    assert all(decode.narrow_build(group, rope=False) for group in range(1, 9))
+    assert not decode.narrow_build(9, rope=False) and not decode.narrow_build(16, rope=False)
+    assert not decode.narrow_build(4, rope=True)
+    monkeypatch.setattr(decode, "NARROW", False)
+    assert not decode.narrow_build(4, rope=False)
+
+
+@pytest.mark.parametrize("arch", ["8.0", "9.0a", "12.0a"])
+@pytest.mark.parametrize("kv_dtype", ["bf16", "fp8e4m3", "fp8e5m2"])
+def test_narrow_decode_sass(arch, kv_dtype):
+    """A narrow build's main loop: half the HMMAs of the wide build of the same ring (group 4
+    pads 8 MMA columns, not 16 rows), P^T by MOVM (movmatrix.trans), and no local memory."""
+    import re
+
+    from cutefi.attention import launch
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
+    from cutefi.jit.targets import Target
+    from conftest import dsl_available
+
+    if not dsl_available():
+        pytest.skip("CuTe DSL not installed")
+    stages = launch.mma_decode_stage_options(kv_dtype, 128)[0]
+    narrow = launch.MMA_DECODE_NARROW_SPECS[("bf16", kv_dtype, 128, stages)]
+    wide = launch.MMA_DECODE_SPECS[("bf16", kv_dtype, 128, stages, False)]
+    try:
+        narrow_sass, wide_sass = (disassemble(build(spec, Target.parse(arch)).cubin) for spec in (narrow, wide))
+    except DisassemblerNotFoundError as error:
+        pytest.skip(str(error))
+    hmma = [len(re.findall(r"\bHMMA\.16816\.F32", sass)) for sass in (narrow_sass, wide_sass)]
+    assert hmma[0] > 0 and 2 * hmma[0] <= hmma[1] + 8, hmma  # (+8: the wide build's one-time Q loads aside)
+    assert re.search(r"\bMOVM\b", narrow_sass)
+    assert not re.search(r"\b(LDL|STL)\b", narrow_sass)

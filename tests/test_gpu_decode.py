@@ -332,15 +332,44 @@ def test_decode_run_errors():
         wrapper.run(q, (kv[0][:, :8], kv[1][:, :8]))
 
 
+@pytest.mark.parametrize("narrow", [True, False])
 @pytest.mark.parametrize("head_dim", [128, 256])
 @pytest.mark.parametrize("kv_dtype", [None, torch.float8_e4m3fn])
-def test_decode_shallow_rings(monkeypatch, head_dim, kv_dtype):
+def test_decode_shallow_rings(monkeypatch, head_dim, kv_dtype, narrow):
     """The shallower rings the plan takes on GPUs with less shared memory (sm_80/86/89/120)."""
     from cutefi.attention import decode, launch
 
     stages = launch.mma_decode_stage_options("fp8e4m3" if kv_dtype else "bf16", head_dim)[-1]
+    monkeypatch.setattr(decode, "NARROW", narrow)
     monkeypatch.setattr(decode, "decode_build", lambda device, d, kv: (stages, 2))
     run_decode([3000, 1, 77, 640], 16, 2, head_dim, 16, torch.bfloat16, seed=head_dim, kv_dtype=kv_dtype)
+
+
+@pytest.mark.parametrize("kv_dtype", [None, *FP8])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("qo_heads, kv_heads", [(4, 4), (8, 2), (24, 4)])
+def test_decode_narrow_rings(monkeypatch, kv_dtype, head_dim, qo_heads, kv_heads):
+    """Every ring a narrow build has (groups up to 8: heads as the MMAs' N), against the
+    reference, with a request split over CTAs and one ending mid-tile."""
+    from cutefi.attention import decode, launch
+
+    name = {None: "bf16", torch.float8_e4m3fn: "fp8e4m3", torch.float8_e5m2: "fp8e5m2"}[kv_dtype]
+    assert decode.narrow_build(qo_heads // kv_heads, rope=False)
+    for stages, ctas in launch.mma_decode_rings(name, head_dim):
+        monkeypatch.setattr(decode, "decode_build", lambda device, d, kv, option=(stages, ctas): option)
+        run_decode([4100, 1, 77, 640, 33], qo_heads, kv_heads, head_dim, 16, torch.bfloat16, seed=stages,
+                   kv_dtype=kv_dtype, **(FP8_SCALES if kv_dtype else {}))
+
+
+@pytest.mark.parametrize("qo_heads, kv_heads", [(4, 4), (8, 2), (6, 2)])
+@pytest.mark.parametrize("kv_dtype", [None, torch.float8_e4m3fn])
+def test_decode_wide_small_groups(monkeypatch, qo_heads, kv_heads, kv_dtype):
+    """Small groups on the wide builds (heads as the MMAs' M), which RoPE plans take."""
+    from cutefi.attention import decode
+
+    monkeypatch.setattr(decode, "NARROW", False)
+    run_decode([3000, 1, 77, 640], qo_heads, kv_heads, 128, 16, torch.float16, seed=qo_heads, kv_dtype=kv_dtype,
+               cap=20.0, **(FP8_SCALES if kv_dtype else {}))
 
 
 def test_decode_compiles_without_a_graph_break():
@@ -573,6 +602,7 @@ def test_decode_fp8_software_widening(monkeypatch, kv_heads):
     through a test build where the GPU converts in hardware."""
     from cutefi.attention import decode, launch
 
+    monkeypatch.setattr(decode, "NARROW", False)
     monkeypatch.setattr(decode, "decode_build", lambda device, d, kv: (4, 2))
     monkeypatch.setitem(launch.MMA_DECODE_SPECS, ("bf16", "fp8e4m3", 128, 4, False),
                         launch.MMA_DECODE_SOFTWARE_FP8_SPEC)

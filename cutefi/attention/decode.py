@@ -66,11 +66,20 @@ def _current_stream(device: int) -> torch.cuda.Stream:
     return stream
 
 
+NARROW = True  # (tests: False runs every group on the wide builds)
+
+
+def narrow_build(group: int, rope: bool) -> bool:
+    """Whether a plan takes the narrow builds (``decode_narrow_kernel.py``: heads as the MMAs'
+    N): groups up to 8 q heads a kv head, without RoPE (its K rotation is the wide build's)."""
+    return NARROW and group <= launch.MMA_DECODE_NARROW_ROWS and not rope
+
+
 @functools.lru_cache(maxsize=None)
 def decode_build(device: int, head_dim: int, kv_dtype: str) -> tuple[int, int]:
     """(ring stages, resident CTAs an SM) of the decode kernel on ``device``: of the rings the
     device's shared memory holds, the one with the most CTAs resident (more warps hide more
-    latency), the deepest on a tie (``launch.MMA_DECODE_RINGS``)."""
+    latency), the deepest on a tie (``launch.mma_decode_rings``)."""
     per_block = libcuda.device_attribute(libcuda.ATTR_MAX_SMEM_PER_BLOCK_OPTIN, device)
     per_sm = libcuda.device_attribute(libcuda.ATTR_MAX_SMEM_PER_SM, device)
     best = None
@@ -226,16 +235,17 @@ class BatchDecodeWithPagedKVCacheWrapper:
         lengths = decode_plan.kv_lengths(indptr_h, last_h, page_size, pages)
         starts = np.maximum(lengths - 1 - window_left, 0) if window_left >= 0 else None
         fixed_chunk = None if fixed_split_size is None else require_int("fixed_split_size", fixed_split_size) * page_size
+        rope, rope_rcp_scale, rope_log2_step = _rope(pos_encoding_mode, rope_scale, rope_theta, head_dim)
+        narrow = narrow_build(group, rope)
         stages, ctas_per_sm = decode_build(self.device, head_dim, name_of(kv_dtype))
-        ctas_per_item = num_kv_heads * -(-group // launch.MMA_DECODE_ROWS)
+        ctas_per_item = num_kv_heads * -(-group // launch.mma_decode_rows(narrow))
         slots = ctas_per_sm * device_info(self.device).sms  # CTAs the GPU holds at once
         chunk = decode_plan.choose_chunk(lengths if starts is None else lengths - starts, ctas_per_item, slots,
                                          launch.mma_decode_step(), bool(disable_split_kv), fixed_chunk)
         part = decode_plan.partition(lengths, starts, indptr_h, chunk, slots // ctas_per_item)
         self._launches.clear()
-        rope, rope_rcp_scale, rope_log2_step = _rope(pos_encoding_mode, rope_scale, rope_theta, head_dim)
         self._plan = dict(batch=batch, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                          page_size=page_size, group=group, stages=stages, q_dtype=q_dtype, rope=rope,
+                          page_size=page_size, group=group, stages=stages, narrow=int(narrow), q_dtype=q_dtype, rope=rope,
                           rope_rcp_scale=rope_rcp_scale, rope_log2_step=rope_log2_step,
                           kv_dtype=kv_dtype, window_left=window_left, logits_soft_cap=logits_soft_cap,
                           sm_scale=sm_scale, items=part.items, partial_rows=part.partial_rows,

@@ -28,6 +28,7 @@ from cutlass import Float32, Int32, Int64, Uint32, const_expr
 from cutlass.cute.nvgpu import cpasync, warp
 
 from cutefi.attention import launch
+from cutefi.attention.decode_rope import RopeStages
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.attention_state import NEG_INF
@@ -35,7 +36,6 @@ from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.fp8_widen import widen_factor, widen_pair
 from cutefi.cute.mma_frag import acc_as_a, rows_view
 from cutefi.cute.pdl import wait_for_inputs
-from cutefi.cute.rope_angle import rope_cos_sin
 
 VEC = launch.VEC  # 16-bit elements of a 16-byte piece
 ROWS = launch.MMA_DECODE_ROWS
@@ -45,7 +45,7 @@ WARPS = launch.MMA_DECODE_WARPS
 F16_MAX = 65504.0
 
 
-class BatchDecodeMmaKernel:
+class BatchDecodeMmaKernel(RopeStages):
     # ------------------------------------------------------------------ #
     # 1. specialisation
     # ------------------------------------------------------------------ #
@@ -54,6 +54,11 @@ class BatchDecodeMmaKernel:
             raise ValueError(f"unsupported tensor-core decode build {dtype!r}, kv {kv_dtype!r}, head_dim={head_dim}, "
                              f"stages={stages}, rope={rope}")
         self.contract = launch.mma_decode_contract(dtype, kv_dtype, head_dim, stages, rope, software_fp8)
+        self._configure(dtype, kv_dtype, head_dim, stages, rope, software_fp8)
+
+    def _configure(self, dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool, software_fp8: bool):
+        """The build's constants (shared with the narrow builds, ``decode_narrow_kernel.py``)."""
+        self.rows = ROWS  # q heads a CTA holds
         # two tiles a warp step: their S chains are independent and one softmax round covers 32
         # tokens (stages - 2 tiles stay in flight during a step's wait instead of stages - 1)
         self.pair_tiles = launch.mma_decode_pair_tiles(kv_dtype, stages)
@@ -119,8 +124,8 @@ class BatchDecodeMmaKernel:
         page_base = work[6, item]  # kv_indptr[request], put there by the plan: one dependent load fewer
         tiles = cutlass.select_(live, cute.ceil_div(cutlass.max(kv_end - kv_start, 0), TILE), 0)
         my_tiles = cutlass.max(tiles - warp_id + WARPS - 1, 0) // WARPS  # tiles warp_id, +4, +8, ...
-        first_head = kv_head * a.group + row_block * ROWS
-        heads_here = cutlass.min(a.group - row_block * ROWS, ROWS)
+        first_head = kv_head * a.group + row_block * self.rows
+        heads_here = cutlass.min(a.group - row_block * self.rows, self.rows)
 
         # ---- shared memory: per-warp K/V rings, then the Q tile ------------------
         smem = cute.arch.get_dyn_smem(self.mma_dtype, alignment=128)
@@ -152,7 +157,8 @@ class BatchDecodeMmaKernel:
             self._stage_q_rotated(a, q_smem, tidx, request, first_head, heads_here, live,
                                   Float32(work[5, item] - 1))
         else:
-            for task in cutlass.range_constexpr(ROWS * self.q_chunks // (WARPS * 32)):
+            # (rows past self.rows, up to ROWS, are in the tile too: zero-filled)
+            for task in cutlass.range_constexpr(-(-self.rows * self.q_chunks // (WARPS * 32))):
                 piece = task * WARPS * 32 + tidx
                 row = piece // self.q_chunks
                 chunk = piece % self.q_chunks
@@ -163,35 +169,7 @@ class BatchDecodeMmaKernel:
                     dst.fill(0)
         cute.arch.barrier()
 
-        # ---- MMA partitions --------------------------------------------------------
-        # N tiled to 16: one ldmatrix.x4 fills a 16 x 16 B block
-        tiled_mma = cute.make_tiled_mma(warp.MmaF16BF16Op(self.mma_dtype, Float32, (16, 8, 16)),
-                                        permutation_mnk=(ROWS, 16, 16))
-        thr_mma = tiled_mma.get_slice(lane)
-        s_q = cute.make_tensor(q_smem, cute.make_layout((ROWS, self.head_dim), stride=(self.q_stride, 1)))
-        load_a = cute.make_tiled_copy_A(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.mma_dtype), tiled_mma)
-        load_b = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.mma_dtype), tiled_mma)
-        load_bt = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), self.mma_dtype), tiled_mma)
-        r_q = thr_mma.make_fragment_A(thr_mma.partition_A(s_q))
-        q_from = load_a.get_slice(lane).partition_S(s_q)
-        q_to = load_a.get_slice(lane).retile(r_q)
-
-        acc_o = cute.make_rmem_tensor(thr_mma.partition_shape_C((ROWS, self.head_dim)), Float32)
-        acc_o.fill(0.0)
-        o_rows = rows_view(acc_o)
-        row_max = cute.make_rmem_tensor(cute.make_layout(2), Float32)
-        row_sum = cute.make_rmem_tensor(cute.make_layout(2), Float32)  # this thread's columns only
-        row_max.fill(NEG_INF)
-        row_sum.fill(0.0)
-        # this thread's accumulator places (the m16n8 C layout): rows lane/4 and lane/4 + 8,
-        # columns 8n + 2 (lane % 4) + {0, 1} of n-tile n
-        quad_col = 2 * (lane % 4)
-
-        # Q stays in registers for the whole item (head_dim 256: reloaded per tile, for registers)
-        if const_expr(self.q_in_registers):
-            for k in cutlass.range_constexpr(cute.size(r_q, mode=[2])):
-                cute.copy(load_a, q_from[None, None, k], q_to[None, None, k])
-        mma = (tiled_mma, thr_mma, load_a, load_b, load_bt, q_from, q_to, r_q)
+        mma, acc_o, row_max, row_sum = self._mma_setup(q_smem, lane)
         per_step = 2 if const_expr(self.pair_tiles) else 1
         for pass_ in cutlass.range((my_tiles + per_step - 1) // per_step, unroll=1):
             step = pass_ * per_step
@@ -211,7 +189,7 @@ class BatchDecodeMmaKernel:
                 stage_base = ring + cute.assume(((step + t) % self.stages) * 2 * self.tile_elems, divby=128)
                 tile_start = kv_start + ((step + t) * WARPS + warp_id) * TILE
                 tiles_here.append((self._tile_scores(a, mma, stage_base, tile_start, lane), stage_base, tile_start))
-            self._softmax_step(a, tiles_here, quad_col, o_rows, row_max, row_sum, kv_end)
+            self._softmax_step(a, tiles_here, lane, acc_o, row_max, row_sum, kv_end)
             for t in cutlass.range_constexpr(per_step):
                 acc_s, stage_base, _ = tiles_here[t]
                 if const_expr(t == 0):
@@ -223,12 +201,38 @@ class BatchDecodeMmaKernel:
 
         # ---- stage 4: merge the warps, write ------------------------------------------
         if live:
-            self._finish(a, smem, acc_o, row_max, row_sum, thr_mma, tidx, warp_id, lane, request, partial_row, with_sink,
+            self._finish(a, smem, acc_o, row_max, row_sum, mma, tidx, warp_id, lane, request, partial_row, with_sink,
                          first_head, heads_here)
 
     # ------------------------------------------------------------------ #
     # 4. stages
     # ------------------------------------------------------------------ #
+    def _mma_setup(self, q_smem, lane):
+        """The MMA partitions, Q's A operands (in registers up to head_dim 128), O's accumulators
+        and this thread's rows' running (max, sum)."""
+        # N tiled to 16: one ldmatrix.x4 fills a 16 x 16 B block
+        tiled_mma = cute.make_tiled_mma(warp.MmaF16BF16Op(self.mma_dtype, Float32, (16, 8, 16)),
+                                        permutation_mnk=(ROWS, 16, 16))
+        thr_mma = tiled_mma.get_slice(lane)
+        s_q = cute.make_tensor(q_smem, cute.make_layout((ROWS, self.head_dim), stride=(self.q_stride, 1)))
+        load_a = cute.make_tiled_copy_A(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.mma_dtype), tiled_mma)
+        load_b = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), self.mma_dtype), tiled_mma)
+        load_bt = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(True, 4), self.mma_dtype), tiled_mma)
+        r_q = thr_mma.make_fragment_A(thr_mma.partition_A(s_q))
+        q_from = load_a.get_slice(lane).partition_S(s_q)
+        q_to = load_a.get_slice(lane).retile(r_q)
+        acc_o = cute.make_rmem_tensor(thr_mma.partition_shape_C((ROWS, self.head_dim)), Float32)
+        acc_o.fill(0.0)
+        row_max = cute.make_rmem_tensor(cute.make_layout(2), Float32)
+        row_sum = cute.make_rmem_tensor(cute.make_layout(2), Float32)  # this thread's columns only
+        row_max.fill(NEG_INF)
+        row_sum.fill(0.0)
+        # Q stays in registers for the whole item (head_dim 256: reloaded per tile, for registers)
+        if const_expr(self.q_in_registers):
+            for k in range(cute.size(r_q, mode=[2])):  # (a plain method: Python's loop unrolls)
+                cute.copy(load_a, q_from[None, None, k], q_to[None, None, k])
+        return (tiled_mma, thr_mma, load_a, load_b, load_bt, q_from, q_to, r_q), acc_o, row_max, row_sum
+
     @cute.jit
     def _tile_scores(self, a, mma, stage_base, tile_start, lane) -> cute.Tensor:
         """S = Q·K^T of the tile at ``stage_base`` (fp32 accumulators, C layout)."""
@@ -315,67 +319,6 @@ class BatchDecodeMmaKernel:
     def _q_src(self, a, request, head, chunk):
         offset = Int64(request) * a.q_stride_batch + Int64(head) * a.q_stride_head + chunk * VEC
         return cute.make_tensor(a.q + cute.assume(offset, divby=VEC), cute.make_layout(VEC))
-
-    @cute.jit
-    def _rope_cos_sin(self, a, position: Float32, dim):
-        """(cos, sin) of Llama RoPE's angle of head dim ``dim`` (< head_dim / 2) at ``position``
-        (``cute/rope_angle.py``)."""
-        return rope_cos_sin(position, dim, a.rope_rcp_scale, a.rope_log2_step)
-
-    @cute.jit
-    def _stage_q_rotated(self, a, q_smem, tidx, request, first_head, heads_here, live, position: Float32):
-        """Stage 1 with RoPE: a thread takes q pieces c and c + chunks / 2 of a row (dims i and
-        i + head_dim / 2 pair up), rotates them in fp32 and stores both."""
-        halves = self.q_chunks // 2
-        for task in cutlass.range_constexpr(-(-ROWS * halves // (WARPS * 32))):
-            piece = task * WARPS * 32 + tidx
-            row = piece // halves
-            chunk = piece % halves
-            if piece < ROWS * halves:
-                lo_dst = self._q_dst(q_smem, row, chunk)
-                hi_dst = self._q_dst(q_smem, row, chunk + halves)
-                if row < heads_here and live:
-                    lo = cute.make_rmem_tensor(cute.make_layout(VEC), Float32)
-                    hi = cute.make_rmem_tensor(cute.make_layout(VEC), Float32)
-                    lo.store(self._q_src(a, request, first_head + row, chunk).load().to(Float32))
-                    hi.store(self._q_src(a, request, first_head + row, chunk + halves).load().to(Float32))
-                    for e in cutlass.range_constexpr(VEC):
-                        cos, sin = self._rope_cos_sin(a, position, chunk * VEC + e)
-                        x1, x2 = lo[e], hi[e]
-                        lo[e] = x1 * cos - x2 * sin
-                        hi[e] = x2 * cos + x1 * sin
-                    lo_dst.store(self._to_mma(lo.load()).reshape(lo_dst.shape))
-                    hi_dst.store(self._to_mma(hi.load()).reshape(hi_dst.shape))
-                else:
-                    lo_dst.fill(0)
-                    hi_dst.fill(0)
-
-    @cute.jit
-    def _rotate_k(self, a, r_k: cute.Tensor, lo_block: cutlass.Constexpr[int], hi_block: cutlass.Constexpr[int],
-                  tile_start, lane):
-        """RoPE on K operands: block ``lo_block`` holds dims i < head_dim / 2 and ``hi_block``
-        their partners i + head_dim / 2 at the same places. A lane's values are tokens
-        tile_start + lane / 4 (+ 8 for n-tile 1) at in-block dims 2c + b + 8 h (c = lane % 4;
-        FP8 K: 4c + b + 2 h, the permuted order)."""
-        lo = cute.make_fragment_like(r_k[None, None, lo_block], Float32)
-        hi = cute.make_fragment_like(r_k[None, None, hi_block], Float32)
-        lo.store(r_k[None, None, lo_block].load().to(Float32))
-        hi.store(r_k[None, None, hi_block].load().to(Float32))
-        quad = lane % 4
-        for j in cutlass.range_constexpr(2):
-            position = Float32(tile_start + lane // 4 + 8 * j)
-            for h in cutlass.range_constexpr(2):
-                for b in cutlass.range_constexpr(2):
-                    if const_expr(self.fp8):
-                        dim = lo_block * 16 + 4 * quad + b + 2 * h
-                    else:
-                        dim = lo_block * 16 + 2 * quad + b + 8 * h
-                    cos, sin = self._rope_cos_sin(a, position, dim)
-                    x1, x2 = lo[(b, h), j], hi[(b, h), j]
-                    lo[(b, h), j] = x1 * cos - x2 * sin
-                    hi[(b, h), j] = x2 * cos + x1 * sin
-        r_k[None, None, lo_block].store(lo.load().to(self.mma_dtype))
-        r_k[None, None, hi_block].store(hi.load().to(self.mma_dtype))
 
     def _swizzled(self, row, chunk):
         """Offset (16-bit units) of 16-byte piece ``chunk`` of ``row`` in a swizzled K/V tile
@@ -490,14 +433,37 @@ class BatchDecodeMmaKernel:
                 k_dst.fill(0)
                 v_dst.fill(0)
 
+    # where a thread's two heads sit in its fragments: rows lane/4 and lane/4 + 8 of the m16n8 C
+    # layout, whose columns 8n + 2 (lane % 4) + {0, 1} (n-tile n) are tokens; the narrow builds
+    # override these five
+    def _by_head(self, acc: cute.Tensor) -> cute.Tensor:
+        """An S or O accumulator fragment as (this thread's 2 heads, its values of each)."""
+        return rows_view(acc)
+
+    def _token_offset(self, c, lane):
+        """Token (from the tile's start) of value ``c`` of a head in an S fragment."""
+        return (c // 2) * 8 + (c % 2) + 2 * (lane % 4)
+
+    # butterfly offsets between the lanes that hold one head's values
+    HEAD_LANES = (1, 2)
+
+    def _head_index(self, h, lane):
+        """This thread's head ``h`` (0, 1) as a row of the CTA's q tile."""
+        return lane // 4 + 8 * h
+
+    def _head_writer(self, lane):
+        """Whether this lane writes its heads' (max, sum)."""
+        return lane % 4 == 0
+
     @cute.jit
-    def _softmax_step(self, a, tiles_here: list, quad_col, o_rows, row_max, row_sum, kv_end):
+    def _softmax_step(self, a, tiles_here: list, lane, acc_o: cute.Tensor, row_max, row_sum, kv_end):
         """The online softmax of one step's tiles (``(acc_s, stage, tile_start)`` each) on this
-        thread's two rows. Scores become base-2 logits ``t * mult``: t the raw score and mult =
+        thread's two heads. Scores become base-2 logits ``t * mult``: t the raw score and mult =
         q_scale, or with a soft cap t = cap_scale * tanh(score * q_scale) and mult = 1 (so the
         scale rides in the exp2's FFMA). Tokens past the range are masked; O is rescaled only
-        when some row of the warp has a new maximum."""
-        views = [rows_view(acc_s) for acc_s, _, _ in tiles_here]
+        when some head of the warp has a new maximum."""
+        views = [self._by_head(acc_s) for acc_s, _, _ in tiles_here]
+        o_heads = self._by_head(acc_o)
         columns = cute.size(views[0], mode=[1])
         q_scale = a.q_scale
         if const_expr(self._kv_factor() != 1.0):  # software-widened e4m3 K is 2^-8 short
@@ -505,68 +471,74 @@ class BatchDecodeMmaKernel:
         mult = q_scale
         if a.cap_scale != Float32(0.0):
             mult = Float32(1.0)
-            for s_rows in views:
-                for r in cutlass.range_constexpr(2):
+            for s_heads in views:
+                for h in cutlass.range_constexpr(2):
                     for c in cutlass.range_constexpr(columns):
-                        s_rows[r, c] = a.cap_scale * cute.math.tanh(s_rows[r, c] * q_scale, fastmath=True)
+                        s_heads[h, c] = a.cap_scale * cute.math.tanh(s_heads[h, c] * q_scale, fastmath=True)
         for t in cutlass.range_constexpr(len(views)):
-            s_rows = views[t]
+            s_heads = views[t]
             tile_start = tiles_here[t][2]
             if tile_start + TILE > kv_end:
-                for r in cutlass.range_constexpr(2):
+                for h in cutlass.range_constexpr(2):
                     for c in cutlass.range_constexpr(columns):
-                        valid = tile_start + (c // 2) * 8 + (c % 2) + quad_col < kv_end
-                        s_rows[r, c] = cutlass.select_(valid, s_rows[r, c], Float32(NEG_INF))
+                        valid = tile_start + self._token_offset(c, lane) < kv_end
+                        s_heads[h, c] = cutlass.select_(valid, s_heads[h, c], Float32(NEG_INF))
         rescale = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         changed = False
-        for r in cutlass.range_constexpr(2):
-            tile_max = views[0][r, 0]
-            for s_rows in views:
+        for h in cutlass.range_constexpr(2):
+            tile_max = views[0][h, 0]
+            for s_heads in views:
                 for c in cutlass.range_constexpr(columns):
-                    tile_max = cute.arch.fmax(tile_max, s_rows[r, c])
-            tile_max = cute.arch.fmax(tile_max, cute.arch.shuffle_sync_bfly(tile_max, offset=1))
-            tile_max = cute.arch.fmax(tile_max, cute.arch.shuffle_sync_bfly(tile_max, offset=2))
+                    tile_max = cute.arch.fmax(tile_max, s_heads[h, c])
+            for offset in self.HEAD_LANES:
+                tile_max = cute.arch.fmax(tile_max, cute.arch.shuffle_sync_bfly(tile_max, offset=offset))
             scaled_max = cutlass.select_(tile_max == Float32(NEG_INF), Float32(NEG_INF), tile_max * mult)
-            new_max = cute.arch.fmax(row_max[r], scaled_max)
-            changed = changed or new_max != row_max[r]
+            new_max = cute.arch.fmax(row_max[h], scaled_max)
+            changed = changed or new_max != row_max[h]
             # 0 while every score so far is masked: 2^(-inf - 0) = 0, never NaN
             ref = cutlass.select_(new_max == Float32(NEG_INF), Float32(0.0), new_max)
-            rescale[r] = cute.math.exp2(row_max[r] - ref, fastmath=True)
-            total = row_sum[r] * rescale[r]
-            for s_rows in views:
+            rescale[h] = cute.math.exp2(row_max[h] - ref, fastmath=True)
+            total = row_sum[h] * rescale[h]
+            for s_heads in views:
                 for c in cutlass.range_constexpr(columns):
-                    p = cute.math.exp2(s_rows[r, c] * mult - ref, fastmath=True)
-                    s_rows[r, c] = p
+                    p = cute.math.exp2(s_heads[h, c] * mult - ref, fastmath=True)
+                    s_heads[h, c] = p
                     total = total + p
-            row_sum[r] = total
-            row_max[r] = new_max
+            row_sum[h] = total
+            row_max[h] = new_max
         if cute.arch.vote_any_sync(changed):
-            for r in cutlass.range_constexpr(2):
-                for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
-                    o_rows[r, c] = o_rows[r, c] * rescale[r]
+            for h in cutlass.range_constexpr(2):
+                for c in cutlass.range_constexpr(cute.size(o_heads, mode=[1])):
+                    o_heads[h, c] = o_heads[h, c] * rescale[h]
 
     @cute.jit
-    def _finish(self, a, smem, acc_o, row_max, row_sum, thr_mma, tidx, warp_id, lane, request, partial_row, with_sink,
+    def _store_state(self, acc_o, row_max, row_sum, thr_mma, o_all, stats, warp_id, lane):
+        """This warp's (O, max, sum) of its heads into shared memory."""
+        o_mine = cute.make_tensor(o_all[warp_id, None, None].iterator, self._o_layout())
+        cute.autovec_copy(acc_o, thr_mma.partition_C(o_mine))
+        for h in cutlass.range_constexpr(2):
+            total = row_sum[h]
+            for offset in self.HEAD_LANES:
+                total = total + cute.arch.shuffle_sync_bfly(total, offset=offset)
+            if self._head_writer(lane):
+                row = self._head_index(h, lane)
+                stats[0, warp_id, row] = row_max[h]
+                stats[1, warp_id, row] = total
+
+    @cute.jit
+    def _finish(self, a, smem, acc_o, row_max, row_sum, mma, tidx, warp_id, lane, request, partial_row, with_sink,
                 first_head, heads_here):
         """Each warp's (O, max, sum) into shared memory, then every thread merges the four (and
         the head's sink: a logit with no value) for its 16-byte pieces of the output rows and
         writes them (and the rows' lse)."""
         d = self.head_dim
         f32 = cute.recast_ptr(smem, dtype=Float32)
-        o_all = cute.make_tensor(f32, cute.make_layout((WARPS, ROWS, d), stride=(ROWS * d, d, 1)))
-        stats = cute.make_tensor(f32 + WARPS * ROWS * d, cute.make_layout((2, WARPS, ROWS), stride=(WARPS * ROWS, ROWS, 1)))
-        o_mine = cute.make_tensor(o_all[warp_id, None, None].iterator, self._o_layout())
-        cute.autovec_copy(acc_o, thr_mma.partition_C(o_mine))
-        for r in cutlass.range_constexpr(2):
-            total = row_sum[r]
-            total = total + cute.arch.shuffle_sync_bfly(total, offset=1)
-            total = total + cute.arch.shuffle_sync_bfly(total, offset=2)
-            if lane % 4 == 0:
-                row = lane // 4 + 8 * r
-                stats[0, warp_id, row] = row_max[r]
-                stats[1, warp_id, row] = total
+        o_all = cute.make_tensor(f32, cute.make_layout((WARPS, self.rows, d), stride=(self.rows * d, d, 1)))
+        stats = cute.make_tensor(f32 + WARPS * self.rows * d,
+                                 cute.make_layout((2, WARPS, self.rows), stride=(WARPS * self.rows, self.rows, 1)))
+        self._store_state(acc_o, row_max, row_sum, mma[1], o_all, stats, warp_id, lane)
         cute.arch.barrier()
-        for task in cutlass.range_constexpr(ROWS * self.q_chunks // (WARPS * 32)):
+        for task in cutlass.range_constexpr(-(-self.rows * self.q_chunks // (WARPS * 32))):
             piece = task * WARPS * 32 + tidx
             row = piece // self.q_chunks
             col = (piece % self.q_chunks) * VEC

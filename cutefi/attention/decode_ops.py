@@ -14,7 +14,7 @@ from .plan import split_cache
 
 # the plan's sizes the launch needs, in the order the op's ``int[] sizes`` carries them
 SIZES = ("batch", "num_qo_heads", "num_kv_heads", "group", "head_dim", "page_size", "stages", "items",
-         "partial_rows", "graph", "rope")
+         "partial_rows", "graph", "rope", "narrow")
 
 
 class Layout:
@@ -63,8 +63,12 @@ class DecodeLaunch:
         p = dict(zip(SIZES, sizes))
         self.device = device = q.get_device()
         self.pdl = pdl
-        spec = launch.MMA_DECODE_SPECS[(name_of(q.dtype), name_of(layout.k_cache.dtype), p["head_dim"], p["stages"],
-                                        bool(p["rope"]))]
+        if p["narrow"]:
+            spec = launch.MMA_DECODE_NARROW_SPECS[(name_of(q.dtype), name_of(layout.k_cache.dtype), p["head_dim"],
+                                                   p["stages"])]
+        else:
+            spec = launch.MMA_DECODE_SPECS[(name_of(q.dtype), name_of(layout.k_cache.dtype), p["head_dim"],
+                                            p["stages"], bool(p["rope"]))]
         self.kernel = get_kernel(spec, device)
         heads, d = p["num_qo_heads"], p["head_dim"]
         rows = p["items"] if p["graph"] else p["partial_rows"]
@@ -72,7 +76,7 @@ class DecodeLaunch:
         self.tmp_s = tmp_v + rows * heads * d * 2 if rows else tmp_v
         step = launch.mma_decode_step()
         self.args = dict(items=p["items"], kv_heads=p["num_kv_heads"], group=p["group"],
-                         row_blocks=-(-p["group"] // launch.MMA_DECODE_ROWS), num_qo_heads=heads,
+                         row_blocks=-(-p["group"] // launch.mma_decode_rows(bool(p["narrow"]))), num_qo_heads=heads,
                          page_size=p["page_size"], tile_pages=step // p["page_size"], tile_rem=step % p["page_size"],
                          num_pages=layout.k_cache.shape[0], write_lse=int(lse is not None), has_sinks=int(has_sinks), q_scale=q_mult,
                          cap_scale=cap_scale, out_scale=out_scale, rope_rcp_scale=rope_rcp_scale,

@@ -177,19 +177,37 @@ MMA_DECODE_RINGS = {
     (False, 64): ((4, 4), (3, 4)), (False, 128): ((3, 2), (2, 2)), (False, 256): ((2, 1), (1, 1)),
     (True, 64): ((6, 4),), (True, 128): ((5, 2), (4, 2)), (True, 256): ((3, 1), (2, 1)),
 }
+# Narrow builds (``decode_narrow_kernel.py``, GQA groups up to 8 without RoPE) swap the MMAs'
+# roles: the tile's 16 tokens are M and up to 8 q heads N (S^T = K·Q^T, O^T = V^T·P^T). A group
+# of 4 then pads 8 MMA columns instead of 16 rows: half the MMAs, softmax and O registers (FP8
+# head_dim 128: 148 registers, not 210). Same rings: on the H200 they ran 0.3-2.4% faster than
+# the wide builds over 22 shapes and 3 head dims; more CTAs an SM (3 x 4 or 4 x 3 stages for
+# FP8 head_dim 128, 2 for FP8 head_dim 256) did not pay (decode_narrow_vs_wide_h200_session27.json,
+# decode_narrow_rings_h200_session27.txt).
+MMA_DECODE_NARROW_ROWS = 8  # q heads a narrow CTA holds (the MMA's N)
 
 
 def kv_bytes(kv_dtype: str) -> int:
     return 1 if kv_dtype in KV_FP8 else 2
 
 
+def mma_decode_rings(kv_dtype: str, head_dim: int) -> tuple[tuple[int, int], ...]:
+    """A build's (stages, CTAs an SM) options (``MMA_DECODE_RINGS``), wide or narrow."""
+    return MMA_DECODE_RINGS[kv_dtype in KV_FP8, head_dim]
+
+
 def mma_decode_stage_options(kv_dtype: str, head_dim: int) -> tuple[int, ...]:
-    return tuple(stages for stages, _ in MMA_DECODE_RINGS[kv_dtype in KV_FP8, head_dim])
+    return tuple(stages for stages, _ in mma_decode_rings(kv_dtype, head_dim))
 
 
 def mma_decode_min_ctas(kv_dtype: str, head_dim: int, stages: int) -> int:
     """The CTAs an SM a build's registers are capped for (``.minnctapersm``)."""
-    return dict(MMA_DECODE_RINGS[kv_dtype in KV_FP8, head_dim])[stages]
+    return dict(mma_decode_rings(kv_dtype, head_dim))[stages]
+
+
+def mma_decode_rows(narrow: bool) -> int:
+    """q heads a CTA holds: a kv head's group takes ceil(group / rows) CTAs."""
+    return MMA_DECODE_NARROW_ROWS if narrow else MMA_DECODE_ROWS
 
 
 def mma_decode_step() -> int:
@@ -222,14 +240,15 @@ def mma_decode_pair_tiles(kv_dtype: str, stages: int) -> bool:
     return kv_dtype in KV_FP8 and stages >= 4
 
 
-def mma_decode_entry(dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool, software_fp8: bool) -> str:
+def mma_decode_entry(dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool, software_fp8: bool,
+                     narrow: bool = False) -> str:
     kv = "" if kv_dtype == dtype else f"_kv{kv_dtype[3:]}"
-    return (f"cutefi_batch_decode_mma_{dtype}{kv}_d{head_dim}_s{stages}{'_rope' if rope else ''}"
-            f"{'_sw' if software_fp8 else ''}")
+    return (f"cutefi_batch_decode_mma{'_narrow' if narrow else ''}_{dtype}{kv}_d{head_dim}_s{stages}"
+            f"{'_rope' if rope else ''}{'_sw' if software_fp8 else ''}")
 
 
 def mma_decode_contract(dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool = False,
-                        software_fp8: bool = False) -> LaunchContract:
+                        software_fp8: bool = False, narrow: bool = False) -> LaunchContract:
     return LaunchContract(
         params=(
             *pointers("q", "out", "tmp_v", dtype=dtype),
@@ -248,7 +267,7 @@ def mma_decode_contract(dtype: str, kv_dtype: str, head_dim: int, stages: int, r
                 "q_scale": 0.1, "cap_scale": 0.0, "out_scale": 1.0, "rope_rcp_scale": 1.0, "rope_log2_step": -0.2, **{name: 16 for name in DECODE_STRIDES}},
         smem_bytes=mma_decode_smem_bytes(head_dim, stages, kv_dtype),
         min_ctas_per_sm=mma_decode_min_ctas(kv_dtype, head_dim, stages),
-        entry=mma_decode_entry(dtype, kv_dtype, head_dim, stages, rope, software_fp8),
+        entry=mma_decode_entry(dtype, kv_dtype, head_dim, stages, rope, software_fp8, narrow),
         pdl=True,
     )
 
@@ -268,4 +287,19 @@ MMA_DECODE_SOFTWARE_FP8_SPEC = KernelSpec.make(
     "cutefi.attention.launch:mma_decode_contract", Family.MMA_SYNC, dtype="bf16", kv_dtype="fp8e4m3", head_dim=128,
     stages=4, rope=False, software_fp8=True,
 )
-register(*MMA_DECODE_SPECS.values(), MMA_DECODE_SOFTWARE_FP8_SPEC)
+
+
+def mma_decode_narrow_contract(dtype: str, kv_dtype: str, head_dim: int, stages: int) -> LaunchContract:
+    return mma_decode_contract(dtype, kv_dtype, head_dim, stages, narrow=True)
+
+
+MMA_DECODE_NARROW_SPECS = {
+    (dtype, kv_dtype, head_dim, stages): KernelSpec.make(
+        "attention.batch_decode_mma_narrow", "cute", "cutefi.attention.decode_narrow_kernel:BatchDecodeNarrowKernel",
+        "cutefi.attention.launch:mma_decode_narrow_contract", Family.MMA_SYNC, dtype=dtype, kv_dtype=kv_dtype,
+        head_dim=head_dim, stages=stages,
+    )
+    for dtype in DTYPES for kv_dtype in (dtype, *KV_FP8) for head_dim in DECODE_HEAD_DIMS
+    for stages in mma_decode_stage_options(kv_dtype, head_dim)
+}
+register(*MMA_DECODE_SPECS.values(), MMA_DECODE_SOFTWARE_FP8_SPEC, *MMA_DECODE_NARROW_SPECS.values())

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
+from cutlass import Uint32
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
 
 
 def rows_view(acc: cute.Tensor) -> cute.Tensor:
@@ -27,6 +30,17 @@ def acc_as_a(layout):
     return cute.make_layout(
         ((divided.shape[0], divided.shape[2][0]), divided.shape[1], divided.shape[2][1]),
         stride=((divided.stride[0], divided.stride[2][0]), divided.stride[1], divided.stride[2][1]))
+
+
+@dsl_user_op
+def transpose_8x8(word: Uint32, *, loc=None, ip=None) -> Uint32:
+    """``movmatrix.m8n8.trans.b16``: a warp's 8 x 8 matrix of 16-bit values, a thread's word
+    holding row lane / 4, columns 2 (lane % 4) + {0, 1}, returned transposed in the same layout
+    (a C fragment's pair of columns becomes a B fragment's pair of k rows). All lanes take part."""
+    value = llvm.inline_asm(T.i32(), [Uint32(word).ir_value(loc=loc, ip=ip)],
+                            "movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;", "=r,r", has_side_effects=False,
+                            is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+    return Uint32(value)
 
 
 @cute.jit
