@@ -25,13 +25,14 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64, Uint32, const_expr
-from cutlass.cute.nvgpu import cpasync, warp
+from cutlass.cute.nvgpu import warp
 
 from cutefi.attention import launch
 from cutefi.attention.decode_rope import RopeStages
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.attention_state import NEG_INF
+from cutefi.cute.cp_async import cp_async_16
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.fp8_widen import widen_factor, widen_pair
 from cutefi.cute.mma_frag import acc_as_a, rows_view
@@ -43,6 +44,7 @@ LOG2E = 1.4426950408889634
 TILE = launch.MMA_DECODE_TILE
 WARPS = launch.MMA_DECODE_WARPS
 F16_MAX = 65504.0
+L2_PREFETCH = 128  # bytes the L2 fetches around a K/V piece (``cute/cp_async.py``)
 
 
 class BatchDecodeMmaKernel(RopeStages):
@@ -394,10 +396,8 @@ class BatchDecodeMmaKernel(RopeStages):
         if step < my_tiles:
             stage_base = ring + cute.assume((step % self.stages) * 2 * self.tile_elems, divby=128)
             token = first_token + step * launch.mma_decode_step()
-            atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.mma_dtype,
-                                       num_bits_per_copy=128)
             valid = token < kv_end and page[0] >= 0 and page[0] < a.num_pages
-            self._load_rows(a, atom, stage_base, valid, head_offset, lane, page[0], entry[0])
+            self._load_rows(a, stage_base, valid, head_offset, lane, page[0], entry[0])
             entry[0] = entry[0] + a.tile_rem
             page_slot[0] = page_slot[0] + a.tile_pages
             if entry[0] >= a.page_size:
@@ -408,7 +408,7 @@ class BatchDecodeMmaKernel(RopeStages):
         cute.arch.cp_async_commit_group()
 
     @cute.jit
-    def _load_rows(self, a, atom, stage_base, valid, head_offset, lane, page, entry):
+    def _load_rows(self, a, stage_base, valid, head_offset, lane, page, entry):
         """Whole rows per instruction: lane j < 16 has row j's address (-1: zeros), shuffled to
         the ``chunks`` lanes that read that row's consecutive 16-byte pieces."""
         offset = Int64(page) * a.cache_stride_page + Int64(entry) * a.cache_stride_entry + head_offset
@@ -427,8 +427,12 @@ class BatchDecodeMmaKernel(RopeStages):
             v_dst = cute.make_tensor(dst + self.tile_elems, piece)
             if row_offset >= 0:
                 src = cute.assume(row_offset + column, divby=VEC)
-                cute.copy(atom, cute.make_tensor(cute.recast_ptr(a.k_cache, dtype=self.mma_dtype) + src, piece), k_dst)
-                cute.copy(atom, cute.make_tensor(cute.recast_ptr(a.v_cache, dtype=self.mma_dtype) + src, piece), v_dst)
+                # a whole 128-byte L2 line from DRAM: a 64-byte row (FP8 head_dim 64) brings its
+                # neighbour kv head's row, which the next CTA reads at about the same time (on
+                # the H200: 1.4x at 64 x 4096 NHD, no change for 128- and 256-byte rows; 256
+                # bytes ran 2-4% slower; decode_l2_prefetch_h200_session27.json)
+                cp_async_16(dst, cute.recast_ptr(a.k_cache, dtype=self.mma_dtype) + src, L2_PREFETCH)
+                cp_async_16(dst + self.tile_elems, cute.recast_ptr(a.v_cache, dtype=self.mma_dtype) + src, L2_PREFETCH)
             else:
                 k_dst.fill(0)
                 v_dst.fill(0)
