@@ -68,6 +68,14 @@ def test_choose_chunk_rules():
     chunk = decode_plan.choose_chunk(ranges, 8, 264, 64, False, None)
     items = sum(-(-int(r) // chunk) for r in ranges)
     assert 264 // 8 <= items <= 264 // 8 + 2  # about one wave of CTAs
+    # a batch that nearly fills the GPU is not split into a chunk and a sliver (twice the waves)
+    assert decode_plan.choose_chunk(np.full(64, 4096), 8, 528, 64, False, None) == 0
+    # one that fills a fraction of it is: 8 x 8192 over 264 CTAs, one wave of 2048-token chunks
+    assert decode_plan.choose_chunk(np.full(8, 8192), 8, 264, 64, False, None) == 2048
+    assert decode_plan.choose_chunk(np.full(1, 131072), 8, 264, 64, False, None) == 4032
+    # a ragged batch that nearly fills the GPU still is: its longest request would run alone
+    ragged = np.random.default_rng(0).integers(512, 32769, 64)
+    assert 0 < decode_plan.choose_chunk(ragged, 8, 528, 64, False, None) < ragged.max()
 
 
 @pytest.mark.parametrize("chunk", [0, 256])
