@@ -50,6 +50,9 @@ VECTORISED = ("norm.", "rope.", "copy.vector_copy", "attention.merge_states")
 # - Packed-rows RMSNorm (norm/packed_kernel.py) at 64 registers: 2-23 spill instructions, once
 #   a CTA or a block of 8 rows (not a chunk); its FP8 builds so measured 35-78% faster than the
 #   shifted ones (benchmarks/results/norm_packed_vs_shifted_h200.json).
+# - Wide decode builds with RoPE (K rotated in registers, at the 255-register cap: 4-16 spill
+#   instructions on most targets) and wide head_dim 256 at one stage (sm_120a/121a's ring, 4):
+#   the narrow builds that groups up to 8 take without RoPE spill nowhere.
 KNOWN_SPILLS: set[tuple[str, str]] = {
     (spec, target)
     for spec, targets in json.loads((Path(__file__).resolve().parent / "known_spills.json").read_text()).items()
