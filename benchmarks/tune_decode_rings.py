@@ -15,7 +15,7 @@ from cutefi.bench.routines.decode import BatchDecode
 
 CASES = [  # (shape, narrow, options)
     (dict(head_dim=128, qo_heads=32, kv_fp8=1), False, [(5, 2), (4, 2)]),
-    (dict(head_dim=128, qo_heads=32, kv_fp8=1), True, [(5, 2), (4, 2)]),
+    (dict(head_dim=128, qo_heads=32, kv_fp8=1), True, [(5, 2), (4, 2), (3, 4)]),
     (dict(head_dim=64, qo_heads=64, kv_fp8=0), True, [(4, 3), (3, 4)]),
 ]
 SHAPES = [(64, 4096), (8, 8192), (128, 1024)]
@@ -47,7 +47,7 @@ def main() -> None:
         print(f"{extra} narrow={narrow}: the plan's own choice {automatic(0, extra['head_dim'], kv_name)}")
         for batch, kv_len in SHAPES:
             for stages, ctas in options * 2:
-                decode.decode_build = lambda device, head_dim, kv, option=(stages, ctas): option
+                decode.decode_build = lambda device, head_dim, kv, full_batch=False, option=(stages, ctas): option
                 shape = dict(batch=batch, kv_len=kv_len, kv_heads=8, page_size=16, ragged=0, hnd=0, **extra)
                 inputs = routine.make_inputs(shape, torch.bfloat16)
                 state, q = inputs[0], inputs[1].squeeze(2)

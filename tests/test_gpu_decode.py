@@ -148,7 +148,8 @@ def check(out, lse, ref_out, ref_lse, dtype):
 
 def run_decode(lengths, qo_heads, kv_heads, head_dim, page_size, dtype, layout="NHD", fused=False, seed=0,
                cap=None, window_left=-1, sm_scale=None, disable_split=False, fixed_split=None, device_tables=False,
-               sinks=False, kv_dtype=None, k_scale=None, v_scale=None, rope=None, poison_tail=False):
+               sinks=False, kv_dtype=None, k_scale=None, v_scale=None, rope=None, poison_tail=False,
+               return_wrapper=False):
     kv_dtype = kv_dtype or dtype
     kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, page_size, kv_heads, head_dim, kv_dtype, layout,
                                                              fused=fused, seed=seed, poison_tail=poison_tail)
@@ -164,7 +165,8 @@ def run_decode(lengths, qo_heads, kv_heads, head_dim, page_size, dtype, layout="
     wrapper.run(q, kv, out=out, lse=lse, sinks=sink, k_scale=k_scale, v_scale=v_scale)
     ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, indices, lengths, layout, sm_scale, cap, window_left,
                                  sink, k_scale or 1.0, v_scale or 1.0, rope)
-    return check(out, lse, ref_out, ref_lse, dtype)
+    errors = check(out, lse, ref_out, ref_lse, dtype)
+    return wrapper if return_wrapper else errors
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -341,7 +343,7 @@ def test_decode_shallow_rings(monkeypatch, head_dim, kv_dtype, narrow):
 
     stages = launch.mma_decode_stage_options("fp8e4m3" if kv_dtype else "bf16", head_dim)[-1]
     monkeypatch.setattr(decode, "NARROW", narrow)
-    monkeypatch.setattr(decode, "decode_build", lambda device, d, kv: (stages, 2))
+    monkeypatch.setattr(decode, "decode_build", lambda device, d, kv, full_batch=False: (stages, 2))
     run_decode([3000, 1, 77, 640], 16, 2, head_dim, 16, torch.bfloat16, seed=head_dim, kv_dtype=kv_dtype)
 
 
@@ -355,10 +357,29 @@ def test_decode_narrow_rings(monkeypatch, kv_dtype, head_dim, qo_heads, kv_heads
 
     name = {None: "bf16", torch.float8_e4m3fn: "fp8e4m3", torch.float8_e5m2: "fp8e5m2"}[kv_dtype]
     assert decode.narrow_build(qo_heads // kv_heads, rope=False)
-    for stages, ctas in launch.mma_decode_rings(name, head_dim):
-        monkeypatch.setattr(decode, "decode_build", lambda device, d, kv, option=(stages, ctas): option)
+    for stages, ctas in launch.mma_decode_rings(name, head_dim, narrow=True):
+        monkeypatch.setattr(decode, "decode_build", lambda device, d, kv, full_batch=False, option=(stages, ctas): option)
         run_decode([4100, 1, 77, 640, 33], qo_heads, kv_heads, head_dim, 16, torch.bfloat16, seed=stages,
                    kv_dtype=kv_dtype, **(FP8_SCALES if kv_dtype else {}))
+
+
+def test_decode_full_batch_ring():
+    """A batch whose CTAs fill the GPU at the narrow FP8 head_dim 128 full-batch ring (4 CTAs an
+    SM) takes it, and one that does not keeps the plan's usual ring; both against the reference."""
+    from cutefi.attention import decode, launch
+
+    full = decode.decode_build(torch.cuda.current_device(), 128, "fp8e4m3", full_batch=True)
+    usual = decode.decode_build(torch.cuda.current_device(), 128, "fp8e4m3")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if full == usual:
+        pytest.skip(f"no full-batch ring fits this GPU ({full})")
+    assert full == launch.MMA_DECODE_FULL_BATCH_RINGS[True, 128]
+    big = -(-int(decode.FULL_BATCH * full[1] * sms) // 8)  # requests x 8 kv heads fill the slots
+    for batch, ring in ((big, full), (big // 4, usual)):
+        lengths = [int(n) for n in torch.randint(1, 400, (batch,), generator=torch.Generator().manual_seed(batch))]
+        wrapper = run_decode(lengths, 32, 8, 128, 16, torch.bfloat16, seed=batch, kv_dtype=torch.float8_e4m3fn,
+                             return_wrapper=True, **FP8_SCALES)
+        assert wrapper._plan["stages"] == ring[0]
 
 
 @pytest.mark.parametrize("qo_heads, kv_heads", [(4, 4), (8, 2), (6, 2)])
@@ -603,7 +624,7 @@ def test_decode_fp8_software_widening(monkeypatch, kv_heads):
     from cutefi.attention import decode, launch
 
     monkeypatch.setattr(decode, "NARROW", False)
-    monkeypatch.setattr(decode, "decode_build", lambda device, d, kv: (4, 2))
+    monkeypatch.setattr(decode, "decode_build", lambda device, d, kv, full_batch=False: (4, 2))
     monkeypatch.setitem(launch.MMA_DECODE_SPECS, ("bf16", "fp8e4m3", 128, 4, False),
                         launch.MMA_DECODE_SOFTWARE_FP8_SPEC)
     run_decode([3000, 1, 77, 640], 16, kv_heads, 128, 16, torch.bfloat16, seed=kv_heads,

@@ -75,22 +75,29 @@ def narrow_build(group: int, rope: bool) -> bool:
     return NARROW and group <= launch.MMA_DECODE_NARROW_ROWS and not rope
 
 
+FULL_BATCH = 0.9  # share of a full-batch ring's CTA slots a batch fills to take it
+
+
 @functools.lru_cache(maxsize=None)
-def decode_build(device: int, head_dim: int, kv_dtype: str) -> tuple[int, int]:
+def decode_build(device: int, head_dim: int, kv_dtype: str, full_batch: bool = False) -> tuple[int, int]:
     """(ring stages, resident CTAs an SM) of the decode kernel on ``device``: of the rings the
     device's shared memory holds, the one with the most CTAs resident (more warps hide more
-    latency), the deepest on a tie (``launch.mma_decode_rings``)."""
+    latency), the deepest on a tie (``launch.mma_decode_rings``). ``full_batch``: a narrow
+    build's ring for batches that fill its CTA slots, where it has one that fits."""
     per_block = libcuda.device_attribute(libcuda.ATTR_MAX_SMEM_PER_BLOCK_OPTIN, device)
     per_sm = libcuda.device_attribute(libcuda.ATTR_MAX_SMEM_PER_SM, device)
     best = None
     options = launch.mma_decode_stage_options(kv_dtype, head_dim)
-    for stages in options:
+    full = launch.MMA_DECODE_FULL_BATCH_RINGS.get((kv_dtype in launch.KV_FP8, head_dim))
+    for stages in (full[0],) if full_batch and full else options:
         need = launch.mma_decode_smem_bytes(head_dim, stages, kv_dtype)
         if need <= per_block:
             # + the 1 KB the driver reserves a CTA; registers cap residency too
-            ctas = min(max(1, per_sm // (need + 1024)), launch.mma_decode_min_ctas(kv_dtype, head_dim, stages))
+            ctas = min(max(1, per_sm // (need + 1024)), launch.mma_decode_min_ctas(kv_dtype, head_dim, stages, full_batch))
             if best is None or (ctas, stages) > (best[1], best[0]):
                 best = (stages, ctas)
+    if full_batch:
+        return best or decode_build(device, head_dim, kv_dtype)
     if best is None:
         need = launch.mma_decode_smem_bytes(head_dim, options[-1], kv_dtype)
         raise ValueError(f"head_dim {head_dim}: the decode kernel needs {need} bytes of shared memory a CTA; "
@@ -239,7 +246,12 @@ class BatchDecodeWithPagedKVCacheWrapper:
         narrow = narrow_build(group, rope)
         stages, ctas_per_sm = decode_build(self.device, head_dim, name_of(kv_dtype))
         ctas_per_item = num_kv_heads * -(-group // launch.mma_decode_rows(narrow))
-        slots = ctas_per_sm * device_info(self.device).sms  # CTAs the GPU holds at once
+        sms = device_info(self.device).sms
+        if narrow:  # more CTAs an SM where the batch fills them
+            full = decode_build(self.device, head_dim, name_of(kv_dtype), full_batch=True)
+            if full[1] > ctas_per_sm and batch * ctas_per_item >= FULL_BATCH * full[1] * sms:
+                stages, ctas_per_sm = full
+        slots = ctas_per_sm * sms  # CTAs the GPU holds at once
         chunk = decode_plan.choose_chunk(lengths if starts is None else lengths - starts, ctas_per_item, slots,
                                          launch.mma_decode_step(), bool(disable_split_kv), fixed_chunk)
         part = decode_plan.partition(lengths, starts, indptr_h, chunk, slots // ctas_per_item)

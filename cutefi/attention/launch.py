@@ -185,24 +185,33 @@ MMA_DECODE_RINGS = {
 # FP8 head_dim 128, 2 for FP8 head_dim 256) did not pay (decode_narrow_vs_wide_h200_session27.json,
 # decode_narrow_rings_h200_session27.txt).
 MMA_DECODE_NARROW_ROWS = 8  # q heads a narrow CTA holds (the MMA's N)
+# Narrow rings with more CTAs an SM for batches whose CTAs fill them (``decode.plan``): FP8
+# head_dim 128 at 4 CTAs x 3 stages (148 registers capped to 128, no spill). On the H200 it ran
+# 1.4% faster at 64 x 4096, 3% at 100 x 4096, 6.6% at 128 x 1024, and 2.5-4% slower than 2 x 5
+# where the batch fills fewer slots and the plan splits (8 x 8192, 32 x 4096, 1 x 131072)
+# (decode_full_batch_ring_h200_session27.json)
+MMA_DECODE_FULL_BATCH_RINGS = {(True, 128): (3, 4)}
 
 
 def kv_bytes(kv_dtype: str) -> int:
     return 1 if kv_dtype in KV_FP8 else 2
 
 
-def mma_decode_rings(kv_dtype: str, head_dim: int) -> tuple[tuple[int, int], ...]:
-    """A build's (stages, CTAs an SM) options (``MMA_DECODE_RINGS``), wide or narrow."""
-    return MMA_DECODE_RINGS[kv_dtype in KV_FP8, head_dim]
+def mma_decode_rings(kv_dtype: str, head_dim: int, narrow: bool = False) -> tuple[tuple[int, int], ...]:
+    """A build's (stages, CTAs an SM) options (``MMA_DECODE_RINGS``; narrow builds also the
+    full-batch ring, ``MMA_DECODE_FULL_BATCH_RINGS``)."""
+    rings = MMA_DECODE_RINGS[kv_dtype in KV_FP8, head_dim]
+    full = MMA_DECODE_FULL_BATCH_RINGS.get((kv_dtype in KV_FP8, head_dim))
+    return rings + (full,) if narrow and full else rings
 
 
-def mma_decode_stage_options(kv_dtype: str, head_dim: int) -> tuple[int, ...]:
-    return tuple(stages for stages, _ in mma_decode_rings(kv_dtype, head_dim))
+def mma_decode_stage_options(kv_dtype: str, head_dim: int, narrow: bool = False) -> tuple[int, ...]:
+    return tuple(stages for stages, _ in mma_decode_rings(kv_dtype, head_dim, narrow))
 
 
-def mma_decode_min_ctas(kv_dtype: str, head_dim: int, stages: int) -> int:
+def mma_decode_min_ctas(kv_dtype: str, head_dim: int, stages: int, narrow: bool = False) -> int:
     """The CTAs an SM a build's registers are capped for (``.minnctapersm``)."""
-    return dict(mma_decode_rings(kv_dtype, head_dim))[stages]
+    return dict(mma_decode_rings(kv_dtype, head_dim, narrow))[stages]
 
 
 def mma_decode_rows(narrow: bool) -> int:
@@ -266,7 +275,7 @@ def mma_decode_contract(dtype: str, kv_dtype: str, head_dim: int, stages: int, r
                 "tile_pages": 4, "tile_rem": 0, "num_pages": 1000, "write_lse": 1, "has_sinks": 0,
                 "q_scale": 0.1, "cap_scale": 0.0, "out_scale": 1.0, "rope_rcp_scale": 1.0, "rope_log2_step": -0.2, **{name: 16 for name in DECODE_STRIDES}},
         smem_bytes=mma_decode_smem_bytes(head_dim, stages, kv_dtype),
-        min_ctas_per_sm=mma_decode_min_ctas(kv_dtype, head_dim, stages),
+        min_ctas_per_sm=mma_decode_min_ctas(kv_dtype, head_dim, stages, narrow),
         entry=mma_decode_entry(dtype, kv_dtype, head_dim, stages, rope, software_fp8, narrow),
         pdl=True,
     )
@@ -300,6 +309,6 @@ MMA_DECODE_NARROW_SPECS = {
         head_dim=head_dim, stages=stages,
     )
     for dtype in DTYPES for kv_dtype in (dtype, *KV_FP8) for head_dim in DECODE_HEAD_DIMS
-    for stages in mma_decode_stage_options(kv_dtype, head_dim)
+    for stages in mma_decode_stage_options(kv_dtype, head_dim, narrow=True)
 }
 register(*MMA_DECODE_SPECS.values(), MMA_DECODE_SOFTWARE_FP8_SPEC, *MMA_DECODE_NARROW_SPECS.values())
