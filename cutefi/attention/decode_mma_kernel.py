@@ -264,8 +264,7 @@ class BatchDecodeMmaKernel(RopeStages):
         r_p.store(acc_s.load().to(self.mma_dtype))
         # the S accumulators of two 8-token MMAs are the A operand of one 16-token MMA
         p_as_a = cute.make_tensor(r_p.iterator, acc_as_a(r_p.layout))
-        s_v = cute.make_tensor(stage_base + self.tile_elems, self._kv_layout())
-        s_vt = cute.composition(s_v, cute.make_layout((self.kv_cols, TILE), stride=(TILE, 1)))
+        s_vt = self._v_transposed(stage_base)
         r_vin = thr_mma.make_fragment_B(thr_mma.partition_B(s_vt))
         cute.copy(load_bt, load_bt.get_slice(lane).partition_S(s_vt), load_bt.get_slice(lane).retile(r_vin))
         r_v = r_vin
@@ -321,6 +320,11 @@ class BatchDecodeMmaKernel(RopeStages):
     def _q_src(self, a, request, head, chunk):
         offset = Int64(request) * a.q_stride_batch + Int64(head) * a.q_stride_head + chunk * VEC
         return cute.make_tensor(a.q + cute.assume(offset, divby=VEC), cute.make_layout(VEC))
+
+    def _v_transposed(self, stage_base):
+        """The V tile at ``stage_base`` as (16-bit columns, tokens): what ldmatrix.trans reads."""
+        s_v = cute.make_tensor(stage_base + self.tile_elems, self._kv_layout())
+        return cute.composition(s_v, cute.make_layout((self.kv_cols, TILE), stride=(TILE, 1)))
 
     def _swizzled(self, row, chunk):
         """Offset (16-bit units) of 16-byte piece ``chunk`` of ``row`` in a swizzled K/V tile

@@ -140,8 +140,7 @@ class BatchDecodeNarrowKernel(BatchDecodeMmaKernel):
         pt_words = self._words(r_pt)  # head lane/4 x tokens 2 (lane % 4) + {0, 1} (+ 8)
         for half in cutlass.range_constexpr(2):
             pt_words[half] = transpose_8x8(p_words[half])
-        s_v = cute.make_tensor(stage_base + self.tile_elems, self._kv_layout())
-        s_vt = cute.composition(s_v, cute.make_layout((self.kv_cols, TILE), stride=(TILE, 1)))
+        s_vt = self._v_transposed(stage_base)
         r_vin = thr_mma.make_fragment_A(thr_mma.partition_A(s_vt))
         cute.copy(load_at, load_at.get_slice(lane).partition_S(s_vt), load_at.get_slice(lane).retile(r_vin))
         r_v = r_vin
