@@ -181,12 +181,13 @@ MMA_DECODE_RINGS = {
 # roles: the tile's 16 tokens are M and up to 8 q heads N (S^T = K·Q^T, O^T = V^T·P^T). A group
 # of 4 then pads 8 MMA columns instead of 16 rows: half the MMAs, softmax and O registers (FP8
 # head_dim 128: 148 registers, not 210). Same rings: on the H200 they ran 0.3-2.4% faster than
-# the wide builds over 22 shapes and 3 head dims; more CTAs an SM (3 x 4 or 4 x 3 stages for
-# FP8 head_dim 128, 2 for FP8 head_dim 256) did not pay (decode_narrow_vs_wide_h200_session27.json,
-# decode_narrow_rings_h200_session27.txt).
+# the wide builds over 22 shapes and 3 head dims; more CTAs an SM for every batch did not pay
+# (FP8 head_dim 128 at 3 x 4 or 4 x 3 stages, FP8 head_dim 256 at 2 CTAs:
+# decode_narrow_vs_wide_h200_session27.json, decode_narrow_rings_h200_session27.txt), except
+# as below.
 MMA_DECODE_NARROW_ROWS = 8  # q heads a narrow CTA holds (the MMA's N)
 # Narrow rings with more CTAs an SM for batches whose CTAs fill them (``decode.plan``): FP8
-# head_dim 128 at 4 CTAs x 3 stages (148 registers capped to 128, no spill). On the H200 it ran
+# head_dim 128 at 4 CTAs x 3 stages (one tile a step: 108 registers). On the H200 it ran
 # 1.4% faster at 64 x 4096, 3% at 100 x 4096, 6.6% at 128 x 1024, and 2.5-4% slower than 2 x 5
 # where the batch fills fewer slots and the plan splits (8 x 8192, 32 x 4096, 1 x 131072)
 # (decode_full_batch_ring_h200_session27.json)
