@@ -3,7 +3,8 @@ DSL. Mapping, ABI and launch: ``launch.py`` (``mma_decode_contract``); work item
 ``decode_plan.py``.
 
 The q heads of one kv head (up to 16, zero-padded) are the M rows of the MMAs, so a KV byte
-costs the same few instructions whatever the GQA group. Stages of a CTA:
+costs the same few instructions whatever the GQA group (groups up to 8 take the narrow builds,
+``decode_narrow_kernel.py``, which subclass this one and put the heads on N). Stages of a CTA:
   0. the work item, this warp's share of its 16-token tiles;
   1. the Q tile into shared memory (heads past the group as zero rows);
   2. per warp, a private ring of K/V tiles filled by cp.async through the page table: lane j
@@ -11,8 +12,9 @@ costs the same few instructions whatever the GQA group. Stages of a CTA:
      to the lanes that read it, so each instruction reads whole rows (full DRAM bursts: 1.5x
      faster than lanes reading 32-byte slices of 16 rows); a row's 16-byte pieces are
      XOR-swizzled in shared memory so ldmatrix reads 8 rows from 8 bank groups while each
-     128-byte line still lands in one 128-byte segment; tokens past the range (or on a page
-     id outside the cache) are zero-filled;
+     128-byte line still lands in one 128-byte segment; each piece's L2 fetch is a whole
+     128-byte line (``cute/cp_async.py``); tokens past the range (or on a page id outside the
+     cache) are zero-filled;
   3. per tile: S = Q·K^T (ldmatrix, mma), scale, soft cap and range mask, online softmax
      on the accumulator rows, O += P·V (P from the S registers, V by ldmatrix.trans); FP8
      builds with deep rings take two tiles a step (``launch.mma_decode_pair_tiles``);
