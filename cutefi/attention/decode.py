@@ -93,7 +93,8 @@ def decode_build(device: int, head_dim: int, kv_dtype: str, full_batch: bool = F
         need = launch.mma_decode_smem_bytes(head_dim, stages, kv_dtype)
         if need <= per_block:
             # + the 1 KB the driver reserves a CTA; registers cap residency too
-            ctas = min(max(1, per_sm // (need + 1024)), launch.mma_decode_min_ctas(kv_dtype, head_dim, stages, full_batch))
+            ctas = min(max(1, per_sm // (need + 1024)), launch.mma_decode_min_ctas(kv_dtype, head_dim, stages,
+                                                                            narrow=full_batch))
             if best is None or (ctas, stages) > (best[1], best[0]):
                 best = (stages, ctas)
     if full_batch:

@@ -42,7 +42,6 @@ class BatchDecodeNarrowKernel(BatchDecodeMmaKernel):
         self.contract = launch.mma_decode_narrow_contract(dtype, kv_dtype, head_dim, stages)
         self._configure(dtype, kv_dtype, head_dim, stages, rope=False, software_fp8=False)
         self.rows = HEADS
-        self.q_in_registers = True  # 8 heads: head_dim / 8 registers at most 256
 
     # ------------------------------------------------------------------ #
     # where a thread's heads sit: columns 2 (lane % 4) + {0, 1} of every C fragment
