@@ -91,10 +91,12 @@ def tile_bytes(head_dim: int, page_size: int = 0, columns: int | None = None) ->
 # tile's S (P V of tile j runs with S of tile j + 1), so V takes the deeper ring; all but the
 # Q tile of shared memory, at most 227 KB a CTA
 # (d256: 80-key tiles and two V stages beat 64 and three, +3.5%; MLA 192/128: 48 KiB K tiles)
-RINGS = {64: (4, 6), 128: (2, 4), 192: (2, 2), 256: (2, 2)}
-# Q tiles in flight: with two, the next unit's Q has landed when a unit ends: 11% faster at
-# head dim 64 on the H200; at 128 (where it costs a V stage) and 256 (no room) one
-Q_STAGES = {64: 2, 128: 1, 192: 1, 256: 1}
+RINGS = {64: (4, 6), 128: (2, 3), 192: (2, 2), 256: (2, 2)}
+# Q tiles in flight: with two, the next unit's Q has landed when a unit ends, so the boundary
+# turn (next unit's first S with the last P V, ``sm90_kernel``) never waits for it: 11% faster
+# at head dim 64 and, for a V stage, 1-11% at 128 on the H200 (the shorter the request, the
+# more; ``benchmarks/results/prefill_unit_boundary_h200.csv``); at 256 there is no room
+Q_STAGES = {64: 2, 128: 2, 192: 1, 256: 1}
 # the consumers take turns to issue their wgmmas (ping-pong): measured 2-3% faster at head
 # dims 128 and 256 on the H200, 4% slower at 64 (where the softmax is as long as the GEMMs)
 PINGPONG = {64: False, 128: True, 192: True, 256: True}

@@ -17,9 +17,11 @@ ABI, tiles and launch: ``launch.py`` (``sm90_contract``). A CTA has three warpgr
      seen transposed: MN-major B). S of tile j is issued together with P V of tile j - 1 and
      the softmax of j runs while that P V does (intra-warpgroup overlap); with
      ``launch.PINGPONG`` the two consumers take turns to issue (named barriers), so one's
-     softmax runs under the other's GEMMs. Then the epilogue: O / rowsum (times
-     ``out_scale``, FlashInfer's v_scale) and the base-2 lse, stored from registers (rows
-     past the request's end are never written).
+     softmax runs under the other's GEMMs. At a unit's end one turn issues its last P V
+     together with the next unit's first S (on a landed Q tile: ``launch.Q_STAGES``), so the
+     epilogue (O / rowsum times ``out_scale``, FlashInfer's v_scale, and the base-2 lse,
+     stored from registers; rows past the request's end are never written) runs under the
+     next unit's first GEMM instead of between two units.
 
 KV tiles are taken from the last one down: the tiles that need a mask (the request's end,
 the causal diagonal) come first.
@@ -36,29 +38,26 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
-from cutefi.cute.attention_state import finish_row, head_sink
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.mma_frag import kv_tile_range
 from cutefi.cute.pack16 import convert_pairs
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.cute.wgmma_frag import acc_as_a, rows_view, transposed
 from cutefi.prefill import launch
+from cutefi.prefill.sm90_rows import NEG_INF, RowStages, scale_rows
 
 PRODUCER_REGS = 24
 CONSUMER_REGS = 240
 CONSUMER_THREADS = 2 * launch.WARPGROUP
 ROWS = 64  # q rows of a consumer warpgroup (the wgmma's M)
-CHAINS = 4  # independent partial reductions a row in the softmax
 # slots of the shared ring of unit indices: the producer writes unit u's index before it waits
 # for Q slot u (the write must come before that slot's arrival), possibly while the consumers
 # have yet to read units u - q_stages .. u - 1; more than q_stages + 1 slots keep them apart
 UNIT_SLOTS = 4
 TURN_BARRIER = 2  # named barriers 2, 3: the consumers' turns to issue wgmmas (0 is __syncthreads)
-RESCALE_SLACK = 8.0  # how far (base 2) a row's maximum may outgrow its softmax reference
-NEG_INF = float("-inf")
 
 
-class PrefillSm90:
+class PrefillSm90(RowStages):
     # ------------------------------------------------------------------ #
     # 1. specialisation
     # ------------------------------------------------------------------ #
@@ -333,70 +332,94 @@ class PrefillSm90:
         if const_expr(self.pingpong):
             if warpgroup_idx == 0:
                 cute.arch.barrier_arrive(barrier_id=TURN_BARRIER, number_of_threads=CONSUMER_THREADS)
+        # (scores as base-2 logits s * mult; a soft cap turns s into cap * tanh first)
+        mult = args.q_mult
+        if args.cap_scale != Float32(0.0):
+            mult = Float32(1.0)
+        # the first unit's first S = Q K^T in a turn of its own; from then on a unit's last
+        # P V and the next unit's first S share a turn, and the unit's epilogue runs while
+        # that S does (the tensor cores do not idle across units)
         taken = Int32(0)
         q_ring.consumer_wait(q_state)
         unit = unit_slots[0]
+        q_begin, qo_len, kv_len, m_block, head, first, end = self._unit_or_end(args, unit)
+        if end > first:
+            k_ring.consumer_wait(k_state)
+            _take_turn(warpgroup_idx, self.pingpong)
+            _gemm(mma_qk, acc_s, frag_q[(None, None, None, q_state.index)], frag_k[(None, None, None, k_state.index)],
+                  True, -1)
+            _pass_turn(warpgroup_idx, self.pingpong)
         while unit >= 0:
-            q_begin, qo_len, kv_begin, kv_len, m_block, head = self._unit(args, unit)
-            first, end = self._kv_tiles(args, qo_len, kv_len, m_block)
+            tiles = end - first
             first_row = m_block * launch.TILE_M
             q_tile = frag_q[(None, None, None, q_state.index)]
-            # (scores as base-2 logits s * mult; a soft cap turns s into cap * tanh first)
-            mult = args.q_mult
-            if args.cap_scale != Float32(0.0):
-                mult = Float32(1.0)
+            # (every wait and commit below is unconditional: ptxas serialises every wgmma
+            # where a group may stay in flight along some path it cannot rule out)
+            warpgroup.wait_group(0)  # (the first tile's S, issued in the last turn, if any)
             row_max.fill(NEG_INF)
             row_sum.fill(0.0)
             acc_o.fill(0.0)
-            # intra-warpgroup overlap: S of tile j is computed while O += P V of tile j - 1
-            # runs (both wgmma groups in flight); tile j's softmax overlaps that P V
-            if end > first:
-                k_ring.consumer_wait(k_state)
-                _take_turn(warpgroup_idx, self.pingpong)
-                _gemm(mma_qk, acc_s, q_tile, frag_k[(None, None, None, k_state.index)], True, -1)
-                _pass_turn(warpgroup_idx, self.pingpong)
-                warpgroup.wait_group(0)
+            if tiles > 0:
                 k_ring.consumer_release(k_state)
                 self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, (end - 1) * tile_n,
                               qo_len, kv_len)
                 convert_pairs(cute.make_tensor(acc_s.iterator, acc_as_a(acc_s.layout)), frag_p)
                 k_state.advance()
-                for i in cutlass.range(1, end - first, unroll=1):
-                    k_ring.consumer_wait(k_state)
-                    v_ring.consumer_wait(v_state)
-                    _take_turn(warpgroup_idx, self.pingpong)
-                    _gemm(mma_qk, acc_s, q_tile, frag_k[(None, None, None, k_state.index)], True, -1)
-                    _gemm(mma_pv, acc_o, frag_p, frag_v[(None, None, None, v_state.index)], False, -1)
-                    _pass_turn(warpgroup_idx, self.pingpong)
-                    warpgroup.wait_group(1)  # (S has landed; P V may still run)
-                    k_ring.consumer_release(k_state)
-                    self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row,
-                                  (end - 1 - i) * tile_n, qo_len, kv_len)
-                    warpgroup.wait_group(0)
-                    v_ring.consumer_release(v_state)
-                    if const_expr(self.lazy_rescale):
-                        if rescale[0] != Float32(1.0) or rescale[1] != Float32(1.0):  # (rare after the first tiles)
-                            _scale_rows(acc_o, rescale)
-                    else:
-                        _scale_rows(acc_o, rescale)
-                    convert_pairs(cute.make_tensor(acc_s.iterator, acc_as_a(acc_s.layout)), frag_p)
-                    k_state.advance()
-                    v_state.advance()
-                q_ring.consumer_release(q_state)
+            # intra-warpgroup overlap: S of tile j is computed while O += P V of tile j - 1
+            # runs (both wgmma groups in flight); tile j's softmax overlaps that P V
+            for i in cutlass.range(1, tiles, unroll=1):
+                k_ring.consumer_wait(k_state)
                 v_ring.consumer_wait(v_state)
                 _take_turn(warpgroup_idx, self.pingpong)
+                _gemm(mma_qk, acc_s, q_tile, frag_k[(None, None, None, k_state.index)], True, -1)
                 _gemm(mma_pv, acc_o, frag_p, frag_v[(None, None, None, v_state.index)], False, -1)
                 _pass_turn(warpgroup_idx, self.pingpong)
+                warpgroup.wait_group(1)  # (S has landed; P V may still run)
+                k_ring.consumer_release(k_state)
+                self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row,
+                              (end - 1 - i) * tile_n, qo_len, kv_len)
                 warpgroup.wait_group(0)
                 v_ring.consumer_release(v_state)
+                if const_expr(self.lazy_rescale):
+                    if rescale[0] != Float32(1.0) or rescale[1] != Float32(1.0):  # (rare after the first tiles)
+                        scale_rows(acc_o, rescale)
+                else:
+                    scale_rows(acc_o, rescale)
+                convert_pairs(cute.make_tensor(acc_s.iterator, acc_as_a(acc_s.layout)), frag_p)
+                k_state.advance()
                 v_state.advance()
-            else:
-                q_ring.consumer_release(q_state)
+            # every S of the unit is done: its Q slot goes back to the producer for the next
+            # unit's, which this boundary waits for with the next unit's first K tile
+            q_ring.consumer_release(q_state)
             q_state.advance()
-            self._epilogue(args, acc_o, coord_o, row_max, row_sum, mult, q_begin, qo_len, first_row, head)
             taken += 1
             q_ring.consumer_wait(q_state)
-            unit = unit_slots[taken % UNIT_SLOTS]
+            next_unit = unit_slots[taken % UNIT_SLOTS]
+            next_q_begin, next_qo_len, next_kv_len, next_m_block, next_head, next_first, next_end = \
+                self._unit_or_end(args, next_unit)
+            if tiles > 0:
+                v_ring.consumer_wait(v_state)
+            if next_end > next_first:
+                k_ring.consumer_wait(k_state)
+            # two groups, the P V (maybe empty) then the S: the S is issued even where the next
+            # unit has no tile (or is the end marker), on whatever the K slot holds, and never
+            # read; ptxas serialises every wgmma of the kernel if that S is behind a branch
+            _take_turn(warpgroup_idx, self.pingpong)
+            if tiles > 0:
+                _gemm(mma_pv, acc_o, frag_p, frag_v[(None, None, None, v_state.index)], False, -1)
+            else:
+                warpgroup.commit_group()
+            _gemm(mma_qk, acc_s, frag_q[(None, None, None, q_state.index)], frag_k[(None, None, None, k_state.index)],
+                  True, -1)
+            _pass_turn(warpgroup_idx, self.pingpong)
+            warpgroup.wait_group(1)  # (the last P V; the next S may still run)
+            if tiles > 0:
+                v_ring.consumer_release(v_state)
+                v_state.advance()
+            self._epilogue(args, acc_o, coord_o, row_max, row_sum, mult, q_begin, qo_len, first_row, head)
+            unit, q_begin, qo_len, kv_len, m_block, head, first, end = (
+                next_unit, next_q_begin, next_qo_len, next_kv_len, next_m_block, next_head, next_first, next_end)
+        warpgroup.wait_group(0)  # (nothing is in flight here; said for ptxas)
         q_ring.consumer_release(q_state)  # (the end marker's Q tile)
         if const_expr(self.pingpong):
             # the turns leave one arrival of the second consumer on the first's barrier: take
@@ -405,112 +428,15 @@ class PrefillSm90:
                 cute.arch.barrier(barrier_id=TURN_BARRIER, number_of_threads=CONSUMER_THREADS)
 
     @cute.jit
-    def _softmax(self, args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, first_col, qo_len, kv_len):
-        """The online softmax of one KV tile on this thread's two rows: scores masked where the
-        tile needs it, each row's new maximum (shared by the quad of threads holding the row),
-        P = 2^(s * mult - max * mult) in place of S, the rows' running sums (per thread;
-        summed over the quad at the end), and in ``rescale`` the factor O's rows take.
-        ``row_max`` is the reference the exponentials take: a row's maximum, or (lazy
-        rescale) up to ``RESCALE_SLACK / mult`` below it (1 in ``rescale``)."""
-        s_rows = rows_view(acc_s)
-        columns = cute.size(s_rows, mode=[1])
-        if args.cap_scale != Float32(0.0):
-            for r in cutlass.range_constexpr(2):
-                for c in cutlass.range_constexpr(columns):
-                    s_rows[r, c] = args.cap_scale * cute.math.tanh(s_rows[r, c] * args.q_mult, fastmath=True)
-        shift = kv_len - qo_len  # (q row r is key position r + shift)
-        # a mask where some key of the tile is past the end, after a row's diagonal, or before
-        # a row's window (the tile's rows span first_row .. first_row + TILE_M - 1)
-        needs_mask = first_col + self.tile_n > kv_len
-        if args.causal != 0:
-            needs_mask = needs_mask or first_col + self.tile_n - 1 > first_row + shift
-        if args.window_left >= 0:
-            needs_mask = needs_mask or first_col < first_row + launch.TILE_M - 1 + shift - args.window_left
-        if needs_mask:
-            for r in cutlass.range_constexpr(2):
-                row = first_row + coord_s[r, 0][0]
-                high = kv_len  # keys [low, high) are visible to the row
-                if args.causal != 0:
-                    high = cutlass.min(high, row + shift + 1)
-                low = Int32(0)
-                if args.window_left >= 0:
-                    low = row + shift - args.window_left
-                for c in cutlass.range_constexpr(columns):
-                    col = first_col + coord_s[r, c][1]
-                    s_rows[r, c] = cutlass.select_(col < high, s_rows[r, c], Float32(NEG_INF))
-                    s_rows[r, c] = cutlass.select_(col >= low, s_rows[r, c], Float32(NEG_INF))
-        # (the reductions run as CHAINS independent chains a row and both rows side by side:
-        # a single chain of dependent fmax / fadd would keep the warpgroup busy longer than the
-        # other warpgroup's GEMMs take, leaving the tensor cores idle)
-        tile_max = [[s_rows[r, c] for c in range(CHAINS)] for r in range(2)]
-        for c in cutlass.range_constexpr(CHAINS, columns):
-            for r in cutlass.range_constexpr(2):
-                tile_max[r][c % CHAINS] = cute.arch.fmax(tile_max[r][c % CHAINS], s_rows[r, c])
-        refs = []
-        for r in cutlass.range_constexpr(2):
-            m = _tree(tile_max[r], cute.arch.fmax)
-            m = cute.arch.fmax(m, cute.arch.shuffle_sync_bfly(m, offset=1))
-            m = cute.arch.fmax(m, cute.arch.shuffle_sync_bfly(m, offset=2))
-            new_max = cute.arch.fmax(row_max[r], m)
-            # lazy: the reference moves only when the maximum grew by more than RESCALE_SLACK
-            # (base 2): P stays below 2^RESCALE_SLACK and O skips its rescale (FlashAttention-4's
-            # trick; -inf to -inf is NaN: no move)
-            if const_expr(self.lazy_rescale):
-                grows = (new_max - row_max[r]) * mult > Float32(RESCALE_SLACK)
-                kept = cutlass.select_(grows, new_max, row_max[r])
-                # 0 while every key so far is masked: 2^(-inf - 0) = 0, never NaN
-                ref = cutlass.select_(kept == Float32(NEG_INF), Float32(0.0), kept * mult)
-                rescale[r] = cutlass.select_(grows, cute.math.exp2(row_max[r] * mult - ref, fastmath=True),
-                                             Float32(1.0))
-                row_max[r] = kept
-            else:
-                ref = cutlass.select_(new_max == Float32(NEG_INF), Float32(0.0), new_max * mult)
-                rescale[r] = cute.math.exp2(row_max[r] * mult - ref, fastmath=True)
-                row_max[r] = new_max
-            refs.append(ref)
-        sums = [[Float32(0.0)] * CHAINS for _ in range(2)]
-        for c in cutlass.range_constexpr(columns):
-            for r in cutlass.range_constexpr(2):
-                p = cute.math.exp2(s_rows[r, c] * mult - refs[r], fastmath=True)
-                s_rows[r, c] = p
-                sums[r][c % CHAINS] = sums[r][c % CHAINS] + p
-        for r in cutlass.range_constexpr(2):
-            row_sum[r] = row_sum[r] * rescale[r] + _tree(sums[r], lambda a, b: a + b)
-
-    @cute.jit
-    def _epilogue(self, args, acc_o, coord_o, row_max, row_sum, mult, q_begin, qo_len, first_row, head):
-        """O / rowsum into ``out`` (two elements a store) and the rows' base-2 lse, for the rows
-        before the request's end (the head's sink, if any, in the denominator); rows with
-        nothing to see get 0 and -inf."""
-        o_rows = rows_view(acc_o)
-        coord_rows = rows_view(coord_o)
-        lse = cute.make_rmem_tensor(cute.make_layout(2), Float32)
-        sink = head_sink(args.sinks, args.heads, head, args.has_sinks)  # (a logit with no value)
-        for r in cutlass.range_constexpr(2):
-            total = row_sum[r]
-            total = total + cute.arch.shuffle_sync_bfly(total, offset=1)
-            total = total + cute.arch.shuffle_sync_bfly(total, offset=2)
-            inv, lse[r] = finish_row(total, row_max[r] * mult, sink)
-            inv = inv * args.out_scale  # (FlashInfer's v_scale)
-            for c in cutlass.range_constexpr(cute.size(o_rows, mode=[1])):
-                o_rows[r, c] = o_rows[r, c] * inv
-        head_offset = Int64(head) * args.out_stride_head
-        columns = cute.size(o_rows, mode=[1])
-        # (a thread's columns of a row: pairs 8 apart from its first, 2 * (lane % 4): the
-        # wgmma accumulator layout; the stores then take one base address a row)
-        values = cute.make_rmem_tensor(cute.make_layout((2, columns // 2)), self.dtype)
-        for r in cutlass.range_constexpr(2):
-            row = first_row + coord_rows[r, 0][0]
-            if row < qo_len:
-                token = Int64(q_begin + row)
-                for c in cutlass.range_constexpr(columns):
-                    values[c % 2, c // 2] = o_rows[r, c].to(self.dtype)
-                start = cute.assume(token * args.out_stride_token + head_offset + coord_rows[r, 0][1], divby=2)
-                cute.autovec_copy(values, cute.make_tensor(args.out + start, cute.make_layout(
-                    (2, columns // 2), stride=(1, 8))))
-                if args.write_lse != 0 and coord_rows[r, 0][1] == 0:
-                    lse_at = token * args.lse_stride_token + Int64(head) * args.lse_stride_head
-                    cute.make_tensor(args.lse + lse_at, cute.make_layout(1))[0] = lse[r]
+    def _unit_or_end(self, args, unit):
+        """(q_begin, qo_len, kv_len, m_block, head, first, end) of work unit ``unit`` with its KV
+        tiles [first, end); zeros for the end marker (-1), whose fields are never read."""
+        q_begin, qo_len, kv_len, m_block, head = Int32(0), Int32(0), Int32(0), Int32(0), Int32(0)
+        first, end = Int32(0), Int32(0)
+        if unit >= 0:
+            q_begin, qo_len, _, kv_len, m_block, head = self._unit(args, unit)
+            first, end = self._kv_tiles(args, qo_len, kv_len, m_block)
+        return q_begin, qo_len, kv_len, m_block, head, first, end
 
 
 @cute.jit
@@ -528,23 +454,6 @@ def _gemm(tiled_mma, acc, frag_a, frag_b, zero_init: cutlass.Constexpr, wait: cu
     warpgroup.commit_group()
     if const_expr(wait >= 0):
         warpgroup.wait_group(wait)
-
-
-@cute.jit
-def _scale_rows(acc: cute.Tensor, factors: cute.Tensor):
-    """Each of this thread's two accumulator rows times its factor."""
-    rows = rows_view(acc)
-    for r in cutlass.range_constexpr(2):
-        for c in cutlass.range_constexpr(cute.size(rows, mode=[1])):
-            rows[r, c] = rows[r, c] * factors[r]
-
-
-def _tree(values: list, combine):
-    """``combine`` over ``values`` pairwise (a tree: log2 steps of dependent operations)."""
-    while len(values) > 1:
-        values = [combine(values[i], values[i + 1]) if i + 1 < len(values) else values[i]
-                  for i in range(0, len(values), 2)]
-    return values[0]
 
 
 @cute.jit
