@@ -98,7 +98,8 @@ RINGS = {64: (4, 6), 128: (2, 3), 192: (2, 2), 256: (2, 2)}
 # more; ``benchmarks/results/prefill_unit_boundary_h200.csv``); at 256 there is no room
 Q_STAGES = {64: 2, 128: 2, 192: 1, 256: 1}
 # the consumers take turns to issue their wgmmas (ping-pong): measured 2-3% faster at head
-# dims 128 and 256 on the H200, 4% slower at 64 (where the softmax is as long as the GEMMs)
+# dims 128 and 256 on the H200, 4% slower at 64 (where the softmax is as long as the GEMMs);
+# neutral there since O's rescale runs under S (``benchmarks/results/prefill_rescale_order_h200.txt``)
 PINGPONG = {64: False, 128: True, 192: True, 256: True}
 # lazy rescale (``sm90_kernel``: O rescaled only when a row's maximum outgrows its reference by
 # 2^8): measured 2.7% faster at head dim 256 (O is 128 registers a thread) and 1-4% slower at

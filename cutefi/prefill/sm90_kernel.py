@@ -367,11 +367,14 @@ class PrefillSm90(RowStages):
                 k_state.advance()
             # intra-warpgroup overlap: S of tile j is computed while O += P V of tile j - 1
             # runs (both wgmma groups in flight); tile j's softmax overlaps that P V
+            # (O takes the last softmax's rescale while S runs: the multiplies do not hold the
+            # warpgroup between two tiles' GEMMs; V is waited for under S as well)
             for i in cutlass.range(1, tiles, unroll=1):
                 k_ring.consumer_wait(k_state)
-                v_ring.consumer_wait(v_state)
                 _take_turn(warpgroup_idx, self.pingpong)
                 _gemm(mma_qk, acc_s, q_tile, frag_k[(None, None, None, k_state.index)], True, -1)
+                self._rescale_o(acc_o, rescale)
+                v_ring.consumer_wait(v_state)
                 _gemm(mma_pv, acc_o, frag_p, frag_v[(None, None, None, v_state.index)], False, -1)
                 _pass_turn(warpgroup_idx, self.pingpong)
                 warpgroup.wait_group(1)  # (S has landed; P V may still run)
@@ -380,11 +383,6 @@ class PrefillSm90(RowStages):
                               (end - 1 - i) * tile_n, qo_len, kv_len)
                 warpgroup.wait_group(0)
                 v_ring.consumer_release(v_state)
-                if const_expr(self.lazy_rescale):
-                    if rescale[0] != Float32(1.0) or rescale[1] != Float32(1.0):  # (rare after the first tiles)
-                        scale_rows(acc_o, rescale)
-                else:
-                    scale_rows(acc_o, rescale)
                 convert_pairs(cute.make_tensor(acc_s.iterator, acc_as_a(acc_s.layout)), frag_p)
                 k_state.advance()
                 v_state.advance()
@@ -406,6 +404,7 @@ class PrefillSm90(RowStages):
             # read; ptxas serialises every wgmma of the kernel if that S is behind a branch
             _take_turn(warpgroup_idx, self.pingpong)
             if tiles > 0:
+                self._rescale_o(acc_o, rescale)
                 _gemm(mma_pv, acc_o, frag_p, frag_v[(None, None, None, v_state.index)], False, -1)
             else:
                 warpgroup.commit_group()
@@ -426,6 +425,15 @@ class PrefillSm90(RowStages):
             # it, so no named barrier is left half-arrived when the CTA exits
             if warpgroup_idx == 0:
                 cute.arch.barrier(barrier_id=TURN_BARRIER, number_of_threads=CONSUMER_THREADS)
+
+    @cute.jit
+    def _rescale_o(self, acc_o, rescale):
+        """O's rows times the last softmax's factors (lazy rescale: only where one moved)."""
+        if const_expr(self.lazy_rescale):
+            if rescale[0] != Float32(1.0) or rescale[1] != Float32(1.0):  # (rare after the first tiles)
+                scale_rows(acc_o, rescale)
+        else:
+            scale_rows(acc_o, rescale)
 
     @cute.jit
     def _unit_or_end(self, args, unit):
