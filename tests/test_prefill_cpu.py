@@ -113,9 +113,20 @@ def test_sm90_sass(head_dim, head_dim_vo):
     # (S = Q K^T issued for the first unit's first KV tile, in the loop, and at a unit boundary
     # with the last tile's O += P V; O += P V in the loop and there: K blocks 3 and 2 times)
     assert len(qk) == 3 * head_dim // 16 and len(pv) == 2 * tile_n // 16, (len(qk), len(pv))
+    _assert_wgmma_groups_kept(sass)
     # Q (a unit's, and the end marker's) and K: head_dim / 64 boxes each; V head_dim_vo / 64
     assert len(re.findall(r"\bUTMALDG\b", sass)) == (3 * head_dim + head_dim_vo) // launch.BOX_COLS
     assert not re.search(r"\b(LDL|STL)\b", sass), "the prefill kernel spills"
+
+
+def _assert_wgmma_groups_kept(sass: str) -> None:
+    """The kernel's wgmma groups stay asynchronous: six commits (S three times, P V twice, the
+    boundary's empty group) and one WARPGROUP.DEPBAR a wait_group the kernel writes (five).
+    Where ptxas serialises the wgmmas (C7515: a group that may stay in flight along a path it
+    cannot rule out), every HGMMA commits and is waited for: dozens of each."""
+    commits = re.findall(r"\bHGMMA\.[^\n]*\bgsb0\b", sass)
+    waits = re.findall(r"\bWARPGROUP\.DEPBAR\b", sass)
+    assert len(commits) <= 6 and len(waits) <= 5, f"wgmmas serialised: {len(commits)} commits, {len(waits)} waits"
 
 
 @requires_dsl
@@ -127,6 +138,7 @@ def test_paged_sm90_sass(head_dim, page_size):
     tile_n = launch.tile_n(head_dim, page_size)
     assert tile_n % page_size == 0
     assert len(re.findall(r"\bHGMMA\.64x%dx16\.F32\.BF16 R\d+, gdesc" % tile_n, sass)) == 3 * head_dim // 16  # (as test_sm90_sass)
+    _assert_wgmma_groups_kept(sass)
     # one page loop (not unrolled) a tile of K and one of V: a box per 64 columns each
     assert len(re.findall(r"\bUTMALDG\.4D\b", sass)) == 2 * head_dim // launch.BOX_COLS
     assert not re.search(r"\b(LDL|STL)\b", sass), "the paged prefill kernel spills"
