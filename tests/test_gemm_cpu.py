@@ -515,13 +515,16 @@ def test_mixed_fp8_builds(a_format, b_format):
 @pytest.mark.parametrize("config", launch.BLOCK_SCALED_CONFIGS)
 def test_block_scaled_build_promotes_each_k_block(config):
     """Block scales: each 128-element K stage's QGMMAs (four, 32 deep) start from zero (RZ,
-    !UPT) in a scratch set, kept asynchronous until the stage's one wait; the sums are promoted
-    with one FFMA an accumulator; no spills."""
+    !UPT) in a scratch set, kept asynchronous until the stage's one wait (the step is unrolled
+    twice in one-slice tiles); the sums are promoted with one FFMA an accumulator; no spills."""
     spec = launch.BLOCK_SCALED_SPECS[("fp8e4m3", "bf16", config)]
     _, sass = _build(spec, "9.0a")
     width = min(config.tile_n, 128)  # (a 256-wide tile: two 128-column slices, one after the other)
     qgmma = re.findall(r"\bQGMMA\.64x%dx32\.F32\.E4M3\.E4M3 (R\d+), gdesc\[\w+\], (\w+)(.*);" % width, sass)
-    assert len(qgmma) == 4 * config.tile_n // width
+    # (one-slice tiles take two K steps a loop iteration, plus an odd count's last: three copies
+    # of the step; not the swapped 64-token builds, see block_scale.main_loop)
+    paired = config.tile_n <= 128 and not (config.swap and config.tile_n > 32)
+    assert len(qgmma) == (12 if paired else 4 * config.tile_n // width)
     for first in range(0, len(qgmma), 4):
         stage = qgmma[first:first + 4]
         assert stage[0][1] == "RZ" and all(src == dst for dst, src, _ in stage[1:])
@@ -533,11 +536,15 @@ def test_block_scaled_build_promotes_each_k_block(config):
 
 
 def test_block_scaled_plan():
-    """128 x 256 tiles from 0.8 of a wave, 128 x 128 from an eighth, else 128 x 64, swapped
+    """128 x 256 tiles from 0.8 of a wave (unless their last round idles more SMs than 128 x 128
+    tiles cost), 128 x 128 from an eighth, else 128 x 64, swapped
     builds for a few tokens; splits pair in clusters."""
     from cutefi.gemm.plan import block_scaled_plan
 
     assert block_scaled_plan(4096, 7168, 2048, H200_SMS).config == Sm90Config(128, 256, 1)
+    # 2.2 rounds of 128 x 256 tiles cost more than 4.1 of 128 x 128 ones
+    assert block_scaled_plan(4096, 2112, 7168, H200_SMS).config == Sm90Config(128, 128, 1)
+    assert block_scaled_plan(4096, 4096, 7168, H200_SMS).config == Sm90Config(128, 256, 1)
     assert block_scaled_plan(256, 7168, 2048, H200_SMS).config == Sm90Config(128, 128, 1)
     small = block_scaled_plan(65, 1024, 7168, H200_SMS)
     assert small.config == Sm90Config(128, 64, 1) and small.splits > 1

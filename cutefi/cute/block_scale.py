@@ -6,7 +6,9 @@ scales, ``scale_a[row, k block] * scale_b[col block, k block]``: the FP8 MMA's o
 accumulation then spans only 128 products, and the scales never touch the FP8 values. One
 warpgroup's promotion runs while the other's MMAs do. (Two scratch sets a warpgroup, one
 promoted while the other's wgmmas run, made the compiler serialise every wgmma; making the two
-consumer warpgroups take turns to issue, by named barriers, measured 1-2% slower.)
+consumer warpgroups take turns to issue, by named barriers, measured 1-2% slower; so did two
+scratch sets in the 128 x 128 tiles, whose registers allow them, against one set whose
+scales' loads are not waited for between wgmmas: ``main_loop``.)
 
 A consumer thread of the m64nNk32 wgmma holds, per 64-row warpgroup slice, rows ``r`` and
 ``r + 8`` (accumulator elements ``i`` with ``(i // 2) % 2`` 0 and 1) of the columns its
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32
+from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import warpgroup
 
 BLOCK = 128  # elements of K (and of weight columns) one scale covers
@@ -45,16 +47,14 @@ def tile_offsets(args, first_row: Int32, first_col: Int32, coord_c: cute.Tensor,
 
 @cute.jit
 def load(args, offsets: tuple[Int32, Int32, Int32], k_block: Int32, parts: cutlass.Constexpr[int]) -> tuple:
-    """The scale products of K block ``k_block``: rows r and r + 8 times the weight block of
-    each of the tile's ``parts`` 128-column slices."""
+    """The scales of K block ``k_block``: rows r and r + 8, then the weight block of each of
+    the tile's ``parts`` 128-column slices."""
     scale_a = cute.make_tensor(args.scale_a, cute.make_layout(_FLAT))
     scale_b = cute.make_tensor(args.scale_b, cute.make_layout(_FLAT))
-    rows = (scale_a[offsets[0] + k_block * args.sa_k], scale_a[offsets[1] + k_block * args.sa_k])
-    products = []
+    scales = [scale_a[offsets[0] + k_block * args.sa_k], scale_a[offsets[1] + k_block * args.sa_k]]
     for part in cutlass.range_constexpr(parts):
-        weight = scale_b[offsets[2] + part * args.sb_col + k_block * args.sb_k]
-        products += [rows[0] * weight, rows[1] * weight]
-    return tuple(products)
+        scales.append(scale_b[offsets[2] + part * args.sb_col + k_block * args.sb_k])
+    return tuple(scales)
 
 
 @cute.jit
@@ -75,6 +75,90 @@ def promote(acc: cute.Tensor, scratch: cute.Tensor, scale_r: Float32, scale_r8: 
     element): a 128-column slice's sums are a run of the tile's accumulators."""
     for i in cutlass.range_constexpr(cute.size(scratch)):
         acc[first + i] = acc[first + i] + scratch[i] * (scale_r if (i // 2) % 2 == 0 else scale_r8)
+
+
+@cute.jit
+def main_loop(args, ring, read, release, block: tuple, acc: cute.Tensor, offsets: tuple, k_begin: Int32,
+              k_count: Int32, swap: cutlass.Constexpr[bool], paired: cutlass.Constexpr[bool]) -> tuple:
+    """``acc`` = the tile's block-scaled sums over K steps ``k_begin`` .. ``k_begin + k_count - 1``
+    (ring slots from ``read``; ``release`` kept level with it); ``block``: (the two MMAs, A's
+    fragment, B's fragments of the 128-column slices, the scratch set). Each step's scales
+    are loaded a step ahead, their L2 latency under a step's MMAs; ``paired``: two steps an
+    iteration (a one-slice tile). Returns (read, release), advanced past the steps."""
+    mmas, frag_a, frag_bs, scratch = block
+    parts = len(frag_bs)
+    last = k_begin + k_count - 1
+    acc.fill(0.0)
+    if const_expr(not paired):
+        # (a 256-wide tile, whose two slices wait for each other: the scales' products are
+        # taken at the load, under the first slice's MMAs; the swapped 64-token builds, whose
+        # 16 token scales a thread spilled in the paired loop)
+        upcoming = _step_scales(args, offsets, k_begin, parts, swap, True)
+        for k_step in cutlass.range(k_count, unroll=1):
+            scales = upcoming
+            upcoming = _step_scales(args, offsets, cutlass.min(k_begin + k_step + 1, last), parts, swap, True)
+            _step(ring, read, block, acc, scales, swap)
+            read.advance()
+            release.advance()
+    else:
+        # two steps an iteration, so each step's loads land in registers of their own, first
+        # used where that step promotes: with one, the copy of the loads into the next step's
+        # registers is their first use, and ptxas placed it between two wgmma issues, where
+        # the warp waited for the loads (128 x 128 tiles: 3-10% slower on the H200)
+        scales = _step_scales(args, offsets, k_begin, parts, swap, False)
+        for pair in cutlass.range(k_count // 2, unroll=1):
+            for half in cutlass.range_constexpr(2):
+                upcoming = _step_scales(args, offsets, cutlass.min(k_begin + 2 * pair + half + 1, last), parts, swap,
+                                        False)
+                _step(ring, read, block, acc, scales, swap)
+                read.advance()
+                release.advance()
+                scales = upcoming
+        if k_count % 2 == 1:
+            _step(ring, read, block, acc, scales, swap)
+            read.advance()
+            release.advance()
+    return read, release
+
+
+@cute.jit
+def _step(ring, read, block: tuple, acc: cute.Tensor, scales: tuple, swap: cutlass.Constexpr[bool]):
+    """One K step (ring slot ``read``, released here): each slice's sums into the scratch set,
+    then promoted into ``acc``."""
+    mmas, frag_a, frag_bs, scratch = block
+    ring.consumer_wait(read)
+    for part in cutlass.range_constexpr(len(frag_bs)):
+        issue(mmas, scratch, frag_a, frag_bs[part], read.index, cute.size(frag_a, mode=[2]))
+        warpgroup.wait_group(0)
+        if const_expr(part == len(frag_bs) - 1):
+            ring.consumer_release(read)
+        _promote_step(acc, scratch, scales, part, swap)
+
+
+@cute.jit
+def _step_scales(args, offsets: tuple, k_block: Int32, parts: cutlass.Constexpr[int], swap: cutlass.Constexpr[bool],
+                 products: cutlass.Constexpr[bool]) -> tuple:
+    """K block ``k_block``'s scales: ``load``'s products (``products``) or its raw values,
+    or ``swapped_load``'s."""
+    if const_expr(swap):
+        return swapped_load(args, offsets, k_block)
+    scales = load(args, offsets, k_block, parts)
+    if const_expr(products):
+        return tuple(scales[0 if i % 2 == 0 else 1] * scales[2 + i // 2] for i in range(2 * parts))
+    return scales
+
+
+@cute.jit
+def _promote_step(acc: cute.Tensor, scratch: cute.Tensor, scales: tuple, part: cutlass.Constexpr[int],
+                  swap: cutlass.Constexpr[bool]):
+    """Slice ``part``'s sums into ``acc`` (``_step_scales``' form: 2 * parts products, or the
+    raw scales of a one-slice tile)."""
+    if const_expr(swap):
+        swapped_promote(acc, scratch, scales)
+    elif const_expr(len(scales) == 3):
+        promote(acc, scratch, scales[0] * scales[2], scales[1] * scales[2], 0)
+    else:
+        promote(acc, scratch, scales[2 * part], scales[2 * part + 1], part * cute.size(scratch))
 
 
 # ---- swapped builds (a few tokens): the tile's rows are the weight's, its columns the tokens ---

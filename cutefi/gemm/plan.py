@@ -367,12 +367,16 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
 # 1.35-1.72x faster at 1-32 tokens; at 64 tokens 1.00-1.10x with K 7168 / 18432, 0.82x at K 2048.
 BLOCK_SCALED_SWAP_TOKENS = 32
 BLOCK_SCALED_SWAP_TOKENS_LONG_K = (64, 4096)  # (tokens, from this K)
+# a 128 x 256 block-scaled tile's time in 128 x 128 tiles' (H200, full waves: 1160-1200 against
+# 1020-1035 TFLOP/s): where its rounds cost more, the narrower tiles fill the SMs better
+BLOCK_SCALED_WIDE_TILE_TIME = 1.75
 
 
 def block_scaled_plan(m: int, n: int, k: int, sms: int, wgmma: bool = True,
                       native_fp8: bool = True) -> LaunchPlan | Sm80Plan:
     """The plan of a block-scaled FP8 problem (one matrix, ``BLOCK_SCALED_CONFIGS``): 128 x 256
-    tiles from 0.8 of a wave of them, else 128 x 128 tiles when they give at least an eighth
+    tiles from 0.8 of a wave of them where their rounds over the SMs cost no more than those of
+    128 x 128 tiles (``BLOCK_SCALED_WIDE_TILE_TIME``), else 128 x 128 tiles when they give at least an eighth
     of a wave, else 128 x 64, and for a few tokens (``BLOCK_SCALED_SWAP_TOKENS``) the swapped
     128 x 32 / 128 x 64 builds; split-K as for the other builds (pairs in clusters of two at
     128 x 128 and for the swapped builds). Off Hopper (``wgmma`` False, or an mma.sync build forced): the block-scaled
@@ -395,12 +399,22 @@ def block_scaled_plan(m: int, n: int, k: int, sms: int, wgmma: bool = True,
     elif m <= BLOCK_SCALED_SWAP_TOKENS or (m <= BLOCK_SCALED_SWAP_TOKENS_LONG_K[0]
                                            and k >= BLOCK_SCALED_SWAP_TOKENS_LONG_K[1]):
         config = Sm90Config(128, 32 if m <= 32 else 64, 1, True)
-    elif 5 * _tile_count(m, n, Sm90Config(128, 256, 1)) >= 4 * sms:
-        config = Sm90Config(128, 256, 1)  # (as for 16 bits: from 0.8 of a wave of the widest tile)
+    elif 5 * _tile_count(m, n, Sm90Config(128, 256, 1)) >= 4 * sms and \
+            BLOCK_SCALED_WIDE_TILE_TIME * _waves(m, n, Sm90Config(128, 256, 1), sms) <= \
+            _waves(m, n, Sm90Config(128, 128, 1), sms):
+        # (as for 16 bits: from 0.8 of a wave of the widest tile, unless its last wave leaves
+        # more SMs idle than the narrower tiles cost: 4096 x 2112, 2.2 waves of 128 x 256 tiles
+        # against 4.1 of 128 x 128, ran at 800 against 840 TFLOP/s on the H200)
+        config = Sm90Config(128, 256, 1)
     else:
         config = Sm90Config(128, 128 if 8 * _tile_count(m, n, Sm90Config(128, 128, 1)) >= sms else 64, 1)
     tiles_m, tiles_n = tiles(n, m, config) if config.swap else tiles(m, n, config)
     return _split_plan(config, tiles_m * tiles_n, k, sms, 128, BLOCK_SCALED_CONFIGS)  # type: ignore[arg-type]
+
+
+def _waves(m: int, n: int, config: Sm90Config, sms: int) -> int:
+    """Rounds of the persistent grid over the output tiles (one tile an SM a round)."""
+    return -(-_tile_count(m, n, config) // sms)
 
 
 def _tile_count(m: int, n: int, config: Sm90Config) -> int:

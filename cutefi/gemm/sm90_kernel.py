@@ -422,38 +422,19 @@ class GemmSm90(Sm90Stores):
                 first_col = self._first_col(args, n_tile)
 
             if const_expr(self.block_scaled):
-                # ---- main loop, block scales: a K step's sums into the scratch set, then
-                # promoted into acc times their scales (one warpgroup's MMAs run while the
-                # other promotes)
+                # ---- main loop, block scales (block_scale.main_loop): a K step's sums into a
+                # scratch set, then promoted into acc times their scales
                 # (a K step's first wgmma overwrites the scratch set, the others add: two MMA
                 # objects set once, not one flipped inside the loops, and no zero-fill whose
                 # moves the compiler could sink past the wgmma fence and so serialise every wgmma)
-                mmas, frag_a_part, frag_b_parts, scratch = block
-                parts = len(frag_b_parts)
                 if const_expr(self.swap):  # (per-column token scales, per-row weight scales)
                     offsets = block_scale.swapped_offsets(args, first_row, first_col, coord_c)
                 else:
                     offsets = block_scale.tile_offsets(args, first_row, first_col, coord_c,
                                                        batch if const_expr(self.grouped) else None)
-                last_block = k_begin + k_count - 1
-                acc.fill(0.0)
-                # (scales one K step ahead: their L2 latency hides behind a step's MMAs)
-                upcoming = self._block_scales(args, offsets, k_begin, parts)
-                for k_step in cutlass.range(k_count, unroll=1):
-                    scales = upcoming
-                    upcoming = self._block_scales(args, offsets, cutlass.min(k_begin + k_step + 1, last_block), parts)
-                    ring.consumer_wait(read)
-                    for part in cutlass.range_constexpr(parts):
-                        block_scale.issue(mmas, scratch, frag_a_part, frag_b_parts[part], read.index, k_blocks)
-                        warpgroup.wait_group(0)
-                        if const_expr(part == parts - 1):
-                            ring.consumer_release(read)
-                            read.advance()
-                        if const_expr(self.swap):
-                            block_scale.swapped_promote(acc, scratch, scales)
-                        else:
-                            block_scale.promote(acc, scratch, scales[2 * part], scales[2 * part + 1],
-                                                part * cute.size(scratch))
+                read, release = block_scale.main_loop(args, ring, read, release, block, acc, offsets, k_begin, k_count,
+                                                      self.swap, tile_n <= block_scale.BLOCK and not (
+                                                          self.swap and tile_n > 32))
             else:
                 # ---- main loop: one K step of wgmmas in flight ----------------------------
                 acc.fill(0.0)
@@ -512,12 +493,6 @@ class GemmSm90(Sm90Stores):
             linear += stride
         if const_expr(self.staged_out):
             store_ring[8].producer_tail()
-
-    def _block_scales(self, args, offsets, k_block, parts: int):
-        """K block ``k_block``'s scales (``block_scale``: swapped builds scale rows and columns)."""
-        if const_expr(self.swap):
-            return block_scale.swapped_load(args, offsets, k_block)
-        return block_scale.load(args, offsets, k_block, parts)
 
     @cute.jit
     def _meet_splits(self, args, acc, thread, epi_barrier, last_split, tile, split) -> cutlass.Boolean:
