@@ -117,6 +117,38 @@ def test_sm90_sass(head_dim, head_dim_vo):
     # Q (a unit's, and the end marker's) and K: head_dim / 64 boxes each; V head_dim_vo / 64
     assert len(re.findall(r"\bUTMALDG\b", sass)) == (3 * head_dim + head_dim_vo) // launch.BOX_COLS
     assert not re.search(r"\b(LDL|STL)\b", sass), "the prefill kernel spills"
+    # the softmax's 2^x: a unit's first tile all on MUFU.EX2, the loop's tiles but every
+    # EXP2_ON_FMA-th column (two rows of tile_n / 4 columns a thread), and the rescale factors
+    every = launch.EXP2_ON_FMA.get(head_dim, 0)
+    columns = 2 * tile_n // 4
+    exps = len(re.findall(r"\bMUFU\.EX2\b", sass))
+    assert 4 <= exps - 2 * columns + (columns // every if every else 0) <= 12, exps  # (+ the rescales)
+
+
+def test_exp2_fma_model():
+    """``cute/exp2_fma``'s float32 steps, replayed in numpy: within 1.2e-4 of 2^x where the
+    softmax needs it, exactly 0 for -inf and x <= -127 (fully masked rows stay empty), and
+    never above 2^-125 up to -125."""
+    from cutefi.cute import exp2_fma
+
+    f32 = np.float32
+
+    def model(x):
+        x = np.maximum(x.astype(f32), f32(exp2_fma._FLOOR))
+        rounded = x + f32(exp2_fma._ROUND)
+        f = x - (rounded - f32(exp2_fma._ROUND))
+        p = (f32(exp2_fma._C3) * f + f32(exp2_fma._C2)) * f + f32(exp2_fma._C1)
+        p = p * f + f32(1.0)
+        bits = p.view(np.int32).astype(np.int64) + (rounded.view(np.int32).astype(np.int64) << 23)
+        return (bits & 0xFFFFFFFF).astype(np.uint32).view(f32)
+
+    x = np.concatenate([np.linspace(-120, 8, 400001), -np.random.default_rng(0).exponential(3, 100000)]).astype(f32)
+    x = x[x > -120]
+    rel = np.abs(model(x).astype(np.float64) / np.exp2(x.astype(np.float64)) - 1)
+    assert rel.max() < 1.2e-4, rel.max()
+    assert np.all(model(np.array([-np.inf, -127, -200, -1e30], dtype=f32)) == 0)
+    low = model(np.linspace(-127, -125, 20001).astype(f32))
+    assert np.all((low >= 0) & (low <= 2.0 ** -125))
 
 
 def _assert_wgmma_groups_kept(sass: str) -> None:

@@ -105,6 +105,13 @@ PINGPONG = {64: False, 128: True, 192: True, 256: True}
 # 2^8): measured 2.7% faster at head dim 256 (O is 128 registers a thread) and 1-4% slower at
 # 64 and 128 on the H200 (``benchmarks/results/prefill_lazy_rescale_h200.txt``)
 LAZY_RESCALE = {64: False, 128: False, 192: False, 256: True}
+# every so many columns of a tile take their softmax exponentials on the FMA pipe
+# (``cute/exp2_fma``), not the MUFU unit, except in a unit's first tile; 0: none. At head dim 64
+# a tile's 2^x keep the MUFU unit as busy as its GEMMs keep the tensor cores: every 4th column
+# measured +2-3% on the H200 at 4 x 4096 (causal and not) and 1 x 16384, -1% for requests of
+# 256-1024 tokens; every 8th, 3rd or 2nd slower (``benchmarks/results/prefill_d64_exp2_fma_ab_h200_session30.json``).
+# At 128 and 256 the GEMMs take twice as long or more: the MUFU unit is not the limit
+EXP2_ON_FMA = {64: 4, 128: 0, 192: 0, 256: 0}
 
 
 def stages(head_dim: int) -> tuple[int, int]:

@@ -361,8 +361,9 @@ class PrefillSm90(RowStages):
             acc_o.fill(0.0)
             if tiles > 0:
                 k_ring.consumer_release(k_state)
+                # (a unit's first softmax holds up its pipeline: all of it on the MUFU unit)
                 self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, (end - 1) * tile_n,
-                              qo_len, kv_len)
+                              qo_len, kv_len, 0)
                 convert_pairs(cute.make_tensor(acc_s.iterator, acc_as_a(acc_s.layout)), frag_p)
                 k_state.advance()
             # intra-warpgroup overlap: S of tile j is computed while O += P V of tile j - 1
@@ -380,7 +381,7 @@ class PrefillSm90(RowStages):
                 warpgroup.wait_group(1)  # (S has landed; P V may still run)
                 k_ring.consumer_release(k_state)
                 self._softmax(args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row,
-                              (end - 1 - i) * tile_n, qo_len, kv_len)
+                              (end - 1 - i) * tile_n, qo_len, kv_len, launch.EXP2_ON_FMA[self.head_dim])
                 warpgroup.wait_group(0)
                 v_ring.consumer_release(v_state)
                 convert_pairs(cute.make_tensor(acc_s.iterator, acc_as_a(acc_s.layout)), frag_p)

@@ -14,6 +14,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64, const_expr
 
 from cutefi.cute.attention_state import finish_row, head_sink
+from cutefi.cute.exp2_fma import exp2_fma
 from cutefi.cute.wgmma_frag import rows_view
 from cutefi.prefill import launch
 
@@ -23,14 +24,16 @@ NEG_INF = float("-inf")
 
 
 class RowStages:
-    """Needs ``tile_n``, ``lazy_rescale`` and ``dtype`` of the kernel it is mixed into."""
+    """Needs ``tile_n``, ``head_dim``, ``lazy_rescale`` and ``dtype`` of the kernel it is mixed into."""
 
     @cute.jit
-    def _softmax(self, args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, first_col, qo_len, kv_len):
+    def _softmax(self, args, acc_s, coord_s, row_max, row_sum, rescale, mult, first_row, first_col, qo_len, kv_len,
+                 every: cutlass.Constexpr[int]):
         """The online softmax of one KV tile on this thread's two rows: scores masked where the
         tile needs it, each row's new maximum (shared by the quad of threads holding the row),
-        P = 2^(s * mult - max * mult) in place of S, the rows' running sums (per thread;
-        summed over the quad at the end), and in ``rescale`` the factor O's rows take.
+        P = 2^(s * mult - max * mult) in place of S (every ``every``-th column's on the FMA
+        pipe, ``launch.EXP2_ON_FMA``; 0: none), the rows' running sums (per thread; summed
+        over the quad at the end), and in ``rescale`` the factor O's rows take.
         ``row_max`` is the reference the exponentials take: a row's maximum, or (lazy
         rescale) up to ``RESCALE_SLACK / mult`` below it (1 in ``rescale``)."""
         s_rows = rows_view(acc_s)
@@ -89,14 +92,9 @@ class RowStages:
                 rescale[r] = cute.math.exp2(row_max[r] * mult - ref, fastmath=True)
                 row_max[r] = new_max
             refs.append(ref)
-        sums = [[Float32(0.0)] * CHAINS for _ in range(2)]
-        for c in cutlass.range_constexpr(columns):
-            for r in cutlass.range_constexpr(2):
-                p = cute.math.exp2(s_rows[r, c] * mult - refs[r], fastmath=True)
-                s_rows[r, c] = p
-                sums[r][c % CHAINS] = sums[r][c % CHAINS] + p
+        totals = _exponentials(s_rows, refs, mult, every)
         for r in cutlass.range_constexpr(2):
-            row_sum[r] = row_sum[r] * rescale[r] + _tree(sums[r], lambda a, b: a + b)
+            row_sum[r] = row_sum[r] * rescale[r] + totals[r]
 
     @cute.jit
     def _epilogue(self, args, acc_o, coord_o, row_max, row_sum, mult, q_begin, qo_len, first_row, head):
@@ -142,6 +140,24 @@ def scale_rows(acc: cute.Tensor, factors: cute.Tensor):
     for r in cutlass.range_constexpr(2):
         for c in cutlass.range_constexpr(cute.size(rows, mode=[1])):
             rows[r, c] = rows[r, c] * factors[r]
+
+
+@cute.jit
+def _exponentials(s_rows: cute.Tensor, refs: list, mult: Float32, every: cutlass.Constexpr[int]) -> tuple:
+    """P = 2^(s * mult - ref) in place of the scores of a thread's two rows (every ``every``-th
+    column on the FMA pipe, ``exp2_fma``; 0: none); returns the rows' sums over this thread's
+    columns."""
+    sums = [[Float32(0.0)] * CHAINS for _ in range(2)]
+    for c in cutlass.range_constexpr(cute.size(s_rows, mode=[1])):
+        for r in cutlass.range_constexpr(2):
+            p = Float32(0.0)
+            if const_expr(c % max(every, 1) == every - 1):
+                p = exp2_fma(s_rows[r, c] * mult - refs[r])
+            else:
+                p = cute.math.exp2(s_rows[r, c] * mult - refs[r], fastmath=True)
+            s_rows[r, c] = p
+            sums[r][c % CHAINS] = sums[r][c % CHAINS] + p
+    return tuple(_tree(sums[r], lambda a, b: a + b) for r in range(2))
 
 
 def _tree(values: list, combine):
