@@ -110,7 +110,8 @@ LAZY_RESCALE = {64: False, 128: False, 192: False, 256: True}
 # a tile's 2^x keep the MUFU unit as busy as its GEMMs keep the tensor cores: every 4th column
 # measured +2-3% on the H200 at 4 x 4096 (causal and not) and 1 x 16384, -1% for requests of
 # 256-1024 tokens; every 8th, 3rd or 2nd slower (``benchmarks/results/prefill_d64_exp2_fma_ab_h200_session30.json``).
-# At 128 and 256 the GEMMs take twice as long or more: the MUFU unit is not the limit
+# At 128 and 256 the GEMMs take twice as long or more and the MUFU unit is not the limit: at 128
+# every 4th or 8th column measured 4-7% slower (same file)
 EXP2_ON_FMA = {64: 4, 128: 0, 192: 0, 256: 0}
 
 
