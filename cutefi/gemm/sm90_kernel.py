@@ -72,6 +72,9 @@ class GemmSm90(Sm90Stores):
         # block_scaled: the scales of each 128-element K block multiply that block's sums as
         # they are promoted into the fp32 accumulators (block_scale.promote)
         self.block_scaled = block_scaled
+        # (one-slice tiles run the block-scaled loop two K steps an iteration, block_scale.main_loop;
+        # not the swapped 64-token builds, whose token scales spilled there)
+        self.paired_steps = block_scaled and tile_n <= block_scale.BLOCK and not (swap and tile_n > 32)
         self.scaled = fp8 and not block_scaled
         self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap, cluster_k,
                                              block_scaled, grouped, cluster_n, b_dtype)
@@ -433,8 +436,7 @@ class GemmSm90(Sm90Stores):
                     offsets = block_scale.tile_offsets(args, first_row, first_col, coord_c,
                                                        batch if const_expr(self.grouped) else None)
                 read, release = block_scale.main_loop(args, ring, read, release, block, acc, offsets, k_begin, k_count,
-                                                      self.swap, tile_n <= block_scale.BLOCK and not (
-                                                          self.swap and tile_n > 32))
+                                                      self.swap, self.paired_steps)
             else:
                 # ---- main loop: one K step of wgmmas in flight ----------------------------
                 acc.fill(0.0)
