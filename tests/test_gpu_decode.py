@@ -210,6 +210,52 @@ def test_decode_long_single_request():
     run_decode([131072], 32, 8, 128, 16, torch.bfloat16, seed=5)
 
 
+def test_decode_plan_and_run_in_a_thread_that_never_touched_cuda():
+    """plan's table upload (driver calls, not torch's) in a thread with no current context yet:
+    the wrapper and the cache are made here, the thread calls plan first, then run."""
+    import threading
+
+    lengths = [900, 3, 4096]
+    kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, 16, 8, 128, torch.bfloat16, seed=11)
+    q = torch.randn(len(lengths), 32, 128, device="cuda").to(torch.bfloat16)
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"))
+    out = torch.full_like(q, float("nan"))
+    failures = []
+
+    def work():
+        try:
+            wrapper.plan(indptr, indices, last, 32, 8, 128, 16, q_data_type=torch.bfloat16)
+            wrapper.run(q, kv, out=out)
+            torch.cuda.synchronize()
+        except Exception as exc:  # reported by the test's thread
+            failures.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert not failures, failures
+    ref_out, _ = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD")
+    check(out, None, ref_out, None, torch.bfloat16)
+
+
+@pytest.mark.parametrize("non_blocking", [True, False])
+def test_decode_back_to_back_plans_keep_each_table(non_blocking):
+    """Plans issued while the previous run is still on the GPU: each upload waits for the last
+    one to leave the pinned buffer, so every run sees its own plan's tables."""
+    page_size, batches = 16, ([30000, 5, 7000], [3, 12000, 64], [4096, 4096, 1])
+    made = [make_batch(lengths, page_size, 8, 128, torch.bfloat16, seed=20 + i) for i, lengths in enumerate(batches)]
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"))
+    qs = [torch.randn(3, 32, 128, device="cuda").to(torch.bfloat16) for _ in batches]
+    outs = []
+    for q, (kv, _, _, indptr, indices, last) in zip(qs, made):
+        wrapper.plan(indptr, indices, last, 32, 8, 128, page_size, q_data_type=torch.bfloat16,
+                     non_blocking=non_blocking)
+        outs.append(wrapper.run(q, kv))
+    for q, out, lengths, (_, k_cache, v_cache, indptr, indices, _) in zip(qs, outs, batches, made):
+        ref_out, _ = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD")
+        check(out, None, ref_out, None, torch.bfloat16)
+
+
 def test_decode_cuda_graph_replay_with_new_lengths():
     qo_heads, kv_heads, head_dim, page_size, batch = 32, 8, 128, 16, 4
     kv, k_cache, v_cache, indptr, indices, last = make_batch([4000] * batch, page_size, kv_heads, head_dim,
@@ -495,6 +541,17 @@ def test_decode_plan_errors():
         cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(16, dtype=torch.uint8, device="cuda"), backend="fa3")
     with pytest.raises(ValueError, match="use_cuda_graph=True needs"):
         cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(16, dtype=torch.uint8, device="cuda"), use_cuda_graph=True)
+    wrapper.plan(*ok, q_data_type="float16")
+    # the checked arguments are remembered by value and type: a float head_dim or page size
+    # is still refused after an int one planned, and an unhashable argument gets the same error
+    with pytest.raises(TypeError, match="head_dim must be an int"):
+        wrapper.plan(indptr, indices, last, 8, 2, 128.0, 16, q_data_type="float16")
+    with pytest.raises(TypeError, match="page_size must be an int"):
+        wrapper.plan(indptr, indices, last, 8, 2, 128, 16.0, q_data_type="float16")
+    with pytest.raises(TypeError, match="sm_scale must be a real number"):
+        wrapper.plan(*ok, q_data_type="float16", sm_scale=[0.1])
+    with pytest.raises(TypeError, match="logits_soft_cap must be a real number"):
+        wrapper.plan(*ok, q_data_type="float16", logits_soft_cap=True)
     wrapper.plan(*ok, q_data_type="float16")
     kv, *_ = make_batch([19, 16], 16, 2, 128, torch.float16)
     q = torch.randn(2, 8, 128, device="cuda", dtype=torch.float16)

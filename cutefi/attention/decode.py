@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -24,6 +25,7 @@ from ..dtypes import name_of
 from ..jit import libcuda
 from ..jit.driver import device_info
 from ..jit.logs import api_log
+from ..jit.staging import Int32Staging
 from .._library import compiling
 from .._plans import PlanCache, signature
 from . import decode_ops, decode_plan, launch
@@ -37,8 +39,6 @@ _DTYPES = {"float16": torch.float16, "half": torch.float16, "bfloat16": torch.bf
 _Q_DTYPES = (torch.float16, torch.bfloat16)
 _FP8_KV = (torch.float8_e4m3fn, torch.float8_e5m2)
 _min, _max = np.minimum.reduce, np.maximum.reduce  # ndarray.min/max without their Python wrappers
-_THREADED_COPY = 1 << 17  # int32 entries above which plan stages a host array with torch's copy: on the H200
-# host numpy took 10 us for 71776 entries where torch took 27, and they tie at 131072 (1 << 18: torch 2x faster)
 
 
 def _dtype(name: str, value: object, default: torch.dtype | None = None) -> torch.dtype:
@@ -49,21 +49,6 @@ def _dtype(name: str, value: object, default: torch.dtype | None = None) -> torc
     if isinstance(value, str) and value.replace("torch.", "") in _DTYPES:
         return _DTYPES[value.replace("torch.", "")]
     raise TypeError(f"{name} must be a torch dtype or one of {sorted(_DTYPES)}; got {value!r}")
-
-
-_STREAMS: dict[tuple, torch.cuda.Stream] = {}
-
-
-def _current_stream(device: int) -> torch.cuda.Stream:
-    """``torch.cuda.current_stream(device)``, its Python object cached by torch's stream id
-    (``_cuda_getCurrentStream`` costs 0.2 us; building the object ~2 us of plan's budget)."""
-    key = torch._C._cuda_getCurrentStream(device)
-    stream = _STREAMS.get(key)
-    if stream is None:
-        if len(_STREAMS) > 256:
-            _STREAMS.clear()
-        stream = _STREAMS[key] = torch.cuda.current_stream(device)
-    return stream
 
 
 NARROW = True  # (tests: False runs every group on the wide builds)
@@ -142,6 +127,19 @@ def _scales(sm_scale: float | None, head_dim: int, logits_soft_cap: float | None
     return scale * _LOG2E, 0.0
 
 
+class _StaticPlan(NamedTuple):
+    """What a plan takes from its arguments other than the page table."""
+    plan: dict  # the plan's entries that come from them
+    page_size: int
+    stages: int  # ring stages and resident CTAs an SM of the build ...
+    ctas_per_sm: int
+    full: tuple[int, int] | None  # ... and of the full-batch ring, where it holds more CTAs
+    ctas_per_item: int  # CTAs a work item takes (kv heads x q-head tiles)
+    sms: int
+    fixed_chunk: int | None  # tokens a split (fixed_split_size), None: chosen per batch
+    disable_split: bool
+
+
 class BatchDecodeWithPagedKVCacheWrapper:
     """Decode attention for a batch of requests over a paged KV cache (FlashInfer's wrapper).
 
@@ -179,11 +177,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
                                last_page_len=paged_kv_last_page_len_buffer)
         self._plan: dict | None = None
         self._launches = PlanCache(64)  # prepared launches of this plan, by call layout
-        self._host_buffer: torch.Tensor | None = None  # pinned staging of the plan's int arrays
-        self._device_ints: torch.Tensor | None = None
-        self._staging = None  # numpy view of the pinned buffer
-        self._views: dict[tuple[int, ...], tuple] = {}  # slices of both buffers, by array sizes
-        self._upload_done: torch.cuda.Event | None = None
+        self._statics = PlanCache(16)  # checked plan arguments other than the page table
+        self._staging = Int32Staging(self.device, fixed=self._use_cuda_graph)
 
     @property
     def is_cuda_graph_enabled(self) -> bool:
@@ -199,6 +194,49 @@ class BatchDecodeWithPagedKVCacheWrapper:
         ``last_page_len`` [batch] int32 on the host (no synchronisation) or the device (copied
         to the host once; ``fast_decode_plan``'s ``global_override_indptr_cpu`` spares the
         indptr copy). ``fixed_split_size``: pages per split (None: chosen to fill the GPU)."""
+        # the arguments other than the page table repeat every step: checked once, then looked
+        # up (their types are part of the key, so 128.0 is not taken where 128 was)
+        options = (num_qo_heads, num_kv_heads, head_dim, page_size, pos_encoding_mode, window_left, logits_soft_cap,
+                   q_data_type, kv_data_type, data_type, sm_scale, rope_scale, rope_theta, fixed_split_size,
+                   disable_split_kv)
+        try:
+            key = (options, tuple(map(type, options)))
+            static = self._statics.get(key)
+        except TypeError:  # an unhashable argument: checked (and refused) below
+            key = static = None
+        if static is None:
+            static = self._statics.put(key, self._static_plan(*options))
+        batch, indptr_h, last_h = self._page_table(indptr, indices, last_page_len, static.page_size, _indptr_host)
+        pages = indptr_h[1:] - indptr_h[:-1]
+        fewest_pages = 1
+        if batch:  # whole-array reductions first; the per-request mask only when one fails
+            fewest_pages = _min(pages)
+            if indptr_h[0] != 0 or fewest_pages < 0:
+                raise ValueError("indptr must start at 0 and never decrease")
+            page_size = static.page_size
+            if (_min(last_h) < 1 or _max(last_h) > page_size) and \
+                    ((pages > 0) & ((last_h < 1) | (last_h > page_size))).any():
+                raise ValueError(f"last_page_len must be in [1, page_size={page_size}] for every request with pages")
+        if int(indptr_h[-1]) > indices.shape[0]:
+            raise ValueError(f"indptr[-1] = {int(indptr_h[-1])} pages but indices holds {indices.shape[0]}")
+        lengths = decode_plan.kv_lengths(indptr_h, last_h, static.page_size, pages, fewest_pages == 0)
+        window_left = static.plan["window_left"]
+        starts = np.maximum(lengths - 1 - window_left, 0) if window_left >= 0 else None
+        stages, ctas_per_sm, ctas_per_item, sms = static.stages, static.ctas_per_sm, static.ctas_per_item, static.sms
+        if static.full is not None and batch * ctas_per_item >= FULL_BATCH * static.full[1] * sms:
+            stages, ctas_per_sm = static.full  # more CTAs an SM where the batch fills them
+        slots = ctas_per_sm * sms  # CTAs the GPU holds at once
+        chunk = decode_plan.choose_chunk(lengths if starts is None else lengths - starts, ctas_per_item, slots,
+                                         launch.mma_decode_step(), static.disable_split, static.fixed_chunk)
+        part = decode_plan.partition(lengths, starts, indptr_h, chunk, slots // ctas_per_item)
+        self._launches.clear()
+        self._plan = dict(static.plan, batch=batch, stages=stages, items=part.items, partial_rows=part.partial_rows)
+        self._upload(part, indptr, indices, last_page_len, bool(non_blocking), ctas_per_item, slots)
+
+    def _static_plan(self, num_qo_heads, num_kv_heads, head_dim, page_size, pos_encoding_mode, window_left,
+                     logits_soft_cap, q_data_type, kv_data_type, data_type, sm_scale, rope_scale, rope_theta,
+                     fixed_split_size, disable_split_kv) -> _StaticPlan:
+        """The checked arguments other than the page table, and the builds they pick."""
         _check_options(pos_encoding_mode)
         num_qo_heads, num_kv_heads = require_int("num_qo_heads", num_qo_heads), require_int("num_kv_heads", num_kv_heads)
         head_dim, page_size = require_int("head_dim", head_dim), require_int("page_size", page_size)
@@ -215,61 +253,49 @@ class BatchDecodeWithPagedKVCacheWrapper:
             raise TypeError(f"q_data_type must be float16 or bfloat16; got {q_dtype}")
         if kv_dtype != q_dtype and kv_dtype not in _FP8_KV:
             raise TypeError(f"kv_data_type must be q's type ({q_dtype}) or float8_e4m3fn / float8_e5m2; got {kv_dtype}")
+        if logits_soft_cap is not None:
+            require_real("logits_soft_cap", logits_soft_cap)
+        if sm_scale is not None:
+            require_real("sm_scale", sm_scale)
+        group = num_qo_heads // num_kv_heads
+        fixed_chunk = None if fixed_split_size is None else require_int("fixed_split_size", fixed_split_size) * page_size
+        rope, rope_rcp_scale, rope_log2_step = _rope(pos_encoding_mode, rope_scale, rope_theta, head_dim)
+        narrow = narrow_build(group, rope)
+        stages, ctas_per_sm = decode_build(self.device, head_dim, name_of(kv_dtype))
+        full = decode_build(self.device, head_dim, name_of(kv_dtype), full_batch=True) if narrow else None
+        plan = dict(num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size,
+                    group=group, narrow=int(narrow), q_dtype=q_dtype, rope=rope, rope_rcp_scale=rope_rcp_scale,
+                    rope_log2_step=rope_log2_step, kv_dtype=kv_dtype, window_left=window_left,
+                    logits_soft_cap=logits_soft_cap, sm_scale=sm_scale, graph=int(self._use_cuda_graph))
+        return _StaticPlan(plan, page_size, stages, ctas_per_sm, full if full and full[1] > ctas_per_sm else None,
+                           num_kv_heads * -(-group // launch.mma_decode_rows(narrow)), device_info(self.device).sms,
+                           fixed_chunk, bool(disable_split_kv))
+
+    @staticmethod
+    def _page_table(indptr, indices, last_page_len, page_size: int, indptr_host) -> tuple[int, np.ndarray, np.ndarray]:
+        """(batch, indptr and last_page_len as host numpy arrays): numpy views of host tables
+        (device ones are copied once): torch's CPU ops cost microseconds each, numpy's a
+        fraction, and plan runs once per decode step."""
         check_i32("indptr", indptr)
         if indptr.shape[0] < 1:
             raise ValueError("indptr must have batch + 1 >= 1 entries")
         batch = indptr.shape[0] - 1
         check_i32("indices", indices)
         check_i32("last_page_len", last_page_len, batch)
-        # numpy views of host tables (device ones are copied once): torch's CPU ops cost
-        # microseconds each, numpy's a fraction, and plan runs once per decode step
-        if _indptr_host is not None:
-            check_i32("global_override_indptr_cpu", _indptr_host, batch + 1)
-            if _indptr_host.is_cuda:
+        if indptr_host is not None:
+            check_i32("global_override_indptr_cpu", indptr_host, batch + 1)
+            if indptr_host.is_cuda:
                 raise ValueError("global_override_indptr_cpu must be a host tensor (the host copy of indptr)")
-        host_indptr = indptr if _indptr_host is None else _indptr_host
-        indptr_h = (host_indptr.cpu() if host_indptr.is_cuda else host_indptr).numpy()
+            indptr = indptr_host
+        indptr_h = (indptr.cpu() if indptr.is_cuda else indptr).numpy()
         last_h = (last_page_len.cpu() if last_page_len.is_cuda else last_page_len).numpy()
-        pages = indptr_h[1:] - indptr_h[:-1]
-        if batch:  # whole-array reductions first; the per-request mask only when one fails
-            if indptr_h[0] != 0 or _min(pages) < 0:
-                raise ValueError("indptr must start at 0 and never decrease")
-            if (_min(last_h) < 1 or _max(last_h) > page_size) and \
-                    ((pages > 0) & ((last_h < 1) | (last_h > page_size))).any():
-                raise ValueError(f"last_page_len must be in [1, page_size={page_size}] for every request with pages")
-        if int(indptr_h[-1]) > indices.shape[0]:
-            raise ValueError(f"indptr[-1] = {int(indptr_h[-1])} pages but indices holds {indices.shape[0]}")
-        group = num_qo_heads // num_kv_heads
-        lengths = decode_plan.kv_lengths(indptr_h, last_h, page_size, pages)
-        starts = np.maximum(lengths - 1 - window_left, 0) if window_left >= 0 else None
-        fixed_chunk = None if fixed_split_size is None else require_int("fixed_split_size", fixed_split_size) * page_size
-        rope, rope_rcp_scale, rope_log2_step = _rope(pos_encoding_mode, rope_scale, rope_theta, head_dim)
-        narrow = narrow_build(group, rope)
-        stages, ctas_per_sm = decode_build(self.device, head_dim, name_of(kv_dtype))
-        ctas_per_item = num_kv_heads * -(-group // launch.mma_decode_rows(narrow))
-        sms = device_info(self.device).sms
-        if narrow:  # more CTAs an SM where the batch fills them
-            full = decode_build(self.device, head_dim, name_of(kv_dtype), full_batch=True)
-            if full[1] > ctas_per_sm and batch * ctas_per_item >= FULL_BATCH * full[1] * sms:
-                stages, ctas_per_sm = full
-        slots = ctas_per_sm * sms  # CTAs the GPU holds at once
-        chunk = decode_plan.choose_chunk(lengths if starts is None else lengths - starts, ctas_per_item, slots,
-                                         launch.mma_decode_step(), bool(disable_split_kv), fixed_chunk)
-        part = decode_plan.partition(lengths, starts, indptr_h, chunk, slots // ctas_per_item)
-        self._launches.clear()
-        self._plan = dict(batch=batch, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                          page_size=page_size, group=group, stages=stages, narrow=int(narrow), q_dtype=q_dtype, rope=rope,
-                          rope_rcp_scale=rope_rcp_scale, rope_log2_step=rope_log2_step,
-                          kv_dtype=kv_dtype, window_left=window_left, logits_soft_cap=logits_soft_cap,
-                          sm_scale=sm_scale, items=part.items, partial_rows=part.partial_rows,
-                          graph=int(self._use_cuda_graph))
-        self._upload(part, indptr, indices, last_page_len, bool(non_blocking), ctas_per_item, slots)
+        return batch, indptr_h, last_h
 
     def _upload(self, part: decode_plan.DecodePartition, indptr, indices, last_page_len, non_blocking: bool,
                 ctas_per_item: int, slots: int) -> None:
-        """One host-to-device copy of [work | state_indptr | kv_indices?] into a pinned staging
-        buffer: the page ids only where they came from the host (device ones are used where
-        they are; a server's indices usually live on the GPU). The kernel reads each request's
+        """One host-to-device copy of [work | state_indptr | kv_indices?] (``jit.staging``):
+        the page ids only where they came from the host (device ones are used where they
+        are; a server's indices usually live on the GPU). The kernel reads each request's
         first page slot from the work array, not from indptr."""
         plan = self._plan
         for name, table in (("indptr", indptr), ("indices", indices)):
@@ -281,9 +307,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
             if not indices.is_cuda:
                 staged.append("kv_indices")
                 arrays.append(indices.numpy())
-        sizes = [a.size for a in arrays]
-        total = sum(sizes)
-        if self._use_cuda_graph:  # fixed capacity: the work array is padded with idle items
+        else:  # fixed capacity: the work array is padded with idle items
             capacity = self._graph_capacity(plan, ctas_per_item, slots)
             if part.items > capacity:
                 raise ValueError(f"this plan needs {part.items} work items, more than the {capacity} the CUDA-graph "
@@ -291,38 +315,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
             padded = np.full((decode_plan.WORK_ROWS, capacity), -1, dtype=np.int32)
             padded[:, :part.items] = part.work
             arrays[0] = padded.reshape(-1)
-            sizes[0] = arrays[0].size
             plan["items"] = capacity
-            total = sum(sizes)
-        if self._upload_done is not None:
-            self._upload_done.synchronize()  # the previous plan's copy has left the pinned buffer
-        if self._host_buffer is None or self._host_buffer.numel() < total:
-            if self._use_cuda_graph and self._device_ints is not None:
-                raise ValueError("the CUDA-graph wrapper's plan grew past its first plan's size")
-            self._host_buffer = torch.empty(max(total, 4096), dtype=torch.int32, pin_memory=True)
-            self._device_ints = torch.empty(max(total, 4096), dtype=torch.int32, device=self._workspace.device)
-            self._staging = self._host_buffer.numpy()
-            self._views.clear()
-        views = self._views.get(tuple(sizes))
-        if views is None:  # tensor slicing costs microseconds: once per array layout
-            offsets = [sum(sizes[:i]) for i in range(len(sizes))]
-            views = (offsets, self._host_buffer[:total], self._device_ints[:total],
-                     [self._device_ints[o:o + n] for o, n in zip(offsets, sizes)])
-            if len(self._views) > 64:
-                self._views.clear()
-            self._views[tuple(sizes)] = views
-        offsets, host_all, device_all, device_views = views
-        staging = self._staging
-        for offset, array in zip(offsets, arrays):
-            if array.size > _THREADED_COPY:  # a large page table: torch's copy uses every core
-                self._host_buffer[offset:offset + array.size].copy_(torch.from_numpy(array))
-            else:
-                staging[offset:offset + array.size] = array
-        stream = _current_stream(self.device)
-        device_all.copy_(host_all, non_blocking=non_blocking)
-        if self._upload_done is None:
-            self._upload_done = torch.cuda.Event()
-        self._upload_done.record(stream)
+        device_views = self._staging.send(arrays, non_blocking)
         plan["work"], plan["state_indptr"] = device_views[0], device_views[1]
         if not self._use_cuda_graph:
             plan["kv_indices"] = indices

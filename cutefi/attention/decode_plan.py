@@ -14,6 +14,7 @@ several each).
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -36,14 +37,15 @@ class DecodePartition(NamedTuple):
 
 
 def kv_lengths(indptr: np.ndarray, last_page_len: np.ndarray, page_size: int,
-               pages: np.ndarray | None = None) -> np.ndarray:
-    """KV tokens of each request (int64); ``pages``: indptr's differences, where known."""
+               pages: np.ndarray | None = None, some_empty: bool | None = None) -> np.ndarray:
+    """KV tokens of each request (int64); ``pages``: indptr's differences, and ``some_empty``
+    whether a request has no pages, where known."""
     pages = indptr[1:] - indptr[:-1] if pages is None else pages
     lengths = pages.astype(np.int64)  # in place from here: plan's hot path, a few ops a call
     lengths *= page_size
     lengths += last_page_len
     lengths -= page_size
-    if not pages.all():
+    if some_empty or (some_empty is None and not pages.all()):
         lengths[pages == 0] = 0
     return lengths
 
@@ -116,19 +118,32 @@ def _whole_requests(lengths: np.ndarray, starts: np.ndarray | None, indptr: np.n
     """One item per request (the batch fills the GPU): plan's common case, so each row is
     written once, already in launch order."""
     batch = lengths.shape[0]
-    work = np.empty((WORK_ROWS, batch), dtype=np.int32)
+    base, no_states = _whole_request_rows(batch)
+    work = base.copy()  # one copy of the rows every such plan shares, then the per-request ones
     order = None
     if one_wave is not None and batch > one_wave:
         spans = lengths if starts is None else lengths - starts
         if np.minimum.reduce(spans) != np.maximum.reduce(spans):
             order = np.argsort(-spans, kind="stable")
     if order is None:
-        work[0] = np.arange(batch)
-        work[2], work[6] = lengths, indptr[:batch]
-        work[1] = 0 if starts is None else starts
+        work[2], work[5], work[6] = lengths, lengths, indptr[:batch]
+        if starts is not None:
+            work[1] = starts
     else:
         work[0] = order
         work[2], work[6] = lengths[order], indptr[order]
-        work[1] = 0 if starts is None else starts[order]
-    work[3], work[4], work[5] = -1, 1, work[2]
-    return DecodePartition(work, np.zeros(batch + 1, dtype=np.int32), batch, 0, 0)
+        work[5] = work[2]
+        if starts is not None:
+            work[1] = starts[order]
+    return DecodePartition(work, no_states, batch, 0, 0)
+
+
+@functools.lru_cache(maxsize=16)
+def _whole_request_rows(batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the work rows of a whole-request plan that do not depend on the lengths: request b at
+    item b, KV from 0, no partial row, the sink counted; no partial states), read-only."""
+    work = np.empty((WORK_ROWS, batch), dtype=np.int32)
+    work[0], work[1], work[3], work[4] = np.arange(batch), 0, -1, 1
+    no_states = np.zeros(batch + 1, dtype=np.int32)
+    work.flags.writeable = no_states.flags.writeable = False
+    return work, no_states

@@ -137,6 +137,9 @@ def split_cache(paged_kv_cache: object) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def check_i32(name: str, tensor: object, length: int | None = None) -> torch.Tensor:
+    if type(tensor) is torch.Tensor and tensor.dtype is torch.int32 and tensor.dim() == 1 and \
+            (length is None or tensor.shape[0] == length):  # the common case (decode plan's hot path)
+        return tensor
     require_tensor(name, tensor)
     if tensor.dtype != torch.int32:
         raise TypeError(f"{name} must be int32; got {str(tensor.dtype).replace('torch.', '')}")

@@ -78,6 +78,11 @@ def lib() -> ctypes.CDLL:
                                    ctypes.POINTER(u32), ctypes.POINTER(u32), i32, i32, i32, i32],
         "cuGetErrorName": [i32, ctypes.POINTER(ctypes.c_char_p)],
         "cuGetErrorString": [i32, ctypes.POINTER(ctypes.c_char_p)],
+        "cuMemcpyHtoDAsync_v2": [u64, vp, ctypes.c_size_t, vp],
+        "cuEventCreate": [ctypes.POINTER(vp), u32],
+        "cuEventRecord": [vp, vp],
+        "cuEventSynchronize": [vp],
+        "cuEventDestroy_v2": [vp],
     }
     for function, argtypes in signatures.items():
         entry = getattr(library, function)
@@ -225,3 +230,18 @@ def encode_tensor_map(out_address: int, dtype_code: int, address: int, dims: lis
         out_address, dtype_code, rank, address, u64s(*dims), u64s(*byte_strides),
         u32s(*box), u32s(*([1] * rank)), 0, swizzle, l2_promotion, oob_fill,
     ), "cuTensorMapEncodeTiled")
+
+
+EVENT_DISABLE_TIMING = 2
+
+
+def event_create(device: int) -> int:
+    """An event of ``device``'s primary context that records no time (the cheapest kind)."""
+    event = ctypes.c_void_p()
+    with on_device(device):
+        check(lib().cuEventCreate(ctypes.byref(event), EVENT_DISABLE_TIMING), "cuEventCreate")
+    return event.value or 0
+
+
+def event_destroy(event: int) -> None:
+    check(lib().cuEventDestroy_v2(event), "cuEventDestroy")
