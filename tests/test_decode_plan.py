@@ -90,6 +90,23 @@ def test_partition_without_starts_matches_zero_starts(chunk, one_wave):
     assert (fast.items, fast.partial_rows, fast.chunk) == (full.items, full.partial_rows, full.chunk)
 
 
+@pytest.mark.parametrize("length, start", [(1, 0), (255, 0), (256, 0), (257, 0), (5000, 0), (131072, 0),
+                                           (5000, 4000), (300, 299), (0, 0)])
+@pytest.mark.parametrize("chunk", [256, 4032])
+@pytest.mark.parametrize("one_wave", [None, 0])
+def test_one_request_matches_the_general_partition(length, start, chunk, one_wave):
+    """A batch of one (its own fast path) is partitioned as the same request inside a batch."""
+    starts = np.array([start], dtype=np.int64)
+    one = decode_plan.partition(np.array([length], dtype=np.int64), starts, np.array([7, 9], dtype=np.int32), chunk,
+                                one_wave)
+    two = decode_plan.partition(np.array([length, 0], dtype=np.int64), np.array([start, 0], dtype=np.int64),
+                                np.array([7, 9, 9], dtype=np.int32), chunk, one_wave)
+    assert one.work.dtype == np.int32
+    assert one.work.tolist() == two.work[:, two.work[0] == 0].tolist()
+    assert one.state_indptr.tolist() == two.state_indptr[:2].tolist()
+    assert (one.items, one.partial_rows, one.chunk) == (int((two.work[0] == 0).sum()), two.partial_rows, chunk)
+
+
 def test_kv_lengths_of_int32_tables_do_not_overflow():
     """A request longer than 2^31 tokens' worth of pages * page_size still gets its int64 length."""
     indptr = np.array([0, 1 << 27], dtype=np.int32)

@@ -85,6 +85,9 @@ def partition(lengths: np.ndarray, starts: np.ndarray | None, indptr: np.ndarray
     batch = lengths.shape[0]
     if chunk == 0:
         return _whole_requests(lengths, starts, indptr, one_wave)
+    if batch == 1:
+        return _one_request(int(lengths[0]), 0 if starts is None else int(starts[0]), int(indptr[0]), chunk,
+                            one_wave)
     ranges = lengths if starts is None else lengths - starts  # starts <= lengths
     chunks = -(-ranges // chunk)
     np.maximum(chunks, 1, out=chunks)  # an empty range is one (empty) item
@@ -111,6 +114,25 @@ def partition(lengths: np.ndarray, starts: np.ndarray | None, indptr: np.ndarray
         if spans.min() != spans.max():  # stable: a request's chunks keep their order
             work = np.ascontiguousarray(work[:, np.argsort(-spans, kind="stable")])
     return DecodePartition(work, state_indptr.astype(np.int32), items, int(state_indptr[-1]), chunk)
+
+
+def _one_request(length: int, start: int, first_page: int, chunk: int, one_wave: int | None) -> DecodePartition:
+    """``partition`` of one request (a batch of 1, split over the SMs), in Python ints where
+    the general form's gathers would cost more than the request's few items."""
+    items = max(1, -(-(length - start) // chunk))
+    index = np.arange(items)
+    work = np.empty((WORK_ROWS, items), dtype=np.int32)
+    work[0], work[5], work[6] = 0, length, first_page
+    kv_start = index * chunk
+    kv_start += start
+    work[1] = kv_start
+    kv_start += chunk
+    work[2] = np.minimum(kv_start, length)
+    work[3] = index if items > 1 else -1
+    work[4] = index == 0
+    partial_rows = items if items > 1 else 0
+    # (only the last chunk can be shorter: longest first keeps the order, so no sort)
+    return DecodePartition(work, np.array([0, partial_rows], dtype=np.int32), items, partial_rows, chunk)
 
 
 def _whole_requests(lengths: np.ndarray, starts: np.ndarray | None, indptr: np.ndarray,
