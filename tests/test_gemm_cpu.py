@@ -548,12 +548,20 @@ def test_block_scaled_plan():
     assert block_scaled_plan(256, 7168, 2048, H200_SMS).config == Sm90Config(128, 128, 1)
     small = block_scaled_plan(65, 1024, 7168, H200_SMS)
     assert small.config == Sm90Config(128, 64, 1) and small.splits > 1
-    # up to 32 tokens, or 64 with K >= 4096: swapped (the weight's rows fill the tile), split over K
+    # up to 32 tokens swapped (the weight's rows fill the tile), split over K; up to 64 with
+    # K >= 4096 where two token tiles a weight tile fill at most half the SMs
     assert not block_scaled_plan(64, 7168, 2048, H200_SMS).config.swap
-    swapped = block_scaled_plan(64, 1024, 7168, H200_SMS)
-    assert swapped.config in (Sm90Config(128, 64, 1, True), Sm90Config(128, 64, 1, True, 2)) and swapped.splits > 1
+    swapped = block_scaled_plan(64, 4096, 7168, H200_SMS)
+    assert (swapped.config, swapped.splits) == (Sm90Config(128, 32, 1, True, 2), 2)
+    assert block_scaled_plan(64, 7168, 18432, H200_SMS).config == Sm90Config(128, 128, 1, False, 2)
     single = block_scaled_plan(1, 7168, 2048, H200_SMS).config
     assert single.swap and single.tile_n == 32
+    # an odd split count of a swapped build stays whole (the workspace), a 128 x 128 one pairs
+    for m, splits in ((1, 7), (64, 3)):
+        odd = block_scaled_plan(m, 2112, 7168, H200_SMS)
+        assert (odd.config, odd.splits) == (Sm90Config(128, 32, 1, True), splits)
+    dropped = block_scaled_plan(128, 2112, 7168, H200_SMS)
+    assert (dropped.config, dropped.splits) == (Sm90Config(128, 128, 1, False, 2), 6)
     paired = block_scaled_plan(128, 4096, 7168, H200_SMS)
     assert paired.config == Sm90Config(128, 128, 1, False, 2) and paired.splits % 2 == 0
     with override(config="128x256c2"), pytest.raises(ValueError, match="no block-scaled build"):
