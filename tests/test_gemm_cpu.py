@@ -522,8 +522,8 @@ def test_block_scaled_build_promotes_each_k_block(config):
     width = min(config.tile_n, 128)  # (a 256-wide tile: two 128-column slices, one after the other)
     qgmma = re.findall(r"\bQGMMA\.64x%dx32\.F32\.E4M3\.E4M3 (R\d+), gdesc\[\w+\], (\w+)(.*);" % width, sass)
     # (one-slice tiles take two K steps a loop iteration, plus an odd count's last: three copies
-    # of the step; not the swapped 64-token builds, see block_scale.main_loop)
-    paired = config.tile_n <= 128 and not (config.swap and config.tile_n > 32)
+    # of the step; not the swapped builds, whose loop reads the scales from the ring)
+    paired = config.tile_n <= 128 and not config.swap
     assert len(qgmma) == (12 if paired else 4 * config.tile_n // width)
     for first in range(0, len(qgmma), 4):
         stage = qgmma[first:first + 4]
@@ -533,6 +533,9 @@ def test_block_scaled_build_promotes_each_k_block(config):
     assert not re.search(r"\b(LDL|STL)\b", sass), "the block-scaled FP8 GEMM spills"
     names = [p.name for p in spec.launch_contract().params]
     assert {"scale_rows", "sa_row", "sa_k", "sb_col", "sb_k"} <= set(names)
+    if config.swap:  # (the producer stages the scales with cp.async, tied to the stage's full barrier)
+        assert re.search(r"\bLDGSTS\.E\b", sass) and re.search(r"\bARRIVES\.LDGSTSBAR\.64\b", sass)
+        assert config.stages("fp8e4m3", "bf16", block_scaled=True) >= 8
 
 
 def test_block_scaled_plan():
@@ -548,20 +551,22 @@ def test_block_scaled_plan():
     assert block_scaled_plan(256, 7168, 2048, H200_SMS).config == Sm90Config(128, 128, 1)
     small = block_scaled_plan(65, 1024, 7168, H200_SMS)
     assert small.config == Sm90Config(128, 64, 1) and small.splits > 1
-    # up to 32 tokens swapped (the weight's rows fill the tile), split over K; up to 64 with
-    # K >= 4096 where two token tiles a weight tile fill at most half the SMs
-    assert not block_scaled_plan(64, 7168, 2048, H200_SMS).config.swap
-    swapped = block_scaled_plan(64, 4096, 7168, H200_SMS)
-    assert (swapped.config, swapped.splits) == (Sm90Config(128, 32, 1, True, 2), 2)
-    assert block_scaled_plan(64, 7168, 18432, H200_SMS).config == Sm90Config(128, 128, 1, False, 2)
+    # up to 64 tokens swapped (the weight's rows fill the tile), split over K: 32-token tiles, two
+    # a weight tile from 33 tokens where they fill at most half the SMs, else 64-token tiles
     single = block_scaled_plan(1, 7168, 2048, H200_SMS).config
     assert single.swap and single.tile_n == 32
-    # an odd split count of a swapped build stays whole (the workspace), a 128 x 128 one pairs
-    for m, splits in ((1, 7), (64, 3)):
-        odd = block_scaled_plan(m, 2112, 7168, H200_SMS)
-        assert (odd.config, odd.splits) == (Sm90Config(128, 32, 1, True), splits)
-    dropped = block_scaled_plan(128, 2112, 7168, H200_SMS)
-    assert (dropped.config, dropped.splits) == (Sm90Config(128, 128, 1, False, 2), 6)
+    swapped = block_scaled_plan(64, 4096, 7168, H200_SMS)
+    assert (swapped.config, swapped.splits) == (Sm90Config(128, 32, 1, True, 2), 2)
+    for n, k in ((7168, 2048), (7168, 18432)):
+        wide = block_scaled_plan(64, n, k, H200_SMS)
+        assert (wide.config, wide.splits) == (Sm90Config(128, 64, 1, True, 2), 2)
+    assert not block_scaled_plan(65, 4096, 7168, H200_SMS).config.swap
+    # an odd split count drops one to pair from five splits; three stay whole (the workspace)
+    assert (lambda p: (p.config, p.splits))(block_scaled_plan(64, 2112, 7168, H200_SMS)) == \
+        (Sm90Config(128, 32, 1, True), 3)
+    for m, config in ((1, Sm90Config(128, 32, 1, True, 2)), (128, Sm90Config(128, 128, 1, False, 2))):
+        dropped = block_scaled_plan(m, 2112, 7168, H200_SMS)
+        assert (dropped.config, dropped.splits) == (config, 6)
     paired = block_scaled_plan(128, 4096, 7168, H200_SMS)
     assert paired.config == Sm90Config(128, 128, 1, False, 2) and paired.splits % 2 == 0
     with override(config="128x256c2"), pytest.raises(ValueError, match="no block-scaled build"):

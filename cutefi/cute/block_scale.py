@@ -79,7 +79,7 @@ def promote(acc: cute.Tensor, scratch: cute.Tensor, scale_r: Float32, scale_r8: 
 
 @cute.jit
 def main_loop(args, ring, read, release, block: tuple, acc: cute.Tensor, offsets: tuple, k_begin: Int32,
-              k_count: Int32, swap: cutlass.Constexpr[bool], paired: cutlass.Constexpr[bool]) -> tuple:
+              k_count: Int32, paired: cutlass.Constexpr[bool]) -> tuple:
     """``acc`` = the tile's block-scaled sums over K steps ``k_begin`` .. ``k_begin + k_count - 1``
     (ring slots from ``read``; ``release`` kept level with it); ``block``: (the two MMAs, A's
     fragment, B's fragments of the 128-column slices, the scratch set). Each step's scales
@@ -91,13 +91,12 @@ def main_loop(args, ring, read, release, block: tuple, acc: cute.Tensor, offsets
     acc.fill(0.0)
     if const_expr(not paired):
         # (a 256-wide tile, whose two slices wait for each other: the scales' products are
-        # taken at the load, under the first slice's MMAs; the swapped 64-token builds, whose
-        # 16 token scales a thread spilled in the paired loop)
-        upcoming = _step_scales(args, offsets, k_begin, parts, swap, True)
+        # taken at the load, under the first slice's MMAs)
+        upcoming = _step_scales(args, offsets, k_begin, parts, True)
         for k_step in cutlass.range(k_count, unroll=1):
             scales = upcoming
-            upcoming = _step_scales(args, offsets, cutlass.min(k_begin + k_step + 1, last), parts, swap, True)
-            _step(ring, read, block, acc, scales, swap)
+            upcoming = _step_scales(args, offsets, cutlass.min(k_begin + k_step + 1, last), parts, True)
+            _step(ring, read, block, acc, scales)
             read.advance()
             release.advance()
     else:
@@ -105,24 +104,23 @@ def main_loop(args, ring, read, release, block: tuple, acc: cute.Tensor, offsets
         # used where that step promotes: with one, the copy of the loads into the next step's
         # registers is their first use, and ptxas placed it between two wgmma issues, where
         # the warp waited for the loads (128 x 128 tiles: 3-10% slower on the H200)
-        scales = _step_scales(args, offsets, k_begin, parts, swap, False)
+        scales = _step_scales(args, offsets, k_begin, parts, False)
         for pair in cutlass.range(k_count // 2, unroll=1):
             for half in cutlass.range_constexpr(2):
-                upcoming = _step_scales(args, offsets, cutlass.min(k_begin + 2 * pair + half + 1, last), parts, swap,
-                                        False)
-                _step(ring, read, block, acc, scales, swap)
+                upcoming = _step_scales(args, offsets, cutlass.min(k_begin + 2 * pair + half + 1, last), parts, False)
+                _step(ring, read, block, acc, scales)
                 read.advance()
                 release.advance()
                 scales = upcoming
         if k_count % 2 == 1:
-            _step(ring, read, block, acc, scales, swap)
+            _step(ring, read, block, acc, scales)
             read.advance()
             release.advance()
     return read, release
 
 
 @cute.jit
-def _step(ring, read, block: tuple, acc: cute.Tensor, scales: tuple, swap: cutlass.Constexpr[bool]):
+def _step(ring, read, block: tuple, acc: cute.Tensor, scales: tuple):
     """One K step (ring slot ``read``, released here): each slice's sums into the scratch set,
     then promoted into ``acc``."""
     mmas, frag_a, frag_bs, scratch = block
@@ -132,16 +130,13 @@ def _step(ring, read, block: tuple, acc: cute.Tensor, scales: tuple, swap: cutla
         warpgroup.wait_group(0)
         if const_expr(part == len(frag_bs) - 1):
             ring.consumer_release(read)
-        _promote_step(acc, scratch, scales, part, swap)
+        _promote_step(acc, scratch, scales, part)
 
 
 @cute.jit
-def _step_scales(args, offsets: tuple, k_block: Int32, parts: cutlass.Constexpr[int], swap: cutlass.Constexpr[bool],
+def _step_scales(args, offsets: tuple, k_block: Int32, parts: cutlass.Constexpr[int],
                  products: cutlass.Constexpr[bool]) -> tuple:
-    """K block ``k_block``'s scales: ``load``'s products (``products``) or its raw values,
-    or ``swapped_load``'s."""
-    if const_expr(swap):
-        return swapped_load(args, offsets, k_block)
+    """K block ``k_block``'s scales: ``load``'s products (``products``) or its raw values."""
     scales = load(args, offsets, k_block, parts)
     if const_expr(products):
         return tuple(scales[0 if i % 2 == 0 else 1] * scales[2 + i // 2] for i in range(2 * parts))
@@ -149,44 +144,19 @@ def _step_scales(args, offsets: tuple, k_block: Int32, parts: cutlass.Constexpr[
 
 
 @cute.jit
-def _promote_step(acc: cute.Tensor, scratch: cute.Tensor, scales: tuple, part: cutlass.Constexpr[int],
-                  swap: cutlass.Constexpr[bool]):
+def _promote_step(acc: cute.Tensor, scratch: cute.Tensor, scales: tuple, part: cutlass.Constexpr[int]):
     """Slice ``part``'s sums into ``acc`` (``_step_scales``' form: 2 * parts products, or the
     raw scales of a one-slice tile)."""
-    if const_expr(swap):
-        swapped_promote(acc, scratch, scales)
-    elif const_expr(len(scales) == 3):
+    if const_expr(len(scales) == 3):
         promote(acc, scratch, scales[0] * scales[2], scales[1] * scales[2], 0)
     else:
         promote(acc, scratch, scales[2 * part], scales[2 * part + 1], part * cute.size(scratch))
 
 
 # ---- swapped builds (a few tokens): the tile's rows are the weight's, its columns the tokens ---
-# A thread's two rows take their weight blocks' scales (row // 128: a tile that ends on the
-# weight's last row may straddle two blocks), and each of its columns (two a group of four
-# accumulator elements, elements 4j and 4j + 1) its token's scale (col // scale_rows: the
-# activation granularity, 1 or 128, rides in ``scale_rows``); the strides ``sa_*`` are the
-# weight scales', ``sb_*`` the tokens'.
-
-
-def swapped_offsets(args, first_row: Int32, first_col: Int32, coord_c: cute.Tensor) -> tuple[tuple, tuple]:
-    """(weight-scale offsets of this thread's two rows, token-scale offsets of its columns) at
-    K block 0; rows and columns past the ends read the last one's scale (their sums are dropped)."""
-    last_row, last_col = args.m - 1, args.n - 1
-    rows = tuple((cutlass.min(first_row + coord_c[i][0], last_row) // BLOCK) * args.sa_row for i in (0, 2))
-    cols = tuple((cutlass.min(first_col + coord_c[i][1], last_col) // args.scale_rows) * args.sb_col
-                 for j in range(0, cute.size(coord_c), 4) for i in (j, j + 1))
-    return rows, cols
-
-
-@cute.jit
-def swapped_load(args, offsets: tuple, k_block: Int32) -> tuple:
-    """The scales of K block ``k_block``: (the two rows' weight scales, the columns' token scales)."""
-    scale_a = cute.make_tensor(args.scale_a, cute.make_layout(_FLAT))
-    scale_b = cute.make_tensor(args.scale_b, cute.make_layout(_FLAT))
-    rows = tuple(scale_a[row + k_block * args.sa_k] for row in offsets[0])
-    cols = tuple(scale_b[col + k_block * args.sb_k] for col in offsets[1])
-    return rows, cols
+# A thread's two rows take their weight blocks' scales, and each of its columns (two a group of
+# four accumulator elements, elements 4j and 4j + 1) its token's scale; the scales reach the
+# consumers through shared memory (``staged_scales``).
 
 
 @cute.jit

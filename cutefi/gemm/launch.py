@@ -117,8 +117,15 @@ class Sm90Config:
         """fp32 a CTA receives in a cluster_k meeting: the other CTAs' partials of its share."""
         return self.tile_m * self.tile_n * (self.cluster_k - 1) // self.cluster_k
 
-    def stage_bytes(self, dtype: str) -> int:
-        return (self.tile_m + self.tile_n) * 128  # (a 128-byte row of K per tile row)
+    def scale_slot(self, block_scaled: bool) -> int:
+        """fp32 a ring stage holds for its scales: a block-scaled swapped build's tile of token
+        scales and its rows' two weight-block scales, padded to 16 bytes (the producer stages
+        them with the tiles, ``cute/staged_scales.py``); 0 for the others."""
+        return self.tile_n + 4 if block_scaled and self.swap else 0
+
+    def stage_bytes(self, dtype: str, block_scaled: bool = False) -> int:
+        # (a 128-byte row of K per tile row, and the staged scales)
+        return (self.tile_m + self.tile_n) * 128 + 4 * self.scale_slot(block_scaled)
 
     def epi_bytes(self, out_dtype: str, grouped: bool = False) -> int:
         if self.swap:  # (stored from registers)
@@ -131,11 +138,13 @@ class Sm90Config:
         prefix = 4 * (MAX_GROUPS + 1) if grouped else 0
         return BARRIER_BYTES + self.epi_bytes(out_dtype, grouped) + 4 * self.exchange_elems + prefix
 
-    def stages(self, dtype: str, out_dtype: str, grouped: bool = False) -> int:
-        return min(MAX_STAGES, (SMEM_LIMIT - self.fixed_bytes(out_dtype, grouped)) // self.stage_bytes(dtype))
+    def stages(self, dtype: str, out_dtype: str, grouped: bool = False, block_scaled: bool = False) -> int:
+        return min(MAX_STAGES, (SMEM_LIMIT - self.fixed_bytes(out_dtype, grouped))
+                   // self.stage_bytes(dtype, block_scaled))
 
-    def smem_bytes(self, dtype: str, out_dtype: str, grouped: bool = False) -> int:
-        return self.fixed_bytes(out_dtype, grouped) + self.stages(dtype, out_dtype, grouped) * self.stage_bytes(dtype)
+    def smem_bytes(self, dtype: str, out_dtype: str, grouped: bool = False, block_scaled: bool = False) -> int:
+        return self.fixed_bytes(out_dtype, grouped) + self.stages(dtype, out_dtype, grouped, block_scaled) \
+            * self.stage_bytes(dtype, block_scaled)
 
 
 CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 128, 1), Sm90Config(128, 64, 1),
@@ -215,7 +224,7 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
                 **({"scale_rows": 1, "sa_row": 32, "sa_k": 1, "sb_col": 32, "sb_k": 1} if block_scaled else {}),
                 **({"groups": 8, **({"sb_batch": 1024} if block_scaled else {})} if grouped else {})},
         cluster=(cluster_m * cluster_k * cluster_n, 1, 1),
-        smem_bytes=config.smem_bytes(dtype, out_dtype, grouped),
+        smem_bytes=config.smem_bytes(dtype, out_dtype, grouped, block_scaled),
         tma=tma,
         entry=f"cutefi_gemm_sm90_{dtype}_{out_dtype}_{b_major}_{config.name}" + ("_bs" if block_scaled else "")
         + ("_grouped" if grouped else "") + (f"_b{b_dtype}" if b_dtype else ""),

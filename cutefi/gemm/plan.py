@@ -360,17 +360,18 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
     return _split_plan(config, tiles_m * tiles_n * batch, k, sms, k_tile, CONFIGS)
 
 
-# Block-scaled problems of up to 32 tokens take the swapped builds (the weight's rows as the
-# tile's, the tokens its columns: a 128-row tile of a few tokens is mostly padding). H200, against
-# the 128 x 128 builds (benchmarks/results/gemm_fp8_groupwise_swap_h200_session24.json): 1.35-1.72x
-# faster at 1-32 tokens. Up to 64 tokens when K is long (4096+) and their token tiles of 32 (two
-# a weight tile) fill at most half the SMs, so that split-K fills the rest; else the 128 x 128
-# tiles (session 31, gemm_fp8_groupwise_sweep_h200_session31.json, 64 tokens, every build and
-# split count: 4096 x 7168 14.5 us against 15.6 for the 64-token swapped build and 16.9 for
-# 128 x 128; 2112 x 7168 12.5 against 13.2 and 13.4; 7168 x 18432, 112 token tiles, 49.3 for
-# 128 x 128 in cluster pairs against 55.8 and 53.3; K 2048: 128 x 128, 8.1 against 9.0).
-BLOCK_SCALED_SWAP_TOKENS = 32
-BLOCK_SCALED_SWAP_TOKENS_LONG_K = (64, 4096)  # (tokens, from this K)
+# Block-scaled problems of up to 64 tokens take the swapped builds (the weight's rows as the
+# tile's, the tokens its columns: a 128-row tile of a few tokens is mostly padding), whose ring
+# stages carry their scales (cute/staged_scales.py): 32-token tiles, two a weight tile from 33
+# tokens where those fill at most the SMs' half (split-K fills the rest), else 64-token tiles.
+# H200, session 31 (gemm_fp8_groupwise_sweep_staged_h200_session31.json, every build and split
+# count): 64 x 4096 x 7168 12.1 us (128 x 128 tiles: 15.4), 64 x 2112 x 7168 10.4, 64 x 7168 x
+# 18432 39.3 for 64-token tiles against 46.4 for 32-token ones and 50.9 for 128 x 128, 64 x 7168 x
+# 2048 8.0 against 8.8.
+BLOCK_SCALED_SWAP_TOKENS = (32, 64)  # (tokens of the 32-token tiles alone, of any swapped build)
+# an odd split count drops one to meet in cluster pairs only from this many splits (a dropped
+# split of three cost 10%: 64 x 2112 x 7168 13.5 against 12.5 us; 7 -> 6 paired gained 5-8%)
+BLOCK_SCALED_ODD_PAIRS = 5
 # a 128 x 256 block-scaled tile's time in 128 x 128 tiles' (H200, full waves: 1160-1200 against
 # 1020-1035 TFLOP/s): where its rounds cost more, the narrower tiles fill the SMs better
 BLOCK_SCALED_WIDE_TILE_TIME = 1.75
@@ -382,8 +383,8 @@ def block_scaled_plan(m: int, n: int, k: int, sms: int, wgmma: bool = True,
     tiles from 0.8 of a wave of them where their rounds over the SMs cost no more than those of
     128 x 128 tiles (``BLOCK_SCALED_WIDE_TILE_TIME``), else 128 x 128 tiles when they give at least an eighth
     of a wave, else 128 x 64, and for a few tokens (``BLOCK_SCALED_SWAP_TOKENS``) the swapped
-    128 x 32 build; split-K as for the other builds (pairs in clusters of two at 128 x 128 and
-    for even counts of the swapped builds). Off Hopper (``wgmma`` False, or an mma.sync build forced): the block-scaled
+    128 x 32 / 128 x 64 builds; split-K as for the other builds (pairs in clusters of two, for
+    odd counts from ``BLOCK_SCALED_ODD_PAIRS``). Off Hopper (``wgmma`` False, or an mma.sync build forced): the block-scaled
     mma.sync builds, 128 x 128 from half a wave of them where the chip has FP8 MMAs, else
     64 x 64 (and always where ptxas emulates them: the 128-wide build spills there)."""
     forced = forced_config()
@@ -400,10 +401,10 @@ def block_scaled_plan(m: int, n: int, k: int, sms: int, wgmma: bool = True,
             raise ValueError(f"GEMM config {forced.name} has no block-scaled build; built: "
                              f"{', '.join(c.name for c in BLOCK_SCALED_CONFIGS)}")
         config = forced
-    elif m <= BLOCK_SCALED_SWAP_TOKENS or (m <= BLOCK_SCALED_SWAP_TOKENS_LONG_K[0]
-                                           and k >= BLOCK_SCALED_SWAP_TOKENS_LONG_K[1]
-                                           and 2 * _tile_count(n, m, Sm90Config(128, 32, 1, True)) <= sms):
-        config = Sm90Config(128, 32, 1, True)
+    elif m <= BLOCK_SCALED_SWAP_TOKENS[1]:
+        narrow = Sm90Config(128, 32, 1, True)
+        config = narrow if m <= BLOCK_SCALED_SWAP_TOKENS[0] or 2 * _tile_count(n, m, narrow) <= sms \
+            else Sm90Config(128, 64, 1, True)
     elif 5 * _tile_count(m, n, Sm90Config(128, 256, 1)) >= 4 * sms and \
             BLOCK_SCALED_WIDE_TILE_TIME * _waves(m, n, Sm90Config(128, 256, 1), sms) <= \
             _waves(m, n, Sm90Config(128, 128, 1), sms):
@@ -414,12 +415,8 @@ def block_scaled_plan(m: int, n: int, k: int, sms: int, wgmma: bool = True,
     else:
         config = Sm90Config(128, 128 if 8 * _tile_count(m, n, Sm90Config(128, 128, 1)) >= sms else 64, 1)
     tiles_m, tiles_n = tiles(n, m, config) if config.swap else tiles(m, n, config)
-    # (the swapped builds keep an odd split count whole, meeting in the workspace: on the H200
-    # 2112 x 7168 ran 8.6 against 9.3-9.5 us at 1-32 tokens for 7 splits against 6 in pairs,
-    # 12.5 against 13.5 at 64 tokens for 3 against 2; the 128 x 128 builds still drop one to
-    # pair, 128 x 2112 x 7168 11.8 against 13.8: gemm_fp8_groupwise_odd_splits_h200_session31.json)
     return _split_plan(config, tiles_m * tiles_n, k, sms, 128, BLOCK_SCALED_CONFIGS,  # type: ignore[arg-type]
-                       pair_odd=not config.swap)
+                       odd_pairs=BLOCK_SCALED_ODD_PAIRS)
 
 
 def _waves(m: int, n: int, config: Sm90Config, sms: int) -> int:
@@ -434,9 +431,9 @@ def _tile_count(m: int, n: int, config: Sm90Config) -> int:
 
 def _split_plan(config: Sm90Config, total: int, k: int, sms: int, k_tile: int,
                 built: tuple[Sm90Config, ...], min_split_tiles: int = MIN_SPLIT_K_TILES,
-                pair_odd: bool = True) -> LaunchPlan:
-    """Split-K and the persistent grid of ``total`` output tiles of a Hopper build; ``pair_odd``:
-    an odd split count drops one to meet in cluster pairs (else it meets in the workspace)."""
+                odd_pairs: int = 3) -> LaunchPlan:
+    """Split-K and the persistent grid of ``total`` output tiles of a Hopper build; an odd
+    split count from ``odd_pairs`` on drops one to meet in cluster pairs (below, in the workspace)."""
     if config.cluster_k > 1:
         forced = int(_OVERRIDE.get("splits", config.cluster_k))  # type: ignore[arg-type]
         if forced % config.cluster_k:
@@ -444,7 +441,7 @@ def _split_plan(config: Sm90Config, total: int, k: int, sms: int, k_tile: int,
         return launch_plan_in_cluster(config, total, forced)
     splits = choose_splits(total, k, sms, config, k_tile, min_split_tiles)
     paired = Sm90Config(config.tile_m, config.tile_n, 1, config.swap, 2)
-    if splits >= 2 and (pair_odd or splits % 2 == 0) and config.cluster_m == 1 and paired in built \
+    if splits >= 2 and (splits % 2 == 0 or splits >= odd_pairs) and config.cluster_m == 1 and paired in built \
             and forced_config() is None and "splits" not in _OVERRIDE:
         # (splits meet faster in pairs in a cluster: 3-7% measured for two; an odd count
         # drops one split)

@@ -39,7 +39,7 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from cutefi.cute import args as kernel_args
-from cutefi.cute import block_scale, cluster_split_k, segments, split_k
+from cutefi.cute import block_scale, cluster_split_k, segments, split_k, staged_scales
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.pdl import wait_for_inputs
@@ -73,8 +73,8 @@ class GemmSm90(Sm90Stores):
         # they are promoted into the fp32 accumulators (block_scale.promote)
         self.block_scaled = block_scaled
         # (one-slice tiles run the block-scaled loop two K steps an iteration, block_scale.main_loop;
-        # not the swapped 64-token builds, whose token scales spilled there)
-        self.paired_steps = block_scaled and tile_n <= block_scale.BLOCK and not (swap and tile_n > 32)
+        # the swapped builds read their scales from the ring, staged_scales.main_loop)
+        self.paired_steps = block_scaled and tile_n <= block_scale.BLOCK and not swap
         self.scaled = fp8 and not block_scaled
         self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap, cluster_k,
                                              block_scaled, grouped, cluster_n, b_dtype)
@@ -97,7 +97,10 @@ class GemmSm90(Sm90Stores):
         self.cluster_m = cluster_m
         self.cluster_n = cluster_n
         self.multicast = cluster_m * cluster_n  # CTAs that share a tile's A or B loads
-        self.stages = config.stages(dtype, out_dtype, grouped)
+        # (swapped block-scaled builds: each ring stage also carries its K step's scales)
+        self.staged_scales = block_scaled and swap
+        self.scale_slot = config.scale_slot(block_scaled)
+        self.stages = config.stages(dtype, out_dtype, grouped, block_scaled)
         self.epi_tile = (tile_m, launch.EPI_TILE_N)
 
     def _tiled_mma(self, width: int | None = None):
@@ -201,6 +204,9 @@ class GemmSm90(Sm90Stores):
             last_split: cute.struct.MemRange[Int32, 1]  # split-K: "this CTA sums the tile"
             prefix: cute.struct.MemRange[Int32, launch.MAX_GROUPS + 1 if self.grouped else 1]  # grouped: units
             exchange: cute.struct.Align[cute.struct.MemRange[Float32, self.exchange_elems], 16]
+            # (before the tiles: the slots share the first 1 KiB with the barriers, and the
+            # contract counts them per stage, launch.Sm90Config.scale_slot)
+            scales: cute.struct.Align[cute.struct.MemRange[Float32, max(1, self.stages * self.scale_slot)], 16]
             s_a: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(a_smem)], 1024]
             s_b: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(b_smem)], 1024]
             s_c: cute.struct.Align[cute.struct.MemRange[self.out_dtype, c_elems], 1024]
@@ -210,6 +216,8 @@ class GemmSm90(Sm90Stores):
         s_b = storage.s_b.get_tensor(b_smem.outer, swizzle=b_smem.inner)
         s_c = storage.s_c.get_tensor(c_smem.outer, swizzle=c_smem.inner) if const_expr(self.staged_out) else None
         staged_prefix = storage.prefix.get_tensor(cute.make_layout(launch.MAX_GROUPS + 1 if self.grouped else 1))
+        slots = storage.scales.get_tensor(cute.make_layout((self.scale_slot, self.stages))) \
+            if const_expr(self.staged_scales) else None
 
         # ---- the ring: full barriers (TMA bytes landed), empty barriers (consumers done) ----
         cluster_layout = cute.make_layout((self.cluster_m, self.cluster_n, 1))
@@ -261,18 +269,19 @@ class GemmSm90(Sm90Stores):
                     self._produce_segments(args, ring, groups, first, stride, atom_b, t_sb, t_gb)
                 else:
                     self._produce(args, ring, raster, first, stride, cluster_coord, atom_a, tma_a, s_a, atom_b,
-                                  tma_b, s_b)
+                                  tma_b, s_b, slots)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             self._consume(args, ring, raster, first, stride, cluster_coord, tidx - launch.WARPGROUP,
                           warp_idx, s_a, s_b, s_c, tma_c, atom_c, storage.last_split.get_tensor(cute.make_layout(1)),
-                          exchange, groups)
+                          exchange, groups, slots)
 
     # ------------------------------------------------------------------ #
     # 4. producer: TMA loads into the ring
     # ------------------------------------------------------------------ #
     @cute.jit
-    def _produce(self, args, ring, raster, first, stride, cluster_coord, atom_a, tma_a, s_a, atom_b, tma_b, s_b):
+    def _produce(self, args, ring, raster, first, stride, cluster_coord, atom_a, tma_a, s_a, atom_b, tma_b, s_b,
+                 slots):
         a_mask = b_mask = 0
         cluster_layout = cute.make_layout((self.cluster_m, self.cluster_n, 1))
         if const_expr(self.cluster_m > 1):  # (B to the CTAs of the same N tile)
@@ -285,13 +294,17 @@ class GemmSm90(Sm90Stores):
             m_tile, n_tile, batch, _, _, k_begin, k_count = raster.unit(linear)
             m_tile = m_tile * self.cluster_m + cluster_coord[0]
             n_tile = n_tile * self.cluster_n + cluster_coord[1]
-            t_sa, src_a = self._a_tile(atom_a, tma_a, s_a, self._first_row(args, m_tile), cluster_coord)
+            first_row, first_col = self._first_row(args, m_tile), self._first_col(args, n_tile)
+            t_sa, src_a = self._a_tile(atom_a, tma_a, s_a, first_row, cluster_coord)
             src_a = src_a[(None, 0, None, batch)]
-            t_sb, src_b = self._b_tile(atom_b, tma_b, s_b, self._first_col(args, n_tile), cluster_coord)
+            t_sb, src_b = self._b_tile(atom_b, tma_b, s_b, first_col, cluster_coord)
             src_b = src_b[(None, 0, None, batch)]
             for k_step in cutlass.range(k_count, unroll=1):
                 ring.producer_acquire(state)
                 full = ring.producer_get_barrier(state)
+                if const_expr(self.staged_scales):  # (before the tiles' TMA: the stage waits for both)
+                    staged_scales.stage(args, slots, state.index, full, first_row, first_col, self.tile_mnk[0],
+                                        k_begin + k_step, cute.arch.lane_idx())
                 cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, state.index)], tma_bar_ptr=full,
                           mcast_mask=a_mask)
                 cute.copy(atom_b, src_b[(None, k_begin + k_step)], t_sb[(None, state.index)], tma_bar_ptr=full,
@@ -371,7 +384,7 @@ class GemmSm90(Sm90Stores):
     # ------------------------------------------------------------------ #
     @cute.jit
     def _consume(self, args, ring, raster, first, stride, cluster_coord, thread, warp_idx, s_a, s_b, s_c,
-                 tma_c, atom_c, last_split, exchange, groups):
+                 tma_c, atom_c, last_split, exchange, groups, slots):
         tile_m, tile_n, _ = self.tile_mnk
         tiled_mma = self._tiled_mma()
         thr_mma = tiled_mma.get_slice(thread // launch.WARPGROUP * launch.WARPGROUP)
@@ -388,15 +401,16 @@ class GemmSm90(Sm90Stores):
         block = self._block_operands(thread, s_a, s_b) if const_expr(self.block_scaled) else None
         if const_expr(not self.staged_out):
             self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
-                                acc, coord_c, bias, epi_barrier, last_split, exchange, None, block, groups)
+                                acc, coord_c, bias, epi_barrier, last_split, exchange, None, block, groups, slots)
         else:
             self._consume_tiles(args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
                                 acc, coord_c, bias, epi_barrier, last_split, exchange,
-                                self._store_ring(thread, tiled_mma, warp_idx, s_c, tma_c, atom_c, acc), block, groups)
+                                self._store_ring(thread, tiled_mma, warp_idx, s_c, tma_c, atom_c, acc), block, groups,
+                                slots)
 
     @cute.jit
     def _consume_tiles(self, args, ring, raster, first, stride, cluster_coord, thread, tiled_mma, frag_a, frag_b,
-                       acc, coord_c, bias, epi_barrier, last_split, exchange, store_ring, block, groups):
+                       acc, coord_c, bias, epi_barrier, last_split, exchange, store_ring, block, groups, slots):
         tile_m, tile_n, tile_k = self.tile_mnk
         # (cluster_k: the accumulators in the order the store takes them, cut into cluster_k shares)
         shares = store_ring[4] if const_expr(self.staged_out) else acc
@@ -430,13 +444,14 @@ class GemmSm90(Sm90Stores):
                 # (a K step's first wgmma overwrites the scratch set, the others add: two MMA
                 # objects set once, not one flipped inside the loops, and no zero-fill whose
                 # moves the compiler could sink past the wgmma fence and so serialise every wgmma)
-                if const_expr(self.swap):  # (per-column token scales, per-row weight scales)
-                    offsets = block_scale.swapped_offsets(args, first_row, first_col, coord_c)
+                if const_expr(self.staged_scales):  # (per-column token scales, per-row weight scales)
+                    read, release = staged_scales.main_loop(ring, read, release, block, acc, slots,
+                                                            staged_scales.offsets(args, first_row, coord_c), k_count)
                 else:
                     offsets = block_scale.tile_offsets(args, first_row, first_col, coord_c,
                                                        batch if const_expr(self.grouped) else None)
-                read, release = block_scale.main_loop(args, ring, read, release, block, acc, offsets, k_begin, k_count,
-                                                      self.swap, self.paired_steps)
+                    read, release = block_scale.main_loop(args, ring, read, release, block, acc, offsets, k_begin,
+                                                          k_count, self.paired_steps)
             else:
                 # ---- main loop: one K step of wgmmas in flight ----------------------------
                 acc.fill(0.0)

@@ -1,0 +1,96 @@
+"""Block scales staged in shared memory with the ring (the swapped FP8 builds: a few tokens).
+
+At 64 tokens and fewer a K step's wgmmas take a fraction of a microsecond, less than the
+latency of the global loads of its scales: the consumers that loaded them a step ahead still
+waited for them before each step's wgmma issue (ncu, 64 x 4096 x 7168: 19% of the warps'
+samples on those loads and their products). Here the producer warp copies each K step's scales
+into a slot of the ring stage it fills, with ``cp.async`` (4 bytes a lane) whose completion it
+ties to the stage's full barrier (``cp.async.mbarrier.arrive``: the barrier counts one more
+pending arrival per lane, made when that lane's copies land), so a stage is full only once its
+tiles *and* its scales are in; the consumers read them from shared memory after the wait.
+
+A slot holds the tile's ``tile_n`` token scales (column ``c`` at ``c``), then the weight-block
+scales of the tile's first and last rows (a 128-row tile moved back to end on the weight's last
+row straddles two 128-row blocks), padded to 16 bytes (``launch.Sm90Config.scale_slot``).
+Strides as in ``block_scale``'s swapped builds: ``sa_*`` the weight scales', ``sb_*`` the tokens'.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32
+from cutlass._mlir.dialects import llvm
+from cutlass.cute.nvgpu import warpgroup
+from cutlass.cutlass_dsl import dsl_user_op
+
+from . import block_scale
+
+PAD = 4  # fp32 after a slot's token scales: the two weight-block scales, then 16-byte alignment
+# (launch.Sm90Config.scale_slot sizes the slots alike)
+
+
+@dsl_user_op
+def _copy_4(dst, src, *, loc=None, ip=None) -> None:
+    """``cp.async`` of 4 bytes from global ``src`` to shared ``dst`` (CuTe pointers)."""
+    llvm.inline_asm(None, [dst.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip),
+                           src.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip)],
+                    "cp.async.ca.shared.global [$0], [$1], 4;", "r,l", has_side_effects=True,
+                    is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+
+
+@dsl_user_op
+def _arrive_when_landed(barrier, *, loc=None, ip=None) -> None:
+    """One more pending arrival on ``barrier`` now, made when this thread's ``cp.async``s land."""
+    llvm.inline_asm(None, [barrier.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip)],
+                    "cp.async.mbarrier.arrive.shared::cta.b64 [$0];", "r", has_side_effects=True,
+                    is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+
+
+@cute.jit
+def stage(args, slots: cute.Tensor, slot: Int32, full_barrier, first_row: Int32, first_col: Int32, tile_m: int,
+          k_block: Int32, lane: Int32):
+    """(The producer warp, its ring slot acquired, before its TMA copies.) K block ``k_block``'s
+    scales of the tile at (``first_row``, ``first_col``) into ``slots[:, slot]``."""
+    tile_n = cute.size(slots, mode=[0]) - PAD
+    for part in cutlass.range_constexpr(tile_n // 32):
+        token = cutlass.min(first_col + part * 32 + lane, args.n - 1)  # (past the last: its scale, dropped)
+        source = args.scale_b + ((token // args.scale_rows) * args.sb_col + k_block * args.sb_k)
+        _copy_4(slots.iterator + (slot * cute.size(slots, mode=[0]) + part * 32 + lane), source)
+    if lane < 2:  # (the first and the last row's weight block)
+        row = cutlass.min(first_row + lane * (tile_m - 1), args.m - 1)
+        source = args.scale_a + ((row // block_scale.BLOCK) * args.sa_row + k_block * args.sa_k)
+        _copy_4(slots.iterator + (slot * cute.size(slots, mode=[0]) + tile_n + lane), source)
+    _arrive_when_landed(full_barrier)
+
+
+def offsets(args, first_row: Int32, coord_c: cute.Tensor) -> tuple[tuple, tuple]:
+    """(which of a slot's two weight scales each of this thread's two rows takes, the slot
+    positions of its columns' token scales)."""
+    last_row = args.m - 1
+    first_block = first_row // block_scale.BLOCK
+    rows = tuple(cutlass.min(first_row + coord_c[i][0], last_row) // block_scale.BLOCK - first_block for i in (0, 2))
+    cols = tuple(coord_c[i][1] for j in range(0, cute.size(coord_c), 4) for i in (j, j + 1))
+    return rows, cols
+
+
+@cute.jit
+def main_loop(ring, read, release, block: tuple, acc: cute.Tensor, slots: cute.Tensor, where: tuple,
+              k_count: Int32) -> tuple:
+    """``block_scale.main_loop`` with the scales read from the ring's slots: a step's wgmmas
+    issued first, its scales read and multiplied while they run."""
+    mmas, frag_a, frag_bs, scratch = block
+    tile_n = cute.size(slots, mode=[0]) - PAD
+    acc.fill(0.0)
+    for _ in cutlass.range(k_count, unroll=1):
+        ring.consumer_wait(read)
+        block_scale.issue(mmas, scratch, frag_a, frag_bs[0], read.index, cute.size(frag_a, mode=[2]))
+        rows = tuple(slots[(tile_n + row, read.index)] for row in where[0])
+        cols = tuple(slots[(col, read.index)] for col in where[1])
+        warpgroup.wait_group(0)
+        ring.consumer_release(read)
+        block_scale.swapped_promote(acc, scratch, (rows, cols))
+        read.advance()
+        release.advance()
+    return read, release
+
