@@ -4,10 +4,10 @@ At 64 tokens and fewer a K step's wgmmas take a fraction of a microsecond, less 
 latency of the global loads of its scales: the consumers that loaded them a step ahead still
 waited for them before each step's wgmma issue (ncu, 64 x 4096 x 7168: 19% of the warps'
 samples on those loads and their products). Here the producer warp copies each K step's scales
-into a slot of the ring stage it fills, with ``cp.async`` (4 bytes a lane) whose completion it
-ties to the stage's full barrier (``cp.async.mbarrier.arrive``: the barrier counts one more
-pending arrival per lane, made when that lane's copies land), so a stage is full only once its
-tiles *and* its scales are in; the consumers read them from shared memory after the wait.
+into a slot of the ring stage it fills, with ``cp.async`` (4 bytes a lane), and each lane's
+``cp.async.mbarrier.arrive.noinc`` on the stage's full barrier arrives when its copies land: the
+barrier expects those 32 arrivals besides the TMA's (``PRODUCER_ARRIVALS``), so a stage is full
+only once its tiles *and* its scales are in; the consumers read them from shared memory.
 
 A slot holds the tile's ``tile_n`` token scales (column ``c`` at ``c``), then the weight-block
 scales of the tile's first and last rows (a 128-row tile moved back to end on the weight's last
@@ -26,6 +26,7 @@ from cutlass.cutlass_dsl import dsl_user_op
 
 from . import block_scale
 
+PRODUCER_ARRIVALS = 1 + 32  # a full barrier's arrivals: the TMA's expect-tx, each producer lane's copies
 PAD = 4  # fp32 after a slot's token scales: the two weight-block scales, then 16-byte alignment
 # (launch.Sm90Config.scale_slot sizes the slots alike)
 
@@ -36,14 +37,6 @@ def _copy_4(dst, src, *, loc=None, ip=None) -> None:
     llvm.inline_asm(None, [dst.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip),
                            src.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip)],
                     "cp.async.ca.shared.global [$0], [$1], 4;", "r,l", has_side_effects=True,
-                    is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
-
-
-@dsl_user_op
-def _arrive_when_landed(barrier, *, loc=None, ip=None) -> None:
-    """One more pending arrival on ``barrier`` now, made when this thread's ``cp.async``s land."""
-    llvm.inline_asm(None, [barrier.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip)],
-                    "cp.async.mbarrier.arrive.shared::cta.b64 [$0];", "r", has_side_effects=True,
                     is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
 
 
@@ -61,7 +54,7 @@ def stage(args, slots: cute.Tensor, slot: Int32, full_barrier, first_row: Int32,
         row = cutlass.min(first_row + lane * (tile_m - 1), args.m - 1)
         source = args.scale_a + ((row // block_scale.BLOCK) * args.sa_row + k_block * args.sa_k)
         _copy_4(slots.iterator + (slot * cute.size(slots, mode=[0]) + tile_n + lane), source)
-    _arrive_when_landed(full_barrier)
+    cute.arch.cp_async_mbarrier_arrive_noinc(full_barrier)  # (made when this lane's copies land)
 
 
 def offsets(args, first_row: Int32, coord_c: cute.Tensor) -> tuple[tuple, tuple]:

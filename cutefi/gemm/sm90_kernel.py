@@ -234,7 +234,8 @@ class GemmSm90(Sm90Stores):
         # wrote into it (the multicast peers)
         ring = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.ring_barriers.data_ptr(), num_stages=self.stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            producer_group=pipeline.CooperativeGroup(
+                pipeline.Agent.Thread, staged_scales.PRODUCER_ARRIVALS if const_expr(self.staged_scales) else 1),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
                                                      self.multicast * CONSUMER_THREADS // 32),
             tx_count=stage_bytes, cta_layout_vmnk=cute.make_layout((1, self.cluster_m, self.cluster_n, 1)),
