@@ -38,8 +38,7 @@ class Int32Staging:
 
     def __del__(self) -> None:
         if self._event:
-            try:  # (the last copy must not land in, or read from, memory torch hands out again)
-                _event_synchronize(self._event)
+            try:
                 libcuda.event_destroy(self._event)
             except Exception:  # interpreter shutdown: the driver may be gone already
                 pass
