@@ -12,7 +12,8 @@ only once its tiles *and* its scales are in; the consumers read them from shared
 A slot holds the tile's ``tile_n`` token scales (column ``c`` at ``c``), then the weight-block
 scales of the tile's first and last rows (a 128-row tile moved back to end on the weight's last
 row straddles two 128-row blocks), padded to 16 bytes (``launch.Sm90Config.scale_slot``).
-Strides as in ``block_scale``'s swapped builds: ``sa_*`` the weight scales', ``sb_*`` the tokens'.
+The swapped build's A is the weight: its strides ``sa_*`` are the weight scales', ``sb_*`` the
+tokens' (``scale_rows`` tokens share one: 1 or 128).
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ def _copy_4(dst, src, *, loc=None, ip=None) -> None:
 @cute.jit
 def stage(args, slots: cute.Tensor, slot: Int32, full_barrier, first_row: Int32, first_col: Int32, tile_m: int,
           k_block: Int32, lane: Int32):
-    """(The producer warp, its ring slot acquired, before its TMA copies.) K block ``k_block``'s
-    scales of the tile at (``first_row``, ``first_col``) into ``slots[:, slot]``."""
+    """(The producer warp, its ring slot acquired.) K block ``k_block``'s scales of the tile at
+    (``first_row``, ``first_col``) into ``slots[:, slot]``, each lane's arrival on the slot's
+    full barrier made when its copies land."""
     tile_n = cute.size(slots, mode=[0]) - PAD
     for part in cutlass.range_constexpr(tile_n // 32):
         token = cutlass.min(first_col + part * 32 + lane, args.n - 1)  # (past the last: its scale, dropped)
@@ -54,7 +56,7 @@ def stage(args, slots: cute.Tensor, slot: Int32, full_barrier, first_row: Int32,
         row = cutlass.min(first_row + lane * (tile_m - 1), args.m - 1)
         source = args.scale_a + ((row // block_scale.BLOCK) * args.sa_row + k_block * args.sa_k)
         _copy_4(slots.iterator + (slot * cute.size(slots, mode=[0]) + tile_n + lane), source)
-    cute.arch.cp_async_mbarrier_arrive_noinc(full_barrier)  # (made when this lane's copies land)
+    cute.arch.cp_async_mbarrier_arrive_noinc(full_barrier)
 
 
 def offsets(args, first_row: Int32, coord_c: cute.Tensor) -> tuple[tuple, tuple]:

@@ -303,7 +303,7 @@ class GemmSm90(Sm90Stores):
             for k_step in cutlass.range(k_count, unroll=1):
                 ring.producer_acquire(state)
                 full = ring.producer_get_barrier(state)
-                if const_expr(self.staged_scales):  # (before the tiles' TMA: the stage waits for both)
+                if const_expr(self.staged_scales):  # (the stage's full barrier waits for both)
                     staged_scales.stage(args, slots, state.index, full, first_row, first_col, self.tile_mnk[0],
                                         k_begin + k_step, cute.arch.lane_idx())
                 cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, state.index)], tma_bar_ptr=full,
