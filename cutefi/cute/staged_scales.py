@@ -21,24 +21,14 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 from cutlass import Int32
-from cutlass._mlir.dialects import llvm
 from cutlass.cute.nvgpu import warpgroup
-from cutlass.cutlass_dsl import dsl_user_op
 
 from . import block_scale
+from .cp_async import cp_async_4
 
 PRODUCER_ARRIVALS = 1 + 32  # a full barrier's arrivals: the TMA's expect-tx, each producer lane's copies
 PAD = 4  # fp32 after a slot's token scales: the two weight-block scales, then 16-byte alignment
 # (launch.Sm90Config.scale_slot sizes the slots alike)
-
-
-@dsl_user_op
-def _copy_4(dst, src, *, loc=None, ip=None) -> None:
-    """``cp.async`` of 4 bytes from global ``src`` to shared ``dst`` (CuTe pointers)."""
-    llvm.inline_asm(None, [dst.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip),
-                           src.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip)],
-                    "cp.async.ca.shared.global [$0], [$1], 4;", "r,l", has_side_effects=True,
-                    is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
 
 
 @cute.jit
@@ -51,11 +41,11 @@ def stage(args, slots: cute.Tensor, slot: Int32, full_barrier, first_row: Int32,
     for part in cutlass.range_constexpr(tile_n // 32):
         token = cutlass.min(first_col + part * 32 + lane, args.n - 1)  # (past the last: its scale, dropped)
         source = args.scale_b + ((token // args.scale_rows) * args.sb_col + k_block * args.sb_k)
-        _copy_4(slots.iterator + (slot * cute.size(slots, mode=[0]) + part * 32 + lane), source)
+        cp_async_4(slots.iterator + (slot * cute.size(slots, mode=[0]) + part * 32 + lane), source)
     if lane < 2:  # (the first and the last row's weight block)
         row = cutlass.min(first_row + lane * (tile_m - 1), args.m - 1)
         source = args.scale_a + ((row // block_scale.BLOCK) * args.sa_row + k_block * args.sa_k)
-        _copy_4(slots.iterator + (slot * cute.size(slots, mode=[0]) + tile_n + lane), source)
+        cp_async_4(slots.iterator + (slot * cute.size(slots, mode=[0]) + tile_n + lane), source)
     cute.arch.cp_async_mbarrier_arrive_noinc(full_barrier)
 
 
