@@ -72,9 +72,9 @@ class Int32Staging:
             raise ValueError(f"a CUDA-graph plan's tables grew to {total} entries, past the "
                              f"{self._device_buffer.numel()} of its first plan")
         size = max(total, 4096)
-        self._host = torch.empty(size, dtype=torch.int32, pin_memory=True)
+        self._host = _pinned_ints(size)
         self._host_array = self._host.numpy()
-        self._device_buffer = torch.empty(size, dtype=torch.int32, device=f"cuda:{self.device}")
+        self._device_buffer = _device_ints(size, self.device)
         self._views.clear()
 
     def _slices(self, sizes: tuple[int, ...]) -> tuple[list[int], list[torch.Tensor]]:
@@ -99,6 +99,14 @@ class Int32Staging:
         with libcuda.on_device(self.device):
             libcuda.check(_memcpy(*args), "cuMemcpyHtoDAsync")
             libcuda.check(_event_record(self._event, stream), "cuEventRecord")
+
+
+def _pinned_ints(size: int) -> torch.Tensor:
+    return torch.empty(size, dtype=torch.int32, pin_memory=True)
+
+
+def _device_ints(size: int, device: int) -> torch.Tensor:
+    return torch.empty(size, dtype=torch.int32, device=f"cuda:{device}")
 
 
 def _memcpy(device_ptr: int, host_ptr: int, nbytes: int, stream: int) -> int:
