@@ -11,7 +11,8 @@ only once its tiles *and* its scales are in; the consumers read them from shared
 
 A slot holds the tile's ``tile_n`` token scales (column ``c`` at ``c``), then the weight-block
 scales of the tile's first and last rows (a 128-row tile moved back to end on the weight's last
-row straddles two 128-row blocks), padded to 16 bytes (``launch.Sm90Config.scale_slot``).
+row straddles two 128-row blocks), padded to 16 bytes (``gemm.launch.Sm90Config.scale_slot``
+sizes it; ``tile_n`` comes from the build).
 The swapped build's A is the weight: its strides ``sa_*`` are the weight scales', ``sb_*`` the
 tokens' (``scale_rows`` tokens share one: 1 or 128).
 """
@@ -27,17 +28,15 @@ from . import block_scale
 from .cp_async import cp_async_4
 
 PRODUCER_ARRIVALS = 1 + 32  # a full barrier's arrivals: the TMA's expect-tx, each producer lane's copies
-PAD = 4  # fp32 after a slot's token scales: the two weight-block scales, then 16-byte alignment
-# (launch.Sm90Config.scale_slot sizes the slots alike)
 
 
 @cute.jit
-def stage(args, slots: cute.Tensor, slot: Int32, full_barrier, first_row: Int32, first_col: Int32, tile_m: int,
-          k_block: Int32, lane: Int32):
+def stage(args, slots: cute.Tensor, slot: Int32, full_barrier, first_row: Int32, first_col: Int32,
+          tile_mn: cutlass.Constexpr[tuple], k_block: Int32, lane: Int32):
     """(The producer warp, its ring slot acquired.) K block ``k_block``'s scales of the tile at
     (``first_row``, ``first_col``) into ``slots[:, slot]``, each lane's arrival on the slot's
     full barrier made when its copies land."""
-    tile_n = cute.size(slots, mode=[0]) - PAD
+    tile_m, tile_n = tile_mn
     for part in cutlass.range_constexpr(tile_n // 32):
         token = cutlass.min(first_col + part * 32 + lane, args.n - 1)  # (past the last: its scale, dropped)
         source = args.scale_b + ((token // args.scale_rows) * args.sb_col + k_block * args.sb_k)
@@ -61,11 +60,10 @@ def offsets(args, first_row: Int32, coord_c: cute.Tensor) -> tuple[tuple, tuple]
 
 @cute.jit
 def main_loop(ring, read, release, block: tuple, acc: cute.Tensor, slots: cute.Tensor, where: tuple,
-              k_count: Int32) -> tuple:
+              k_count: Int32, tile_n: cutlass.Constexpr[int]) -> tuple:
     """``block_scale.main_loop`` with the scales read from the ring's slots: a step's wgmmas
     issued first, its scales read and multiplied while they run."""
     mmas, frag_a, frag_bs, scratch = block
-    tile_n = cute.size(slots, mode=[0]) - PAD
     acc.fill(0.0)
     for _ in cutlass.range(k_count, unroll=1):
         ring.consumer_wait(read)

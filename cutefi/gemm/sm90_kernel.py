@@ -304,7 +304,7 @@ class GemmSm90(Sm90Stores):
                 ring.producer_acquire(state)
                 full = ring.producer_get_barrier(state)
                 if const_expr(self.staged_scales):  # (the stage's full barrier waits for both)
-                    staged_scales.stage(args, slots, state.index, full, first_row, first_col, self.tile_mnk[0],
+                    staged_scales.stage(args, slots, state.index, full, first_row, first_col, self.tile_mnk[:2],
                                         k_begin + k_step, cute.arch.lane_idx())
                 cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, state.index)], tma_bar_ptr=full,
                           mcast_mask=a_mask)
@@ -447,7 +447,8 @@ class GemmSm90(Sm90Stores):
                 # moves the compiler could sink past the wgmma fence and so serialise every wgmma)
                 if const_expr(self.staged_scales):  # (per-column token scales, per-row weight scales)
                     read, release = staged_scales.main_loop(ring, read, release, block, acc, slots,
-                                                            staged_scales.offsets(args, first_row, coord_c), k_count)
+                                                            staged_scales.offsets(args, first_row, coord_c), k_count,
+                                                            tile_n)
                 else:
                     offsets = block_scale.tile_offsets(args, first_row, first_col, coord_c,
                                                        batch if const_expr(self.grouped) else None)
