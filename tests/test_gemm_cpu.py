@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import cutefi
+from cutefi.cute import block_scale
 from cutefi.cute.tile_scheduler import GroupedRaster
 from cutefi.gemm import launch
 from cutefi.gemm.plan import SkinnyPlan, choose_config, launch_plan, override, parse_config
@@ -113,6 +114,10 @@ def test_decode_sized_plan():
         assert launch_plan(1, 4096, 4096, 1, H200_SMS, True).config == Sm90Config(128, 64, 1)
     with pytest.raises(ValueError, match="not built"):
         parse_config("t2r2w4u4g1")
+    # (a block-scaled build, or a multicast one FP8 lacks, forced on other inputs: refused by name)
+    for config, k_tile, what in (("128x192c1", 64, "16-bit"), ("128x192c1", 128, "FP8"), ("128x256c2", 128, "FP8")):
+        with override(config=config), pytest.raises(ValueError, match=f"{config} has no {what} build"):
+            launch_plan(4096, 4096, 4096, 1, H200_SMS, True, k_tile=k_tile)
     with pytest.raises(ValueError, match="reads like t2r2w8u4g1"):
         parse_config("t2r2")
 
@@ -130,7 +135,7 @@ def test_override_and_its_errors(monkeypatch):
         assert plan.config == Sm90Config(128, 128, 1) and plan.group_m == 3
     assert launch_plan(8192, 8192, 8192, 1, H200_SMS, True).config == Sm90Config(128, 256, 1)
     with pytest.raises(ValueError, match="tile_n must be"):
-        parse_config("128x192c1")
+        parse_config("128x160c1")
     with pytest.raises(ValueError, match="reads like"):
         parse_config("big")
     with override(config="128x256c2"), pytest.raises(ValueError, match="K-major"):
@@ -519,12 +524,15 @@ def test_block_scaled_build_promotes_each_k_block(config):
     twice in one-slice tiles); the sums are promoted with one FFMA an accumulator; no spills."""
     spec = launch.BLOCK_SCALED_SPECS[("fp8e4m3", "bf16", config)]
     _, sass = _build(spec, "9.0a")
-    width = min(config.tile_n, 128)  # (a 256-wide tile: two 128-column slices, one after the other)
+    # (a 256-wide tile: two 128-column slices, one after the other)
+    width = block_scale.slice_width(config.tile_n)
     qgmma = re.findall(r"\bQGMMA\.64x%dx32\.F32\.E4M3\.E4M3 (R\d+), gdesc\[\w+\], (\w+)(.*);" % width, sass)
     # (one-slice tiles take two K steps a loop iteration, plus an odd count's last: three copies
-    # of the step; not the swapped builds, whose loop reads the scales from the ring)
-    paired = config.tile_n <= 128 and not config.swap
-    assert len(qgmma) == (12 if paired else 4 * config.tile_n // width)
+    # of the step, and a 192-wide tile a loop for each start in its weight block; not the
+    # swapped builds, whose loop reads the scales from the ring)
+    paired = width == config.tile_n and not config.swap
+    loops = len(block_scale.first_block_columns(config.tile_n)) if block_scale.weight_blocks(config.tile_n) > 1 else 1
+    assert len(qgmma) == (12 * loops if paired else 4 * config.tile_n // width)
     for first in range(0, len(qgmma), 4):
         stage = qgmma[first:first + 4]
         assert stage[0][1] == "RZ" and all(src == dst for dst, src, _ in stage[1:])
@@ -539,15 +547,19 @@ def test_block_scaled_build_promotes_each_k_block(config):
 
 
 def test_block_scaled_plan():
-    """128 x 256 tiles from 0.8 of a wave (unless their last round idles more SMs than 128 x 128
-    tiles cost), 128 x 128 from an eighth, else 128 x 64, swapped
-    builds for a few tokens; splits pair in clusters."""
+    """From an eighth of a wave of 128 x 128 tiles, the 128-row tile whose rounds cost least
+    (128 x 256 from 0.8 of a wave), else 128 x 64, swapped builds for a few tokens; splits pair
+    in clusters."""
     from cutefi.gemm.plan import block_scaled_plan
 
     assert block_scaled_plan(4096, 7168, 2048, H200_SMS).config == Sm90Config(128, 256, 1)
-    # 2.2 rounds of 128 x 256 tiles cost more than 4.1 of 128 x 128 ones
-    assert block_scaled_plan(4096, 2112, 7168, H200_SMS).config == Sm90Config(128, 128, 1)
-    assert block_scaled_plan(4096, 4096, 7168, H200_SMS).config == Sm90Config(128, 256, 1)
+    # 2.7 rounds of 192-wide tiles (11 columns) cost less than 2.2 of 256 or 4.1 of 128 (the
+    # sweep behind BLOCK_SCALED_TILE_RATES: each of these the fastest measured)
+    for m, n, k in ((4096, 2112, 7168), (4096, 576, 7168), (2048, 1536, 7168), (2048, 7168, 18432)):
+        assert block_scaled_plan(m, n, k, H200_SMS).config == Sm90Config(128, 192, 1), (m, n, k)
+    assert block_scaled_plan(2048, 576, 7168, H200_SMS).config == Sm90Config(128, 128, 1)
+    for m, n, k in ((4096, 4096, 7168), (8192, 7168, 18432), (8192, 1536, 7168), (2048, 2048, 7168)):
+        assert block_scaled_plan(m, n, k, H200_SMS).config == Sm90Config(128, 256, 1), (m, n, k)
     assert block_scaled_plan(256, 7168, 2048, H200_SMS).config == Sm90Config(128, 128, 1)
     small = block_scaled_plan(65, 1024, 7168, H200_SMS)
     assert small.config == Sm90Config(128, 64, 1) and small.splits > 1

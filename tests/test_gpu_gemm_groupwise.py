@@ -77,7 +77,8 @@ def test_blockscaled(m, n, k):
                                        out_dtype=torch.float16), ref)
 
 
-@pytest.mark.parametrize("config,splits", [("128x256c1", 1), ("128x256c1", 2), ("128x128c1", 1), ("128x64c1", 1),
+@pytest.mark.parametrize("config,splits", [("128x256c1", 1), ("128x256c1", 2), ("128x192c1", 1), ("128x192c1", 2),
+                                           ("128x128c1", 1), ("128x64c1", 1),
                                            ("128x128c1", 3), ("128x128c1k2", 2),
                                            ("128x128c1k2", 4), ("128x64c1", 5), ("128x64c1t", 1),
                                            ("128x64c1t", 3), ("128x32c1t", 1), ("128x32c1t", 2),
@@ -94,6 +95,23 @@ def test_every_build_and_split(config, splits):
         out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         cutefi.gemm_fp8_nt_groupwise(a, b, a_scale, b_scale, "K", out=out)
     check(out, ref)
+
+
+@pytest.mark.parametrize("config", ["128x192c1", "128x256c1"])
+@pytest.mark.parametrize("m,n,k", [(260, 1160, 640), (130, 2112, 1024), (128, 64, 256)])
+def test_wide_tiles_across_weight_blocks(config, m, n, k):
+    """The 192-wide tiles start at column 0 or 64 of a weight block and take two blocks' scales
+    (a loop for each start); a tile past N's last block (1160: the tile from 1152, 2112: from
+    1920 / 2048) reads that block's scale again for the columns it drops; one tile narrower than
+    the build (N = 64)."""
+    a, a_scale = random_scaled(m, k, torch.float8_e4m3fn, 1, 21)
+    b, b_scale = random_scaled(n, k, torch.float8_e4m3fn, 128, 22)
+    ref = dequantised(a, a_scale, 1) @ dequantised(b, b_scale, 128).t()
+    for sa, sb, mode in ((a_scale, b_scale, "K"), (a_scale.t().contiguous(), b_scale.t().contiguous(), "MN")):
+        with override(config=config, splits=1):
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            cutefi.gemm_fp8_nt_groupwise(a, b, sa, sb, mode, out=out)
+        check(out, ref)
 
 
 @pytest.mark.parametrize("m", [1, 16, 33, 64])

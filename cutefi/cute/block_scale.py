@@ -12,26 +12,52 @@ scales' loads are not waited for between wgmmas: ``main_loop``.)
 
 A consumer thread of the m64nNk32 wgmma holds, per 64-row warpgroup slice, rows ``r`` and
 ``r + 8`` (accumulator elements ``i`` with ``(i // 2) % 2`` 0 and 1) of the columns its
-warpgroup's tile covers, 8 columns every 4 elements: a 128-column slice (one weight block) is a
-run of 64 elements. A 256-wide tile is multiplied slice by slice (a scratch set of one slice
-keeps the registers within budget), so a thread needs two scale products a K block and slice.
+warpgroup's tile covers, 8 columns every 4 elements (element ``i``'s column group is ``i // 4``,
+the same for every thread). A 256-wide tile is multiplied in two 128-column slices, each one
+weight block (a scratch set of one slice keeps the registers within budget); the narrower
+tiles in one slice. A 192-wide tile's slice spans two weight blocks: its first ``128 - first
+column % 128`` columns take the first block's scale, the rest the next one's; the main loop is
+built once per place a tile can start in its block (two: columns 0 and 64), so each element's
+scale is known at build time.
 """
 
 from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, const_expr
+from cutlass import Int32, const_expr
 from cutlass.cute.nvgpu import warpgroup
 
 BLOCK = 128  # elements of K (and of weight columns) one scale covers
 _FLAT = 1 << 30  # the extent the scale vectors are viewed with (indices stay below it)
+GROUP = 8  # columns of an accumulator element group (4 elements a thread)
+
+
+def slice_width(tile_n: int) -> int:
+    """Columns a scratch set of sums covers: 128 in a 256-wide tile, else the whole tile."""
+    return BLOCK if tile_n == 2 * BLOCK else tile_n
+
+
+def weight_blocks(tile_n: int) -> int:
+    """Weight blocks a tile spans (tiles start at multiples of ``tile_n``): one up to 128
+    columns (which divide 128), else two (192: from column 0 or 64 of a block; 256: from 0)."""
+    return 1 if tile_n <= BLOCK else 2
+
+
+def first_block_columns(tile_n: int) -> tuple[int, ...]:
+    """The columns of a tile in its first weight block, for each place it can start in the
+    block (a one-slice tile spanning two blocks; tiles start at multiples of ``tile_n``)."""
+    step = BLOCK
+    while tile_n % step:
+        step //= 2
+    return tuple(BLOCK - start for start in range(0, BLOCK, step))
 
 
 def tile_offsets(args, first_row: Int32, first_col: Int32, coord_c: cute.Tensor,
-                 weight: Int32 | None = None) -> tuple[Int32, Int32, Int32]:
+                 weight: Int32 | None = None) -> tuple[Int32, Int32, Int32, Int32]:
     """Where one consumer thread's scales of an output tile start: its two rows' activation
-    scales and the tile's weight block (K block 0).
+    scales and the tile's two weight blocks (K block 0; the second clamped to the last block
+    of N: a tile past N's end reads it, and its sums there are dropped).
 
     ``args`` carries ``scale_a``/``scale_b`` (fp32 pointers), ``scale_rows`` (rows one activation
     scale covers: 1 or 128), and the element strides ``sa_row``, ``sa_k`` (between activation
@@ -39,21 +65,22 @@ def tile_offsets(args, first_row: Int32, first_col: Int32, coord_c: cute.Tensor,
     """
     last_row = args.m - 1  # (rows past M read the last row's scale; their sums are dropped)
     rows = [cutlass.min(first_row + coord_c[i][0], last_row) for i in (0, 2)]
-    b_offset = (first_col // BLOCK) * args.sb_col
+    col_block = first_col // BLOCK
+    b_offsets = [col_block * args.sb_col, cutlass.min(col_block + 1, (args.n - 1) // BLOCK) * args.sb_col]
     if weight is not None:  # (grouped: the weight's scales, ``sb_batch`` apart)
-        b_offset += weight * args.sb_batch
-    return ((rows[0] // args.scale_rows) * args.sa_row, (rows[1] // args.scale_rows) * args.sa_row, b_offset)
+        b_offsets = [offset + weight * args.sb_batch for offset in b_offsets]
+    return ((rows[0] // args.scale_rows) * args.sa_row, (rows[1] // args.scale_rows) * args.sa_row, *b_offsets)
 
 
 @cute.jit
-def load(args, offsets: tuple[Int32, Int32, Int32], k_block: Int32, parts: cutlass.Constexpr[int]) -> tuple:
-    """The scales of K block ``k_block``: rows r and r + 8, then the weight block of each of
-    the tile's ``parts`` 128-column slices."""
+def load(args, offsets: tuple, k_block: Int32, blocks: cutlass.Constexpr[int]) -> tuple:
+    """The scales of K block ``k_block``: rows r and r + 8, then each of the tile's ``blocks``
+    weight blocks."""
     scale_a = cute.make_tensor(args.scale_a, cute.make_layout(_FLAT))
     scale_b = cute.make_tensor(args.scale_b, cute.make_layout(_FLAT))
     scales = [scale_a[offsets[0] + k_block * args.sa_k], scale_a[offsets[1] + k_block * args.sa_k]]
-    for part in cutlass.range_constexpr(parts):
-        scales.append(scale_b[offsets[2] + part * args.sb_col + k_block * args.sb_k])
+    for blk in cutlass.range_constexpr(blocks):
+        scales.append(scale_b[offsets[2 + blk] + k_block * args.sb_k])
     return tuple(scales)
 
 
@@ -70,33 +97,62 @@ def issue(mmas, scratch: cute.Tensor, frag_a, frag_b, slot: Int32, k_blocks: cut
 
 
 @cute.jit
-def promote(acc: cute.Tensor, scratch: cute.Tensor, scale_r: Float32, scale_r8: Float32, first: cutlass.Constexpr[int]):
-    """``acc[first + i] += scratch[i] * scale`` of each element's row (r or r + 8; one FFMA an
-    element): a 128-column slice's sums are a run of the tile's accumulators."""
+def promote(acc: cute.Tensor, scratch: cute.Tensor, factors: tuple, first: cutlass.Constexpr[int],
+            first_groups: cutlass.Constexpr[int]):
+    """``acc[first + i] += scratch[i] * factor`` (one FFMA an element): ``factors`` are the
+    products of the element's row (r, r + 8) with its weight block, ``(r, r + 8)`` of the first
+    block, then of the second for column groups from ``first_groups`` on; a slice's sums are a
+    run of the tile's accumulators."""
     for i in cutlass.range_constexpr(cute.size(scratch)):
-        acc[first + i] = acc[first + i] + scratch[i] * (scale_r if (i // 2) % 2 == 0 else scale_r8)
+        second = 2 if i // 4 >= first_groups else 0
+        acc[first + i] = acc[first + i] + scratch[i] * factors[second + (i // 2) % 2]
 
 
 @cute.jit
 def main_loop(args, ring, read, release, block: tuple, acc: cute.Tensor, offsets: tuple, k_begin: Int32,
-              k_count: Int32, paired: cutlass.Constexpr[bool]) -> tuple:
+              k_count: Int32, paired: cutlass.Constexpr[bool], first_col: Int32) -> tuple:
     """``acc`` = the tile's block-scaled sums over K steps ``k_begin`` .. ``k_begin + k_count - 1``
     (ring slots from ``read``; ``release`` kept level with it); ``block``: (the two MMAs, A's
-    fragment, B's fragments of the 128-column slices, the scratch set). Each step's scales
-    are loaded a step ahead, their L2 latency under a step's MMAs; ``paired``: two steps an
-    iteration (a one-slice tile). Returns (read, release), advanced past the steps."""
+    fragment, B's fragments of the tile's slices, the scratch set); ``first_col``: the tile's
+    (where in its weight block it starts). Returns (read, release), advanced past the steps."""
     mmas, frag_a, frag_bs, scratch = block
-    parts = len(frag_bs)
-    last = k_begin + k_count - 1
     acc.fill(0.0)
+    tile_n = len(frag_bs) * _slice_columns(scratch)
+    if const_expr(len(frag_bs) == 1 and weight_blocks(tile_n) == 2):
+        # (one slice over two weight blocks: a loop per place the tile starts in its block)
+        starts = first_block_columns(tile_n)
+        for which in cutlass.range_constexpr(len(starts)):
+            if first_col % BLOCK == BLOCK - starts[which]:
+                read, release = _steps(args, ring, read, release, block, acc, offsets, k_begin, k_count, paired,
+                                       starts[which] // GROUP)
+    else:
+        read, release = _steps(args, ring, read, release, block, acc, offsets, k_begin, k_count, paired,
+                               _slice_columns(scratch) // GROUP)
+    return read, release
+
+
+def _slice_columns(scratch: cute.Tensor) -> int:
+    """Columns of a scratch set: its elements a thread over the 4 a column group takes."""
+    return cute.size(scratch) * 2  # (64 rows x columns over 128 threads)
+
+
+@cute.jit
+def _steps(args, ring, read, release, block: tuple, acc: cute.Tensor, offsets: tuple, k_begin: Int32,
+           k_count: Int32, paired: cutlass.Constexpr[bool], first_groups: cutlass.Constexpr[int]) -> tuple:
+    """The K steps of ``main_loop``; ``first_groups``: the slice's column groups in the first
+    weight block. Each step's scales are loaded a step ahead, their L2 latency under a step's
+    MMAs; ``paired``: two steps an iteration (a one-slice tile)."""
+    mmas, frag_a, frag_bs, scratch = block
+    blocks = weight_blocks(len(frag_bs) * _slice_columns(scratch))
+    last = k_begin + k_count - 1
     if const_expr(not paired):
         # (a 256-wide tile, whose two slices wait for each other: the scales' products are
         # taken at the load, under the first slice's MMAs)
-        upcoming = _step_scales(args, offsets, k_begin, parts, True)
+        upcoming = _step_scales(args, offsets, k_begin, blocks, True)
         for k_step in cutlass.range(k_count, unroll=1):
             scales = upcoming
-            upcoming = _step_scales(args, offsets, cutlass.min(k_begin + k_step + 1, last), parts, True)
-            _step(ring, read, block, acc, scales)
+            upcoming = _step_scales(args, offsets, cutlass.min(k_begin + k_step + 1, last), blocks, True)
+            _step(ring, read, block, acc, scales, first_groups)
             read.advance()
             release.advance()
     else:
@@ -104,23 +160,24 @@ def main_loop(args, ring, read, release, block: tuple, acc: cute.Tensor, offsets
         # used where that step promotes: with one, the copy of the loads into the next step's
         # registers is their first use, and ptxas placed it between two wgmma issues, where
         # the warp waited for the loads (128 x 128 tiles: 3-10% slower on the H200)
-        scales = _step_scales(args, offsets, k_begin, parts, False)
+        scales = _step_scales(args, offsets, k_begin, blocks, False)
         for pair in cutlass.range(k_count // 2, unroll=1):
             for half in cutlass.range_constexpr(2):
-                upcoming = _step_scales(args, offsets, cutlass.min(k_begin + 2 * pair + half + 1, last), parts, False)
-                _step(ring, read, block, acc, scales)
+                upcoming = _step_scales(args, offsets, cutlass.min(k_begin + 2 * pair + half + 1, last), blocks,
+                                        False)
+                _step(ring, read, block, acc, scales, first_groups)
                 read.advance()
                 release.advance()
                 scales = upcoming
         if k_count % 2 == 1:
-            _step(ring, read, block, acc, scales)
+            _step(ring, read, block, acc, scales, first_groups)
             read.advance()
             release.advance()
     return read, release
 
 
 @cute.jit
-def _step(ring, read, block: tuple, acc: cute.Tensor, scales: tuple):
+def _step(ring, read, block: tuple, acc: cute.Tensor, scales: tuple, first_groups: cutlass.Constexpr[int]):
     """One K step (ring slot ``read``, released here): each slice's sums into the scratch set,
     then promoted into ``acc``."""
     mmas, frag_a, frag_bs, scratch = block
@@ -130,27 +187,30 @@ def _step(ring, read, block: tuple, acc: cute.Tensor, scales: tuple):
         warpgroup.wait_group(0)
         if const_expr(part == len(frag_bs) - 1):
             ring.consumer_release(read)
-        _promote_step(acc, scratch, scales, part)
+        _promote_step(acc, scratch, scales, part, len(frag_bs), first_groups)
 
 
 @cute.jit
-def _step_scales(args, offsets: tuple, k_block: Int32, parts: cutlass.Constexpr[int],
+def _step_scales(args, offsets: tuple, k_block: Int32, blocks: cutlass.Constexpr[int],
                  products: cutlass.Constexpr[bool]) -> tuple:
-    """K block ``k_block``'s scales: ``load``'s products (``products``) or its raw values."""
-    scales = load(args, offsets, k_block, parts)
+    """K block ``k_block``'s scales: (row r, row r + 8) times each weight block (``products``),
+    or the raw values (``load``'s)."""
+    scales = load(args, offsets, k_block, blocks)
     if const_expr(products):
-        return tuple(scales[0 if i % 2 == 0 else 1] * scales[2 + i // 2] for i in range(2 * parts))
+        return tuple(scales[i % 2] * scales[2 + i // 2] for i in range(2 * blocks))
     return scales
 
 
 @cute.jit
-def _promote_step(acc: cute.Tensor, scratch: cute.Tensor, scales: tuple, part: cutlass.Constexpr[int]):
-    """Slice ``part``'s sums into ``acc`` (``_step_scales``' form: 2 * parts products, or the
-    raw scales of a one-slice tile)."""
-    if const_expr(len(scales) == 3):
-        promote(acc, scratch, scales[0] * scales[2], scales[1] * scales[2], 0)
+def _promote_step(acc: cute.Tensor, scratch: cute.Tensor, scales: tuple, part: cutlass.Constexpr[int],
+                  parts: cutlass.Constexpr[int], first_groups: cutlass.Constexpr[int]):
+    """Slice ``part``'s sums into ``acc``: ``_step_scales``' products (two slices, one weight
+    block each), or the raw scales of a one-slice tile (their products taken here)."""
+    if const_expr(parts > 1):
+        promote(acc, scratch, scales[2 * part:2 * part + 2], part * cute.size(scratch), cute.size(scratch))
     else:
-        promote(acc, scratch, scales[2 * part], scales[2 * part + 1], part * cute.size(scratch))
+        factors = tuple(scales[i % 2] * scales[2 + i // 2] for i in range(2 * (len(scales) - 2)))
+        promote(acc, scratch, factors, 0, first_groups)
 
 
 # ---- swapped builds (a few tokens): the tile's rows are the weight's, its columns the tokens ---

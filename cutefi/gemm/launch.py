@@ -93,7 +93,8 @@ class Sm90Config:
         if self.tile_m not in (64, 128) or (self.tile_m == 64 and not self.swap):
             raise ValueError(f"tile_m must be 128 (two consumer warpgroups of 64 rows) or, in a swap build, 64 "
                              f"(the warpgroups take half the tokens each), got {self.tile_m}")
-        widths = ((32, 64, 128) if self.tile_m == 64 else (16, 32, 64, 128, 256)) if self.swap else (64, 128, 256)
+        # (192: the block-scaled one-slice tile, two weight blocks wide)
+        widths = ((32, 64, 128) if self.tile_m == 64 else (16, 32, 64, 128, 256)) if self.swap else (64, 128, 192, 256)
         if self.tile_n not in widths:
             raise ValueError(f"tile_n must be one of {widths}, got {self.tile_n}")
         if self.cluster_m not in (1, 2) or (self.swap and self.cluster_m != 1):
@@ -265,10 +266,12 @@ SM90_SPECS.update({
     for out_dtype in OUT_DTYPES for config in FP8_CONFIGS
 })
 # FP8 with block scales (DeepSeek-style 1x128 or 128x128 activation groups, 128x128 weight
-# blocks): a second fp32 set of accumulators takes each K block's sums, 128 columns at a time
-# (a 256-wide tile in two slices: the final sums and that set fit the registers)
+# blocks): a second fp32 set of accumulators takes each K block's sums (a 256-wide tile in two
+# 128-column slices, so the final sums and that set fit the registers; a 192-wide one in one
+# slice that spans two weight blocks)
 # (swapped builds for a few tokens: the weight's rows fill the tile, no MMA rows wasted)
-BLOCK_SCALED_CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 128, 1), Sm90Config(128, 64, 1),
+BLOCK_SCALED_CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 192, 1), Sm90Config(128, 128, 1),
+                        Sm90Config(128, 64, 1),
                         Sm90Config(128, 128, 1, False, 2), Sm90Config(128, 32, 1, True), Sm90Config(128, 64, 1, True),
                         Sm90Config(128, 32, 1, True, 2), Sm90Config(128, 64, 1, True, 2))
 BLOCK_SCALED_SPECS = {

@@ -66,7 +66,7 @@ from typing import Iterator
 
 from .launch import (
     BLOCK_SCALED_CONFIGS, CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_BLOCK_SCALED_CONFIGS, SM80_CONFIGS,
-    SM80_FP8_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles,
+    FP8_CONFIGS, SM80_FP8_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles,
 )
 
 SKINNY_MAX_N_HOPPER = 4096
@@ -164,8 +164,9 @@ def parse_config(text: str) -> Config:
                          f"K split over a cluster of 2 or 4; n2: the weight multicast to two token tiles; a "
                          f"final t: the weight-as-A build for a few tokens, e.g. 128x64c1k4t); got {text!r}: "
                          f"{exc}") from None
-    if config not in CONFIGS:
-        raise ValueError(f"GEMM config {text!r} is not built; built: {', '.join(c.name for c in CONFIGS)}")
+    built = CONFIGS + tuple(c for c in BLOCK_SCALED_CONFIGS if c not in CONFIGS)
+    if config not in built:
+        raise ValueError(f"GEMM config {text!r} is not built; built: {', '.join(c.name for c in built)}")
     return config
 
 
@@ -351,6 +352,10 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
     forced = forced_config()
     if not fp8 and (isinstance(forced, Sm80Config) or (not wgmma and not isinstance(forced, Sm90Config))):
         return sm80_plan(m, n, batch, sms)
+    configs = FP8_CONFIGS if fp8 else CONFIGS
+    if isinstance(forced, Sm90Config) and forced not in configs:
+        raise ValueError(f"GEMM config {forced.name} has no {'FP8' if fp8 else '16-bit'} build; built: "
+                         f"{', '.join(c.name for c in configs)}")
     config = choose_config(m, n, batch, sms, b_k_major, k)
     if config.swap and (batch != 1 or not b_k_major):
         raise ValueError(f"GEMM config {config.name} takes one matrix and a K-major b (an nn.Linear weight's "
@@ -372,17 +377,20 @@ BLOCK_SCALED_SWAP_TOKENS = (32, 64)  # (tokens of the 32-token tiles alone, of a
 # an odd split count drops one to meet in cluster pairs only from this many splits (a dropped
 # split of three cost 10%: 64 x 2112 x 7168 13.5 against 12.5 us; 7 -> 6 paired gained 5-8%)
 BLOCK_SCALED_ODD_PAIRS = 5
-# a 128 x 256 block-scaled tile's time in 128 x 128 tiles' (H200, full waves: 1160-1200 against
-# 1020-1035 TFLOP/s): where its rounds cost more, the narrower tiles fill the SMs better
-BLOCK_SCALED_WIDE_TILE_TIME = 1.75
+# the block-scaled tiles' rates in full waves, relative to 128 x 256's (H200, session 32: 128 x
+# 256 1140-1190 TFLOP/s at M = 4096-8192 and K >= 7168, 128 x 192 1090-1130, 128 x 128
+# 1030-1060; gemm_fp8_groupwise_tiles_h200_session32.json): a problem takes the tile whose
+# rounds over the SMs cost least at these rates (4096 x 2112 x 7168: 11 columns of 192 in 2.7
+# rounds ran 1003 TFLOP/s, 17 of 128 in 4.1 rounds 838, 9 of 256 in 2.2 rounds 794)
+BLOCK_SCALED_TILE_RATES = {256: 1.0, 192: 0.96, 128: 0.89}
 
 
 def block_scaled_plan(m: int, n: int, k: int, sms: int, wgmma: bool = True,
                       native_fp8: bool = True) -> LaunchPlan | Sm80Plan:
-    """The plan of a block-scaled FP8 problem (one matrix, ``BLOCK_SCALED_CONFIGS``): 128 x 256
-    tiles from 0.8 of a wave of them where their rounds over the SMs cost no more than those of
-    128 x 128 tiles (``BLOCK_SCALED_WIDE_TILE_TIME``), else 128 x 128 tiles when they give at least an eighth
-    of a wave, else 128 x 64, and for a few tokens (``BLOCK_SCALED_SWAP_TOKENS``) the swapped
+    """The plan of a block-scaled FP8 problem (one matrix, ``BLOCK_SCALED_CONFIGS``): from an
+    eighth of a wave of 128 x 128 tiles, the 128 x 256, 128 x 192 or 128 x 128 tiles whose
+    rounds over the SMs cost least (``BLOCK_SCALED_TILE_RATES``; 128 x 256 from 0.8 of a wave
+    of them), else 128 x 64, and for a few tokens (``BLOCK_SCALED_SWAP_TOKENS``) the swapped
     128 x 32 / 128 x 64 builds; split-K as for the other builds (pairs in clusters of two, for
     odd counts from ``BLOCK_SCALED_ODD_PAIRS``). Off Hopper (``wgmma`` False, or an mma.sync build forced): the block-scaled
     mma.sync builds, 128 x 128 from half a wave of them where the chip has FP8 MMAs, else
@@ -405,18 +413,26 @@ def block_scaled_plan(m: int, n: int, k: int, sms: int, wgmma: bool = True,
         narrow = Sm90Config(128, 32, 1, True)
         config = narrow if m <= BLOCK_SCALED_SWAP_TOKENS[0] or 2 * _tile_count(n, m, narrow) <= sms \
             else Sm90Config(128, 64, 1, True)
-    elif 5 * _tile_count(m, n, Sm90Config(128, 256, 1)) >= 4 * sms and \
-            BLOCK_SCALED_WIDE_TILE_TIME * _waves(m, n, Sm90Config(128, 256, 1), sms) <= \
-            _waves(m, n, Sm90Config(128, 128, 1), sms):
-        # (as for 16 bits: from 0.8 of a wave of the widest tile, unless its last wave leaves
-        # more SMs idle than the narrower tiles cost: 4096 x 2112, 2.2 waves of 128 x 256 tiles
-        # against 4.1 of 128 x 128, ran at 800 against 840 TFLOP/s on the H200)
-        config = Sm90Config(128, 256, 1)
+    elif 8 * _tile_count(m, n, Sm90Config(128, 128, 1)) >= sms:
+        config = _block_scaled_tile(m, n, sms)
     else:
-        config = Sm90Config(128, 128 if 8 * _tile_count(m, n, Sm90Config(128, 128, 1)) >= sms else 64, 1)
+        config = Sm90Config(128, 64, 1)
     tiles_m, tiles_n = tiles(n, m, config) if config.swap else tiles(m, n, config)
     return _split_plan(config, tiles_m * tiles_n, k, sms, 128, BLOCK_SCALED_CONFIGS,  # type: ignore[arg-type]
                        odd_pairs=BLOCK_SCALED_ODD_PAIRS)
+
+
+def _block_scaled_tile(m: int, n: int, sms: int) -> Sm90Config:
+    """The 128-row block-scaled tile whose rounds cost least (a round: one tile an SM, taking
+    its width over its rate); 128 x 256 only from 0.8 of a wave of them (as for 16 bits: below,
+    the narrower tiles, with split-K, fill more SMs)."""
+    costs = {}
+    for width, rate in BLOCK_SCALED_TILE_RATES.items():
+        config = Sm90Config(128, width, 1)
+        if width == 256 and 5 * _tile_count(m, n, config) < 4 * sms:
+            continue
+        costs[config] = _waves(m, n, config, sms) * width / rate
+    return min(costs, key=costs.__getitem__)  # (ties: the wider tile, listed first)
 
 
 def _waves(m: int, n: int, config: Sm90Config, sms: int) -> int:

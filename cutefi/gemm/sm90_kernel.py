@@ -74,7 +74,7 @@ class GemmSm90(Sm90Stores):
         self.block_scaled = block_scaled
         # (one-slice tiles run the block-scaled loop two K steps an iteration, block_scale.main_loop;
         # the swapped builds read their scales from the ring, staged_scales.main_loop)
-        self.paired_steps = block_scaled and tile_n <= block_scale.BLOCK and not swap
+        self.paired_steps = block_scaled and block_scale.slice_width(tile_n) == tile_n and not swap
         self.scaled = fp8 and not block_scaled
         self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap, cluster_k,
                                              block_scaled, grouped, cluster_n, b_dtype)
@@ -114,11 +114,11 @@ class GemmSm90(Sm90Stores):
 
     def _block_operands(self, thread, s_a, s_b):
         """Block scales: (MMA that overwrites, MMA that adds), A's fragment, B's fragments of the
-        tile's 128-column slices, and the scratch set a slice's sums land in (a 256-wide tile:
-        two slices, so the final sums and the scratch fit the registers; each slice is one
-        weight block)."""
+        tile's slices, and the scratch set a slice's sums land in (a 256-wide tile: two
+        128-column slices, one weight block each, so the final sums and the scratch fit the
+        registers; the narrower tiles one slice)."""
         tile_m, tile_n, tile_k = self.tile_mnk
-        width = min(tile_n, block_scale.BLOCK)
+        width = block_scale.slice_width(tile_n)
         mmas = (self._tiled_mma(width), self._tiled_mma(width))
         mmas[0].set(warpgroup.Field.ACCUMULATE, False)
         mmas[1].set(warpgroup.Field.ACCUMULATE, True)
@@ -453,7 +453,7 @@ class GemmSm90(Sm90Stores):
                     offsets = block_scale.tile_offsets(args, first_row, first_col, coord_c,
                                                        batch if const_expr(self.grouped) else None)
                     read, release = block_scale.main_loop(args, ring, read, release, block, acc, offsets, k_begin,
-                                                          k_count, self.paired_steps)
+                                                          k_count, self.paired_steps, first_col)
             else:
                 # ---- main loop: one K step of wgmmas in flight ----------------------------
                 acc.fill(0.0)
