@@ -520,19 +520,21 @@ def test_mixed_fp8_builds(a_format, b_format):
 @pytest.mark.parametrize("config", launch.BLOCK_SCALED_CONFIGS)
 def test_block_scaled_build_promotes_each_k_block(config):
     """Block scales: each 128-element K stage's QGMMAs (four, 32 deep) start from zero (RZ,
-    !UPT) in a scratch set, kept asynchronous until the stage's one wait (the step is unrolled
-    twice in one-slice tiles); the sums are promoted with one FFMA an accumulator; no spills."""
+    !UPT) in a scratch set, kept asynchronous until the stage's one wait; the sums are promoted
+    with one FFMA an accumulator; no spills. Where the ring has room the producer stages the
+    scales with cp.async, tied to the stage's full barrier; elsewhere (128 x 128 / 64 tiles) the
+    consumers load them a step ahead, two K steps a loop iteration (three copies of the step)."""
     spec = launch.BLOCK_SCALED_SPECS[("fp8e4m3", "bf16", config)]
     _, sass = _build(spec, "9.0a")
     # (a 256-wide tile: two 128-column slices, one after the other)
     width = block_scale.slice_width(config.tile_n)
     qgmma = re.findall(r"\bQGMMA\.64x%dx32\.F32\.E4M3\.E4M3 (R\d+), gdesc\[\w+\], (\w+)(.*);" % width, sass)
-    # (one-slice tiles take two K steps a loop iteration, plus an odd count's last: three copies
-    # of the step, and a 192-wide tile a loop for each start in its weight block; not the
-    # swapped builds, whose loop reads the scales from the ring)
-    paired = width == config.tile_n and not config.swap
+    staged = config.scale_slot(True) > 0
+    assert staged == (config.swap or config.tile_n == 256)
+    # (a 192-wide tile: a loop for each place it starts in its weight block)
     loops = len(block_scale.first_block_columns(config.tile_n)) if block_scale.weight_blocks(config.tile_n) > 1 else 1
-    assert len(qgmma) == (12 * loops if paired else 4 * config.tile_n // width)
+    steps = 1 if staged else 3
+    assert len(qgmma) == 4 * (config.tile_n // width) * loops * steps
     for first in range(0, len(qgmma), 4):
         stage = qgmma[first:first + 4]
         assert stage[0][1] == "RZ" and all(src == dst for dst, src, _ in stage[1:])
@@ -541,8 +543,8 @@ def test_block_scaled_build_promotes_each_k_block(config):
     assert not re.search(r"\b(LDL|STL)\b", sass), "the block-scaled FP8 GEMM spills"
     names = [p.name for p in spec.launch_contract().params]
     assert {"scale_rows", "sa_row", "sa_k", "sb_col", "sb_k"} <= set(names)
-    if config.swap:  # (the producer stages the scales with cp.async, tied to the stage's full barrier)
-        assert re.search(r"\bLDGSTS\.E\b", sass) and re.search(r"\bARRIVES\.LDGSTSBAR\.64\b", sass)
+    assert bool(re.search(r"\bLDGSTS\.E\b", sass) and re.search(r"\bARRIVES\.LDGSTSBAR\.64\b", sass)) == staged
+    if config.swap:
         assert config.stages("fp8e4m3", "bf16", block_scaled=True) >= 8
 
 

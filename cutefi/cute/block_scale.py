@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32, const_expr
+from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import warpgroup
 
 BLOCK = 128  # elements of K (and of weight columns) one scale covers
@@ -112,23 +112,37 @@ def promote(acc: cute.Tensor, scratch: cute.Tensor, factors: tuple, first: cutla
 def main_loop(args, ring, read, release, block: tuple, acc: cute.Tensor, offsets: tuple, k_begin: Int32,
               k_count: Int32, paired: cutlass.Constexpr[bool], first_col: Int32) -> tuple:
     """``acc`` = the tile's block-scaled sums over K steps ``k_begin`` .. ``k_begin + k_count - 1``
-    (ring slots from ``read``; ``release`` kept level with it); ``block``: (the two MMAs, A's
-    fragment, B's fragments of the tile's slices, the scratch set); ``first_col``: the tile's
-    (where in its weight block it starts). Returns (read, release), advanced past the steps."""
-    mmas, frag_a, frag_bs, scratch = block
+    (ring slots from ``read``; ``release`` kept level with it), each step's scales loaded from
+    global memory (the grouped builds; the others stage them in the ring: ``staged_scales``);
+    ``block``: (the two MMAs, A's fragment, B's fragments of the tile's slices, the scratch set);
+    ``first_col``: the tile's (where in its weight block it starts). Returns (read, release),
+    advanced past the steps."""
     acc.fill(0.0)
+    return per_tile_start(lambda read, release, first_groups: _steps(
+        args, ring, read, release, block, acc, offsets, k_begin, k_count, paired, first_groups), block, first_col,
+        read, release)
+
+
+@cute.jit
+def per_tile_start(steps, block: tuple, first_col: Int32, read, release) -> tuple:
+    """``steps(read, release, first_groups)``, ``first_groups`` (the column groups of the slice
+    in the tile's first weight block) known at build time: a one-slice tile over two weight
+    blocks takes a copy of the loop per place it can start in its block."""
+    mmas, frag_a, frag_bs, scratch = block
     tile_n = len(frag_bs) * _slice_columns(scratch)
     if const_expr(len(frag_bs) == 1 and weight_blocks(tile_n) == 2):
-        # (one slice over two weight blocks: a loop per place the tile starts in its block)
         starts = first_block_columns(tile_n)
         for which in cutlass.range_constexpr(len(starts)):
             if first_col % BLOCK == BLOCK - starts[which]:
-                read, release = _steps(args, ring, read, release, block, acc, offsets, k_begin, k_count, paired,
-                                       starts[which] // GROUP)
+                read, release = steps(read, release, starts[which] // GROUP)
     else:
-        read, release = _steps(args, ring, read, release, block, acc, offsets, k_begin, k_count, paired,
-                               _slice_columns(scratch) // GROUP)
+        read, release = steps(read, release, _slice_columns(scratch) // GROUP)
     return read, release
+
+
+def factors(scale_r: Float32, scale_r8: Float32, scale_b0: Float32, scale_b1: Float32) -> tuple:
+    """``promote``'s factors: rows r and r + 8 times the first weight block, then the second."""
+    return scale_r * scale_b0, scale_r8 * scale_b0, scale_r * scale_b1, scale_r8 * scale_b1
 
 
 def _slice_columns(scratch: cute.Tensor) -> int:
@@ -204,13 +218,23 @@ def _step_scales(args, offsets: tuple, k_block: Int32, blocks: cutlass.Constexpr
 @cute.jit
 def _promote_step(acc: cute.Tensor, scratch: cute.Tensor, scales: tuple, part: cutlass.Constexpr[int],
                   parts: cutlass.Constexpr[int], first_groups: cutlass.Constexpr[int]):
-    """Slice ``part``'s sums into ``acc``: ``_step_scales``' products (two slices, one weight
-    block each), or the raw scales of a one-slice tile (their products taken here)."""
+    """Slice ``part``'s sums into ``acc``: ``_step_scales``' products (two slices), or the raw
+    scales of a one-slice tile (their products taken here)."""
+    if const_expr(parts == 1):
+        scales = tuple(scales[i % 2] * scales[2 + i // 2] for i in range(2 * (len(scales) - 2)))
+    promote_slice(acc, scratch, scales, part, parts, first_groups)
+
+
+@cute.jit
+def promote_slice(acc: cute.Tensor, scratch: cute.Tensor, products: tuple, part: cutlass.Constexpr[int],
+                  parts: cutlass.Constexpr[int], first_groups: cutlass.Constexpr[int]):
+    """Slice ``part`` of ``parts`` into ``acc``; ``products``: rows r and r + 8 times the first
+    weight block, then the second (``factors``): each 128-column slice of a two-slice tile takes
+    its block's pair, a one-slice tile the first pair up to column group ``first_groups``."""
     if const_expr(parts > 1):
-        promote(acc, scratch, scales[2 * part:2 * part + 2], part * cute.size(scratch), cute.size(scratch))
+        promote(acc, scratch, products[2 * part:2 * part + 2], part * cute.size(scratch), cute.size(scratch))
     else:
-        factors = tuple(scales[i % 2] * scales[2 + i // 2] for i in range(2 * (len(scales) - 2)))
-        promote(acc, scratch, factors, 0, first_groups)
+        promote(acc, scratch, products, 0, first_groups)
 
 
 # ---- swapped builds (a few tokens): the tile's rows are the weight's, its columns the tokens ---

@@ -47,7 +47,8 @@ EPI_STAGES = 4
 WARPGROUP = 128
 SM90_THREADS = 3 * WARPGROUP  # producer + two consumers
 SMEM_LIMIT = 227 * 1024       # Hopper's opt-in limit per CTA
-BARRIER_BYTES = 1024          # mbarriers, padded so the first tile starts on 1 KiB
+BARRIER_BYTES = 1024          # the tiles start on a 1 KiB boundary (128-byte swizzle)
+HEAD_FLAG_BYTES = 64          # the kernel's mbarriers and flags besides the ring's, with alignment pads
 # the static shape each TMA tensor is compiled against ([L, rows, cols]): at least two tiles
 # per mode so no tile index folds away; the kernel only reads the descriptors and scalars
 PLACEHOLDER = (2, 4096, 4096)
@@ -118,34 +119,48 @@ class Sm90Config:
         """fp32 a CTA receives in a cluster_k meeting: the other CTAs' partials of its share."""
         return self.tile_m * self.tile_n * (self.cluster_k - 1) // self.cluster_k
 
-    def scale_slot(self, block_scaled: bool) -> int:
-        """fp32 a ring stage holds for its scales: a block-scaled swapped build's tile of token
-        scales and its rows' two weight-block scales, padded to 16 bytes (the producer stages
-        them with the tiles, ``cute/staged_scales.py``); 0 for the others."""
-        return self.tile_n + 4 if block_scaled and self.swap else 0
+    def scale_slot(self, block_scaled: bool, grouped: bool = False, out_dtype: str = "bf16") -> int:
+        """fp32 a ring stage holds for its scales (the producer stages them with the tiles,
+        ``cute/staged_scales.py``): a scale per token of the tile (swapped: its columns, else its
+        rows) and two weight-block scales, padded to 16 bytes; the swapped builds and the
+        128 x 256 tiles (their ring keeps its four stages: 1-3% faster than loading them in
+        the consumers on the H200, session 32). 0 for the others (the 192-wide tiles ran 2-6%
+        slower with them; the 128 x 128 ones lose a stage; grouped builds), whose consumers
+        load each step's scales a step ahead (``cute/block_scale.py``)."""
+        if not block_scaled or grouped or not (self.swap or self.tile_n == 256):
+            return 0
+        return (self.tile_n if self.swap else self.tile_m) + 4
 
-    def stage_bytes(self, dtype: str, block_scaled: bool = False) -> int:
-        # (a 128-byte row of K per tile row, and the staged scales)
-        return (self.tile_m + self.tile_n) * 128 + 4 * self.scale_slot(block_scaled)
+    def tile_bytes(self) -> int:
+        """A ring stage's A and B tiles: a 128-byte row of K per tile row."""
+        return (self.tile_m + self.tile_n) * 128
 
     def epi_bytes(self, out_dtype: str, grouped: bool = False) -> int:
         if self.swap:  # (stored from registers)
             return 0
         return self.tile_m * EPI_TILE_N * dtypes.bits(out_dtype) // 8 * EPI_STAGES
 
-    def fixed_bytes(self, out_dtype: str, grouped: bool = False) -> int:
-        """Shared memory besides the ring: barriers, the staged output, the cluster exchange,
-        a grouped build's segment prefix."""
-        prefix = 4 * (MAX_GROUPS + 1) if grouped else 0
-        return BARRIER_BYTES + self.epi_bytes(out_dtype, grouped) + 4 * self.exchange_elems + prefix
+    def head_bytes(self, stages: int, grouped: bool, slot: int) -> int:
+        """Shared memory before the tiles (which start on a 1 KiB boundary): the ring's and the
+        kernel's barriers and flags, a grouped build's segment prefix, the cluster exchange,
+        ``stages`` scale slots of ``slot`` fp32."""
+        prefix = 4 * (MAX_GROUPS + 1) if grouped else 4
+        head = HEAD_FLAG_BYTES + 16 * stages + prefix + 4 * max(self.exchange_elems, 4) + 4 * max(1, stages * slot)
+        return -(-head // BARRIER_BYTES) * BARRIER_BYTES
+
+    def _bytes(self, stages: int, out_dtype: str, grouped: bool, slot: int) -> int:
+        return self.head_bytes(stages, grouped, slot) + stages * self.tile_bytes() + self.epi_bytes(out_dtype, grouped)
+
+    def _deepest(self, out_dtype: str, grouped: bool, slot: int) -> int:
+        """The deepest ring (up to ``MAX_STAGES``) that fits ``SMEM_LIMIT``."""
+        return next(s for s in range(MAX_STAGES, 0, -1) if self._bytes(s, out_dtype, grouped, slot) <= SMEM_LIMIT)
 
     def stages(self, dtype: str, out_dtype: str, grouped: bool = False, block_scaled: bool = False) -> int:
-        return min(MAX_STAGES, (SMEM_LIMIT - self.fixed_bytes(out_dtype, grouped))
-                   // self.stage_bytes(dtype, block_scaled))
+        return self._deepest(out_dtype, grouped, self.scale_slot(block_scaled, grouped, out_dtype))
 
     def smem_bytes(self, dtype: str, out_dtype: str, grouped: bool = False, block_scaled: bool = False) -> int:
-        return self.fixed_bytes(out_dtype, grouped) + self.stages(dtype, out_dtype, grouped, block_scaled) \
-            * self.stage_bytes(dtype, block_scaled)
+        return self._bytes(self.stages(dtype, out_dtype, grouped, block_scaled), out_dtype, grouped,
+                           self.scale_slot(block_scaled, grouped, out_dtype))
 
 
 CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 128, 1), Sm90Config(128, 64, 1),

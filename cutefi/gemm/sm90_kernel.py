@@ -97,9 +97,10 @@ class GemmSm90(Sm90Stores):
         self.cluster_m = cluster_m
         self.cluster_n = cluster_n
         self.multicast = cluster_m * cluster_n  # CTAs that share a tile's A or B loads
-        # (swapped block-scaled builds: each ring stage also carries its K step's scales)
-        self.staged_scales = block_scaled and swap
-        self.scale_slot = config.scale_slot(block_scaled)
+        # (block-scaled builds where it costs the ring no stage, not grouped: each ring stage
+        # also carries its K step's scales)
+        self.scale_slot = config.scale_slot(block_scaled, grouped, out_dtype)
+        self.staged_scales = self.scale_slot > 0
         self.stages = config.stages(dtype, out_dtype, grouped, block_scaled)
         self.epi_tile = (tile_m, launch.EPI_TILE_N)
 
@@ -305,7 +306,7 @@ class GemmSm90(Sm90Stores):
                 full = ring.producer_get_barrier(state)
                 if const_expr(self.staged_scales):  # (the stage's full barrier waits for both)
                     staged_scales.stage(args, slots, state.index, full, first_row, first_col, self.tile_mnk[:2],
-                                        k_begin + k_step, cute.arch.lane_idx())
+                                        k_begin + k_step, cute.arch.lane_idx(), self.swap)
                 cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, state.index)], tma_bar_ptr=full,
                           mcast_mask=a_mask)
                 cute.copy(atom_b, src_b[(None, k_begin + k_step)], t_sb[(None, state.index)], tma_bar_ptr=full,
@@ -445,11 +446,14 @@ class GemmSm90(Sm90Stores):
                 # (a K step's first wgmma overwrites the scratch set, the others add: two MMA
                 # objects set once, not one flipped inside the loops, and no zero-fill whose
                 # moves the compiler could sink past the wgmma fence and so serialise every wgmma)
-                if const_expr(self.staged_scales):  # (per-column token scales, per-row weight scales)
+                if const_expr(self.staged_scales and self.swap):  # (per-column token scales, per-row weight scales)
                     read, release = staged_scales.main_loop(ring, read, release, block, acc, slots,
                                                             staged_scales.offsets(args, first_row, coord_c), k_count,
                                                             tile_n)
-                else:
+                elif const_expr(self.staged_scales):  # (per-row token scales, per-column-block weight scales)
+                    read, release = staged_scales.rows_main_loop(ring, read, release, block, acc, slots,
+                                                                 staged_scales.row_slots(coord_c), k_count, first_col)
+                else:  # (grouped: the scales loaded by the consumers)
                     offsets = block_scale.tile_offsets(args, first_row, first_col, coord_c,
                                                        batch if const_expr(self.grouped) else None)
                     read, release = block_scale.main_loop(args, ring, read, release, block, acc, offsets, k_begin,
