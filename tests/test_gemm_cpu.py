@@ -550,19 +550,21 @@ def test_block_scaled_build_promotes_each_k_block(config):
 
 def test_block_scaled_plan():
     """From an eighth of a wave of 128 x 128 tiles, the 128-row tile whose rounds cost least
-    (128 x 256 from 0.8 of a wave), else 128 x 64, swapped builds for a few tokens; splits pair
-    in clusters."""
+    (128 x 256 from 0.8 of a wave, B multicast in clusters of two from two M tiles), else 128 x
+    64, swapped builds for a few tokens; splits pair in clusters."""
     from cutefi.gemm.plan import block_scaled_plan
 
-    assert block_scaled_plan(4096, 7168, 2048, H200_SMS).config == Sm90Config(128, 256, 1)
+    assert block_scaled_plan(4096, 7168, 2048, H200_SMS).config == Sm90Config(128, 256, 2)
     # 2.7 rounds of 192-wide tiles (11 columns) cost less than 2.2 of 256 or 4.1 of 128 (the
     # sweep behind BLOCK_SCALED_TILE_RATES: each of these the fastest measured)
     for m, n, k in ((4096, 2112, 7168), (4096, 576, 7168), (2048, 1536, 7168), (2048, 7168, 18432)):
         assert block_scaled_plan(m, n, k, H200_SMS).config == Sm90Config(128, 192, 1), (m, n, k)
     assert block_scaled_plan(2048, 576, 7168, H200_SMS).config == Sm90Config(128, 128, 1)
     for m, n, k in ((4096, 4096, 7168), (8192, 7168, 18432), (8192, 1536, 7168), (2048, 2048, 7168)):
-        assert block_scaled_plan(m, n, k, H200_SMS).config == Sm90Config(128, 256, 1), (m, n, k)
+        assert block_scaled_plan(m, n, k, H200_SMS).config == Sm90Config(128, 256, 2), (m, n, k)
     assert block_scaled_plan(256, 7168, 2048, H200_SMS).config == Sm90Config(128, 128, 1)
+    # (one M tile: no pair to multicast to)
+    assert block_scaled_plan(128, 65536, 7168, H200_SMS).config == Sm90Config(128, 256, 1)
     small = block_scaled_plan(65, 1024, 7168, H200_SMS)
     assert small.config == Sm90Config(128, 64, 1) and small.splits > 1
     # up to 64 tokens swapped (the weight's rows fill the tile), split over K: 32-token tiles, two
@@ -583,7 +585,7 @@ def test_block_scaled_plan():
         assert (dropped.config, dropped.splits) == (config, 6)
     paired = block_scaled_plan(128, 4096, 7168, H200_SMS)
     assert paired.config == Sm90Config(128, 128, 1, False, 2) and paired.splits % 2 == 0
-    with override(config="128x256c2"), pytest.raises(ValueError, match="no block-scaled build"):
+    with override(config="128x16c1t"), pytest.raises(ValueError, match="no block-scaled build"):
         block_scaled_plan(4096, 4096, 4096, H200_SMS)
 
 

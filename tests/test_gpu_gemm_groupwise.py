@@ -77,7 +77,7 @@ def test_blockscaled(m, n, k):
                                        out_dtype=torch.float16), ref)
 
 
-@pytest.mark.parametrize("config,splits", [("128x256c1", 1), ("128x256c1", 2), ("128x192c1", 1), ("128x192c1", 2),
+@pytest.mark.parametrize("config,splits", [("128x256c1", 1), ("128x256c1", 2), ("128x256c2", 1), ("128x192c1", 1), ("128x192c1", 2),
                                            ("128x128c1", 1), ("128x64c1", 1),
                                            ("128x128c1", 3), ("128x128c1k2", 2),
                                            ("128x128c1k2", 4), ("128x64c1", 5), ("128x64c1t", 1),

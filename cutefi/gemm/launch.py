@@ -286,7 +286,7 @@ SM90_SPECS.update({
 # slice that spans two weight blocks)
 # (swapped builds for a few tokens: the weight's rows fill the tile, no MMA rows wasted)
 BLOCK_SCALED_CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 192, 1), Sm90Config(128, 128, 1),
-                        Sm90Config(128, 64, 1),
+                        Sm90Config(128, 64, 1), Sm90Config(128, 256, 2),
                         Sm90Config(128, 128, 1, False, 2), Sm90Config(128, 32, 1, True), Sm90Config(128, 64, 1, True),
                         Sm90Config(128, 32, 1, True, 2), Sm90Config(128, 64, 1, True, 2))
 BLOCK_SCALED_SPECS = {

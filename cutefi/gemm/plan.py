@@ -377,21 +377,23 @@ BLOCK_SCALED_SWAP_TOKENS = (32, 64)  # (tokens of the 32-token tiles alone, of a
 # an odd split count drops one to meet in cluster pairs only from this many splits (a dropped
 # split of three cost 10%: 64 x 2112 x 7168 13.5 against 12.5 us; 7 -> 6 paired gained 5-8%)
 BLOCK_SCALED_ODD_PAIRS = 5
-# the block-scaled tiles' rates in full waves, relative to 128 x 256's (H200, session 32: 128 x
-# 256 1170-1220 TFLOP/s at M = 4096-8192 and K >= 7168, 128 x 192 1090-1130, 128 x 128
-# 1040-1080; gemm_fp8_groupwise_tiles_h200_session32.json): a problem takes the tile whose
-# rounds over the SMs cost least at these rates (4096 x 2112 x 7168: 11 columns of 192 in 2.7
-# rounds ran 1003 TFLOP/s, 17 of 128 in 4.1 rounds 838, 9 of 256 in 2.2 rounds 794; the rates
-# pick the fastest build at each of 44 measured shapes)
-BLOCK_SCALED_TILE_RATES = {256: 1.0, 192: 0.95, 128: 0.88}
+# the block-scaled tiles' rates in full waves, relative to 128 x 256's in clusters of two (B
+# multicast to both, 1-2.5% faster than alone), H200, session 32 (M = 4096-8192 and K >= 7168:
+# 128 x 256 1170-1220 TFLOP/s alone, 128 x 192 1090-1130, 128 x 128 1040-1080;
+# gemm_fp8_groupwise_tiles_h200_session32.json, _staged_wide_ab_, _multicast_ab_): a problem takes
+# the tile whose rounds over the SMs cost least at these rates (4096 x 2112 x 7168: 11 columns of
+# 192 in 2.7 rounds ran 1003 TFLOP/s, 17 of 128 in 4.1 rounds 838, 9 of 256 in 2.2 rounds 794;
+# the rates pick the fastest build at each of 44 measured shapes)
+BLOCK_SCALED_TILE_RATES = {Sm90Config(128, 256, 2): 1.0, Sm90Config(128, 256, 1): 0.985,
+                           Sm90Config(128, 192, 1): 0.94, Sm90Config(128, 128, 1): 0.87}
 
 
 def block_scaled_plan(m: int, n: int, k: int, sms: int, wgmma: bool = True,
                       native_fp8: bool = True) -> LaunchPlan | Sm80Plan:
     """The plan of a block-scaled FP8 problem (one matrix, ``BLOCK_SCALED_CONFIGS``): from an
-    eighth of a wave of 128 x 128 tiles, the 128 x 256, 128 x 192 or 128 x 128 tiles whose
-    rounds over the SMs cost least (``BLOCK_SCALED_TILE_RATES``; 128 x 256 from 0.8 of a wave
-    of them), else 128 x 64, and for a few tokens (``BLOCK_SCALED_SWAP_TOKENS``) the swapped
+    eighth of a wave of 128 x 128 tiles, the 128 x 256 (B multicast in clusters of two), 128 x
+    192 or 128 x 128 tiles whose rounds over the SMs cost least (``BLOCK_SCALED_TILE_RATES``;
+    128 x 256 from 0.8 of a wave of them), else 128 x 64, and for a few tokens (``BLOCK_SCALED_SWAP_TOKENS``) the swapped
     128 x 32 / 128 x 64 builds; split-K as for the other builds (pairs in clusters of two, for
     odd counts from ``BLOCK_SCALED_ODD_PAIRS``). Off Hopper (``wgmma`` False, or an mma.sync build forced): the block-scaled
     mma.sync builds, 128 x 128 from half a wave of them where the chip has FP8 MMAs, else
@@ -426,14 +428,14 @@ def block_scaled_plan(m: int, n: int, k: int, sms: int, wgmma: bool = True,
 def _block_scaled_tile(m: int, n: int, sms: int) -> Sm90Config:
     """The 128-row block-scaled tile whose rounds cost least (a round: one tile an SM, taking
     its width over its rate); 128 x 256 only from 0.8 of a wave of them (as for 16 bits: below,
-    the narrower tiles, with split-K, fill more SMs)."""
+    the narrower tiles, with split-K, fill more SMs), in clusters of two from two M tiles."""
     costs = {}
-    for width, rate in BLOCK_SCALED_TILE_RATES.items():
-        config = Sm90Config(128, width, 1)
-        if width == 256 and 5 * _tile_count(m, n, config) < 4 * sms:
+    for config, rate in BLOCK_SCALED_TILE_RATES.items():
+        if config.tile_n == 256 and (5 * _tile_count(m, n, config) < 4 * sms
+                                     or (config.cluster_m > 1 and m <= config.tile_m)):
             continue
-        costs[config] = _waves(m, n, config, sms) * width / rate
-    return min(costs, key=costs.__getitem__)  # (ties: the wider tile, listed first)
+        costs[config] = _waves(m, n, config, sms) * config.tile_n / rate
+    return min(costs, key=costs.__getitem__)  # (ties: the first listed)
 
 
 def _waves(m: int, n: int, config: Sm90Config, sms: int) -> int:
