@@ -15,6 +15,7 @@ from cutlass.cute.nvgpu import cpasync, warp
 from cutefi.gemm import launch
 
 CONSUMER_THREADS = 2 * launch.WARPGROUP
+EPI_ROUND = launch.EPI_STAGES // 2  # pieces a round of the store epilogue writes, then stores
 
 
 class Sm90Stores:
@@ -87,21 +88,29 @@ class Sm90Stores:
         grid_layout = cute.make_layout(grid_shape, stride=(grid_shape[1], 1))
         piece_count = cute.size(g_pieces, mode=[1])
         share_pieces = piece_count // self.cluster_k
-        for p in cutlass.range_constexpr(piece_count):
-            if p // share_pieces == share:  # (a CTA-uniform test: always true without cluster_k)
-                for v in cutlass.range_constexpr(cute.size(piece)):
-                    piece[v] = acc_pieces[p * cute.size(piece) + v]
-                piece_out.store(piece.load().to(self.out_dtype))
-                buffer = (pieces_done + p - share * share_pieces) % launch.EPI_STAGES
-                cute.copy(store_r2s, piece_out, t_sc[(None, None, None, buffer)])
-                # the generic-proxy writes must be visible to TMA before the store reads them
+        # rounds of EPI_ROUND pieces, each into half of the ring: a round's stores read one half
+        # while the next round writes the other (two named barriers a round, not a piece)
+        per_round = EPI_ROUND if share_pieces % EPI_ROUND == 0 else 1
+        for r in cutlass.range_constexpr(piece_count // per_round):
+            if r * per_round // share_pieces == share:  # (a CTA-uniform test: always true without cluster_k)
+                first = r * per_round - share * share_pieces  # (of this CTA's share)
+                if is_store_warp:  # (this round's buffers: read by the round before the last)
+                    cute.arch.cp_async_bulk_wait_group(launch.EPI_STAGES // per_round - 1, read=True)
+                epi_barrier.arrive_and_wait()
+                for j in cutlass.range_constexpr(per_round):
+                    p = r * per_round + j
+                    for v in cutlass.range_constexpr(cute.size(piece)):
+                        piece[v] = acc_pieces[p * cute.size(piece) + v]
+                    piece_out.store(piece.load().to(self.out_dtype))
+                    cute.copy(store_r2s, piece_out, t_sc[(None, None, None, (pieces_done + first + j) % launch.EPI_STAGES)])
+                # the generic-proxy writes must be visible to TMA before the stores read them
                 cute.arch.fence_proxy("async.shared", space="cta")
                 epi_barrier.arrive_and_wait()
                 if is_store_warp:
-                    cute.copy(atom_c, t_sc_tma[(None, buffer)], t_gc_tma[(None, grid_layout.get_hier_coord(p))])
-                    stores.producer_commit()
-                    stores.producer_acquire()
-                epi_barrier.arrive_and_wait()
+                    for j in cutlass.range_constexpr(per_round):
+                        cute.copy(atom_c, t_sc_tma[(None, (pieces_done + first + j) % launch.EPI_STAGES)],
+                                  t_gc_tma[(None, grid_layout.get_hier_coord(r * per_round + j))])
+                    cute.arch.cp_async_bulk_commit_group()
         return pieces_done + share_pieces
 
 
