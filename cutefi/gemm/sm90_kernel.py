@@ -25,8 +25,10 @@ Split-K: the last split of a tile to arrive sums the partials through the worksp
 each other's halves through distributed shared memory (:mod:`cutefi.cute.cluster_split_k`).
 FP8 builds (e4m3/e5m2, K-major operands) take 128-element K stages and multiply the fp32
 sums by the two per-tensor scales at the store; the ``block_scaled`` ones (DeepSeek-style
-scales, :mod:`cutefi.cute.block_scale`) instead sum each K stage into a scratch set, 128
-columns at a time, and add it into the accumulators times that stage's scales.
+scales, :mod:`cutefi.cute.block_scale`) instead sum each K stage into a scratch set (a
+256-wide tile 128 columns at a time) and add it into the accumulators times that stage's
+scales, which the producer stages in the ring where the build has a slot for them
+(:mod:`cutefi.cute.staged_scales`).
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ class GemmSm90(Sm90Stores):
         # block_scaled: the scales of each 128-element K block multiply that block's sums as
         # they are promoted into the fp32 accumulators (block_scale.promote)
         self.block_scaled = block_scaled
-        # (one-slice tiles run the block-scaled loop two K steps an iteration, block_scale.main_loop;
-        # the swapped builds read their scales from the ring, staged_scales.main_loop)
+        # (builds whose consumers load the block scales run their loop two K steps an iteration
+        # where the tile is one slice, block_scale.main_loop; the others read them from the ring,
+        # staged_scales)
         self.paired_steps = block_scaled and block_scale.slice_width(tile_n) == tile_n and not swap
         self.scaled = fp8 and not block_scaled
         self.contract = launch.sm90_contract(dtype, out_dtype, b_major, tile_m, tile_n, cluster_m, swap, cluster_k,
@@ -97,8 +100,8 @@ class GemmSm90(Sm90Stores):
         self.cluster_m = cluster_m
         self.cluster_n = cluster_n
         self.multicast = cluster_m * cluster_n  # CTAs that share a tile's A or B loads
-        # (block-scaled builds where it costs the ring no stage, not grouped: each ring stage
-        # also carries its K step's scales)
+        # (the block-scaled builds Sm90Config.scale_slot gives a slot: each ring stage also
+        # carries its K step's scales, staged by the producer)
         self.scale_slot = config.scale_slot(block_scaled, grouped, out_dtype)
         self.staged_scales = self.scale_slot > 0
         self.stages = config.stages(dtype, out_dtype, grouped, block_scaled)
@@ -205,8 +208,8 @@ class GemmSm90(Sm90Stores):
             last_split: cute.struct.MemRange[Int32, 1]  # split-K: "this CTA sums the tile"
             prefix: cute.struct.MemRange[Int32, launch.MAX_GROUPS + 1 if self.grouped else 1]  # grouped: units
             exchange: cute.struct.Align[cute.struct.MemRange[Float32, self.exchange_elems], 16]
-            # (before the tiles: the slots share the first 1 KiB with the barriers, and the
-            # contract counts them per stage, launch.Sm90Config.scale_slot)
+            # (before the tiles, which start on the next 1 KiB boundary: the contract counts
+            # this head per stage count, launch.Sm90Config.head_bytes)
             scales: cute.struct.Align[cute.struct.MemRange[Float32, max(1, self.stages * self.scale_slot)], 16]
             s_a: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(a_smem)], 1024]
             s_b: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(b_smem)], 1024]
@@ -453,7 +456,7 @@ class GemmSm90(Sm90Stores):
                 elif const_expr(self.staged_scales):  # (per-row token scales, per-column-block weight scales)
                     read, release = staged_scales.rows_main_loop(ring, read, release, block, acc, slots,
                                                                  staged_scales.row_slots(coord_c), k_count, first_col)
-                else:  # (grouped: the scales loaded by the consumers)
+                else:  # (192/128/64-wide and grouped tiles: the scales loaded by the consumers)
                     offsets = block_scale.tile_offsets(args, first_row, first_col, coord_c,
                                                        batch if const_expr(self.grouped) else None)
                     read, release = block_scale.main_loop(args, ring, read, release, block, acc, offsets, k_begin,
