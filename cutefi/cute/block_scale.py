@@ -113,7 +113,8 @@ def main_loop(args, ring, read, release, block: tuple, acc: cute.Tensor, offsets
               k_count: Int32, paired: cutlass.Constexpr[bool], first_col: Int32) -> tuple:
     """``acc`` = the tile's block-scaled sums over K steps ``k_begin`` .. ``k_begin + k_count - 1``
     (ring slots from ``read``; ``release`` kept level with it), each step's scales loaded from
-    global memory (the grouped builds; the others stage them in the ring: ``staged_scales``);
+    global memory (the builds without a ring slot for them: 192/128/64-wide and grouped tiles;
+    the others read them from the ring, ``staged_scales``);
     ``block``: (the two MMAs, A's fragment, B's fragments of the tile's slices, the scratch set);
     ``first_col``: the tile's (where in its weight block it starts). Returns (read, release),
     advanced past the steps."""

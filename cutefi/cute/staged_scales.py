@@ -1,4 +1,5 @@
-"""Block scales staged in shared memory with the ring (block-scaled FP8 builds whose ring has room: ``Sm90Config.scale_slot``).
+"""Block scales staged in shared memory with the ring (the block-scaled FP8 builds
+``Sm90Config.scale_slot`` gives a slot: the swapped ones and the 128 x 256 tiles).
 
 At 64 tokens and fewer a K step's wgmmas take a fraction of a microsecond, less than the
 latency of the global loads of its scales: the consumers that loaded them a step ahead still
@@ -15,8 +16,8 @@ A slot holds one scale per token of the tile (the swapped builds: its ``tile_n``
 others: its ``tile_m`` rows; position ``i`` for the tile's ``i``-th, tokens past the last
 taking the last one's), then two weight-block scales: the blocks of the tile's first and last
 rows (swapped: a 128-row tile moved back to end on the weight's last row straddles two) or of
-its first column and the next (a 192- or 256-wide tile spans two; past N's last block, that
-one), padded to 16 bytes (``gemm.launch.Sm90Config.scale_slot``).
+its first column and the next (a 256-wide tile spans two; past N's last block, that one),
+padded to 16 bytes (``gemm.launch.Sm90Config.scale_slot``).
 The swapped build's A is the weight: its strides ``sa_*`` are the weight scales', ``sb_*`` the
 tokens' (``scale_rows`` tokens share one: 1 or 128).
 """
@@ -111,6 +112,7 @@ def rows_main_loop(ring, read, release, block: tuple, acc: cute.Tensor, slots: c
 @cute.jit
 def _rows_steps(ring, read, release, block: tuple, acc: cute.Tensor, slots: cute.Tensor, rows: tuple,
                 k_count: Int32, first_groups: cutlass.Constexpr[int]) -> tuple:
+    """The K steps of ``rows_main_loop`` (``first_groups``: ``block_scale.per_tile_start``'s)."""
     mmas, frag_a, frag_bs, scratch = block
     parts = len(frag_bs)
     tokens = cute.size(slots, mode=[0]) - 4  # (the slot's weight-block scales follow its tokens')
