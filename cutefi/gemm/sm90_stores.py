@@ -34,6 +34,8 @@ class Sm90Stores:
         piece_shape = cute.shape(thr_r2s.partition_S(s_c))[:3]
         piece = cute.make_rmem_tensor(piece_shape, Float32)
         piece_out = cute.make_rmem_tensor(piece_shape, self.out_dtype)
+        # (the stores' groups are committed and waited for in ``_epilogue``; this object gives
+        # the kernel's end its wait for every store)
         stores = pipeline.PipelineTmaStore.create(
             num_stages=launch.EPI_STAGES,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_THREADS))
@@ -75,7 +77,7 @@ class Sm90Stores:
                   share: Int32) -> Int32:
         """Bias, conversion, stmatrix into the store ring, TMA stores of ``g_tile``; returns pieces
         stored so far (cluster_k: only the pieces of this CTA's ``share``)."""
-        _, atom_c, s_c, t_sc, acc_pieces, piece, piece_out, store_r2s, stores, is_store_warp = store_ring
+        _, atom_c, s_c, t_sc, acc_pieces, piece, piece_out, store_r2s, _, is_store_warp = store_ring
         if args.has_bias != 0:
             last_col = args.n - 1
             for i in cutlass.range(cute.size(acc), unroll_full=True):
