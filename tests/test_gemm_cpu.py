@@ -595,12 +595,14 @@ def test_block_scaled_plan():
 def test_grouped_build_stores_rows_from_registers(key):
     """Grouped (segment) builds: the usual wgmmas fed by TMA; a tile inside its segment stored by
     TMA, one crossing the segment's end from registers two columns a store (STG.E: it must not
-    write the next segment's rows); the segment prefix in shared memory; no spills."""
+    write the next segment's rows); the tile prefix counted in shared memory by a warp scan
+    (SHFL.UP), not passed in; no spills."""
     spec = launch.GROUPED_SPECS[key]
     _, sass = _build(spec, "9.0a")
     assert re.search(r"\b[HQ]GMMA\.64x\d+x\d+\.F32", sass) and re.search(r"\bUTMALDG\b", sass)
     assert re.search(r"\bSTG\.E\b", sass) and re.search(r"\bUTMASTG\b", sass)
     assert not re.search(r"\b(LDL|STL)\b", sass), "the grouped GEMM spills"
     names = [p.name for p in spec.launch_contract().params]
-    assert {"c_rows", "seg_indptr", "tile_prefix", "weight_indices", "groups", "ldc"} <= set(names)
+    assert re.search(r"\bSHFL\.UP\b", sass)
+    assert {"c_rows", "seg_indptr", "weight_indices", "groups", "ldc"} <= set(names) and "tile_prefix" not in names
     assert spec.launch_contract().smem_bytes <= launch.SMEM_LIMIT

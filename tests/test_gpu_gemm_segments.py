@@ -74,6 +74,24 @@ def test_segment_gemm_weight_indices_and_uncovered_rows():
     assert (fresh[start:] == 0).all() and torch.equal(fresh[:start], out[:start])
 
 
+@pytest.mark.parametrize("segments", [33, 100, 1024])
+def test_segment_gemm_many_segments(segments):
+    """More segments than one round of the kernel's tile count (32 a round, up to MAX_GROUPS),
+    empty ones among them, default weight_indices, a fresh output."""
+    gen = torch.Generator(device="cuda").manual_seed(segments)
+    lens = torch.randint(0, 6, (segments,), generator=gen, device="cuda")
+    lens[::7] = 0
+    lens[1::11] = 130  # (segments of two M tiles)
+    rows, d_in, d_out = int(lens.sum()), 128, 64
+    x = torch.randn(rows, d_in, device="cuda", dtype=torch.bfloat16, generator=gen)
+    weights = torch.randn(segments, d_out, d_in, device="cuda", dtype=torch.bfloat16, generator=gen) / 8
+    wrapper = cutefi.SegmentGEMMWrapper(torch.empty(1 << 20, dtype=torch.int8, device="cuda"))
+    out = wrapper.run(x, weights, segments, True, seg_lens=lens)
+    owner = torch.repeat_interleave(torch.arange(segments, device="cuda"), lens)  # (each row's segment)
+    ref = torch.bmm(x.float()[:, None, :], weights[owner].float().transpose(1, 2))[:, 0]
+    _check_rows(out, ref, slice(0, rows))
+
+
 def test_segment_gemm_in_a_cuda_graph():
     """Captured once, replayed with new segment lengths written into the same index tensor."""
     gen = torch.Generator(device="cuda").manual_seed(4)
@@ -96,8 +114,12 @@ def test_segment_gemm_in_a_cuda_graph():
 
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
 @pytest.mark.parametrize("mode", ["MN", "K"])
-@pytest.mark.parametrize("lens,n,k", [([0, 1, 130, 300], 256, 512), ([512] * 8, 4096, 1024), ([64, 3], 136, 2064)])
+@pytest.mark.parametrize("lens,n,k", [([0, 1, 130, 300], 256, 512), ([512] * 8, 4096, 1024), ([64, 3], 136, 2064),
+                                      ([300, 520, 0, 700, 129], 1544, 512), ([0, 3, 129, 0, 1] * 8, 256, 256)])
 def test_group_gemm_fp8_groupwise(fp8, mode, lens, n, k):
+    """Ragged experts (empty, one row, tiles ending mid-expert) against a float32 reference; the
+    fourth case's N ends mid weight block and its experts' last tiles overlap the next expert's
+    rows; the last has 40 experts (two rounds of the kernel's tile count)."""
     gen = torch.Generator(device="cuda").manual_seed(sum(lens) + n)
     rows, experts = sum(lens), len(lens)
     x = torch.randn(rows, k, device="cuda", generator=gen)

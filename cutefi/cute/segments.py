@@ -1,12 +1,14 @@
 """Work units of a grouped (segment) GEMM: segment ``s`` is rows ``[indptr[s], indptr[s + 1])``
 of A and of the output, multiplied by weight ``weight_indices[s]``.
 
-The host writes ``tile_prefix``: ``tile_prefix[s]`` is the number of output tiles of the
-segments before ``s`` (``ceil(rows / tile_m) * tiles_n`` each), so ``tile_prefix[groups]`` is
-the number of work units and the tiles of a segment are consecutive units (M tiles fastest:
-the CTAs running together share the segment's weight columns in L2). A CTA copies the prefix
-into shared memory once and finds a unit's segment by binary search there. A segment's last
-M tile reads rows of the next segment (TMA loads whole tiles); the store drops them.
+``prefix[s]`` is the number of output tiles of the segments before ``s``
+(``ceil(rows / tile_m) * tiles_n`` each), so ``prefix[groups]`` is the number of work units and
+the tiles of a segment are consecutive units (M tiles fastest: the CTAs running together share
+the segment's weight columns in L2). The Hopper builds count it in each CTA from ``indptr``
+(``count_prefix``: no host pass, no extra launches); the mma.sync builds read one the host
+wrote (``tile_prefix``). A unit's segment is found by binary search over the prefix. A
+segment's last M tile reads rows of the next segment (TMA loads whole tiles); the store drops
+them.
 """
 
 from __future__ import annotations
@@ -19,13 +21,44 @@ _FLAT = 1 << 30  # (the extent the index vectors are viewed with; launch.MAX_GRO
 
 
 @cute.jit
-def load_prefix(prefix_ptr: cute.Pointer, staged: cute.Tensor, groups: Int32, thread: Int32,
-                threads: cutlass.Constexpr[int]):
-    """``staged[s] = tile_prefix[s]`` for s in ``[0, groups]``; every thread takes part and the
-    caller synchronises the CTA before reading it."""
-    prefix = cute.make_tensor(prefix_ptr, cute.make_layout(_FLAT))
+def count_prefix(indptr_ptr: cute.Pointer, staged: cute.Tensor, groups: Int32, tiles_n: Int32,
+                 tile_m: cutlass.Constexpr[int], thread: Int32, threads: cutlass.Constexpr[int]):
+    """``staged[s]`` = the output tiles of the segments before ``s``, for s in ``[0, groups]``,
+    from ``indptr``; every thread takes part and the caller synchronises the CTA before
+    reading it. The CTA stages ``indptr`` (one load latency), then warp 0 scans 32 segments
+    a round with shuffles, in place: a round reads the raw bounds it overwrites before
+    writing them, and carries its last bound and running total to the next round."""
+    indptr = cute.make_tensor(indptr_ptr, cute.make_layout(_FLAT))
     for s in cutlass.range(thread, groups + 1, threads, unroll=1):
-        staged[s] = prefix[s]
+        staged[s] = indptr[s]
+    cute.arch.sync_threads()
+    if thread < 32:
+        lane = thread
+        previous_end = staged[0]
+        carry = Int32(0)
+        for first in cutlass.range(0, groups, 32, unroll=1):
+            segment = first + lane
+            end = previous_end
+            if segment < groups:
+                end = staged[segment + 1]
+            start = cute.arch.shuffle_sync_up(end, 1)
+            if lane == 0:
+                start = previous_end
+            # (a negative length counts as empty, as a zero one; lanes past the last segment add 0)
+            total = (cutlass.max(end - start, 0) + tile_m - 1) // tile_m * tiles_n
+            if segment >= groups:
+                total = 0
+            for offset in cutlass.range_constexpr(5):  # (inclusive scan over the warp)
+                before = cute.arch.shuffle_sync_up(total, 1 << offset)
+                if lane >= (1 << offset):
+                    total = total + before
+            total = total + carry
+            if segment < groups:
+                staged[segment + 1] = total
+            previous_end = cute.arch.shuffle_sync(end, 31)
+            carry = cute.arch.shuffle_sync(total, 31)
+        if lane == 0:
+            staged[0] = 0
 
 
 @cute.jit

@@ -223,10 +223,10 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
     if block_scaled:
         scales += scalars("i32", "scale_rows", "sa_row", "sa_k", "sb_col", "sb_k")
     # grouped: segment s is rows [seg_indptr[s], seg_indptr[s + 1]) of A and out, times weight
-    # (B's batch entry) weight_indices[s]; tile_prefix[s]: the output tiles of segments before s;
+    # (B's batch entry) weight_indices[s] (each CTA counts the segments' tiles itself);
     # c_rows: out again, for the tiles that cross a segment's end (stored row by row)
     segments = (Param("c_rows", "ptr", out_dtype, 4),
-                *pointers("seg_indptr", "tile_prefix", "weight_indices", dtype="i32", align=4),
+                *pointers("seg_indptr", "weight_indices", dtype="i32", align=4),
                 *scalars("i32", "groups"), *(scalars("i32", "sb_batch") if block_scaled else ())) if grouped else ()
     return LaunchContract(
         params=(Param("a", "tma"), Param("b", "tma"), *c_params, *scales, Param("bias", "ptr", dtype, 2),

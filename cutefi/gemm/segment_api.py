@@ -6,10 +6,11 @@ work unit, the grid an upper bound on the units; FP8 from sm_89 on).
 
 Segment ``s`` is rows ``[indptr[s], indptr[s + 1])`` of ``x`` and of the output, multiplied by
 weight ``weight_indices[s]`` (default ``s``). Segment bounds stay on the device: no host
-synchronisation, so a call can be captured in a CUDA graph. The host turns them into the
-number of output tiles before each segment (a few small torch operations) and the kernel's
-persistent CTAs walk those tiles. Rows outside every segment are not written (a new output is
-zero-filled, as FlashInfer's). Up to ``MAX_GROUPS`` segments a call.
+synchronisation, so a call can be captured in a CUDA graph. The Hopper builds' persistent
+CTAs each count the output tiles before every segment from those bounds and walk the tiles;
+for the mma.sync builds the host counts them (a few small torch operations). Rows outside every segment are not written: a new output of
+``SegmentGEMMWrapper.run`` is zero-filled and one of ``group_gemm_fp8_nt_groupwise`` is
+``torch.empty`` (each as FlashInfer's). Up to ``MAX_GROUPS`` segments a call.
 """
 
 from __future__ import annotations
@@ -73,6 +74,24 @@ def _launch_mma_sync(kernel, config: Sm80Config, device: int, a: torch.Tensor, w
                   tile_prefix=prefix.data_ptr(), weight_indices=weight_indices.data_ptr(), groups=groups, **extra)
 
 
+_IDENTITY: dict[torch.device, torch.Tensor] = {}  # per device: 0, 1, ..., MAX_GROUPS - 1
+
+
+def _identity(groups: int, device: torch.device) -> torch.Tensor:
+    """The default ``weight_indices`` (segment s takes weight s) without a launch a call: one
+    int32 range a device, copied from the host once (a blocking copy, so any stream may read it
+    at once); while torch.compile traces, or inside a CUDA graph capture before the first eager
+    call, a range made there."""
+    if compiling():
+        return torch.arange(groups, dtype=torch.int32, device=device)
+    cached = _IDENTITY.get(device)
+    if cached is None:
+        if torch.cuda.is_current_stream_capturing():
+            return torch.arange(groups, dtype=torch.int32, device=device)
+        cached = _IDENTITY[device] = torch.arange(MAX_GROUPS, dtype=torch.int32).to(device)
+    return cached[:groups]
+
+
 def _index(name: str, tensor: torch.Tensor, length: int, device: torch.device) -> torch.Tensor:
     """``tensor`` as contiguous int32 on ``device`` (a copy where it is not already)."""
     require_tensor(name, tensor)
@@ -106,14 +125,13 @@ def _launch(kernel, config: Sm90Config, device: int, a: torch.Tensor, weights: t
     rows, k = a.shape
     n = out.shape[1]
     groups = indptr.shape[0] - 1
-    prefix = _tile_prefix(indptr, _ceil(n, config.tile_n), config.tile_m)
+    # (an upper bound on the units: each CTA counts them from seg_indptr)
     ctas = min(_sms(device), (_ceil(rows, config.tile_m) + groups) * _ceil(n, config.tile_n))
     kernel.launch((ctas, 1, 1), device, None, False, a=_operand(a, False), b=_operand(weights, True),
                   c=_operand(out, False), c_rows=out.data_ptr(),
                   bias=a.data_ptr(), workspace=out.data_ptr(), counters=indptr.data_ptr(), m=rows, n=n, k=k, batch=1,
                   group_m=1, has_bias=0, splits=1, ctas=ctas, ldc=out.stride(0) if rows > 1 else n,
-                  seg_indptr=indptr.data_ptr(), tile_prefix=prefix.data_ptr(),
-                  weight_indices=weight_indices.data_ptr(), groups=groups, **extra)
+                  seg_indptr=indptr.data_ptr(), weight_indices=weight_indices.data_ptr(), groups=groups, **extra)
 
 
 def _rows_operand(name: str, tensor: torch.Tensor, align: int) -> None:
@@ -166,7 +184,7 @@ class SegmentGEMMWrapper:
         require_cuda("x", x)
         indptr = self._indptr(x, batch_size, seg_lens, seg_indptr)
         chosen = _index("weight_indices", weight_indices, batch_size, x.device) if weight_indices is not None \
-            else torch.arange(batch_size, dtype=torch.int32, device=x.device)
+            else _identity(batch_size, x.device)
         if out is None:
             out = torch.zeros(x.shape[0], d_out, dtype=x.dtype, device=x.device)
         elif tuple(out.shape) != (x.shape[0], d_out) or out.dtype != x.dtype:
@@ -240,8 +258,8 @@ def group_gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch
     if b_scale.dim() != 3 or b_scale.shape[0] != experts:
         raise ValueError(f"b_scale must be [experts={experts}, ...], got {tuple(b_scale.shape)}")
     sb_col, sb_k = _scale_strides("b_scale", b_scale[0], n_blocks, k_blocks, k_major)
-    if out is None:
-        out = torch.zeros(rows, n, dtype=out_dtype, device=a.device)
+    if out is None:  # (FlashInfer's: rows outside every segment are left as allocated)
+        out = torch.empty(rows, n, dtype=out_dtype, device=a.device)
     elif tuple(out.shape) != (rows, n):
         raise ValueError(f"out must be {(rows, n)}, got {tuple(out.shape)}")
     require_same_device(("a", a), ("b", b), ("a_scale", a_scale), ("b_scale", b_scale), ("out", out))
@@ -287,7 +305,7 @@ def _fp8_into(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: 
     sb_col, sb_k = _scale_strides("b_scale", b_scale[0], _ceil(n, BLOCK), _ceil(k, BLOCK), k_major)
     scales = dict(scale_a=a_scale.data_ptr(), scale_b=b_scale.data_ptr(), scale_rows=1, sa_row=sa_row, sa_k=sa_k,
                   sb_col=sb_col, sb_k=sb_k, sb_batch=b_scale.stride(0))
-    experts = torch.arange(groups, dtype=torch.int32, device=a.device)
+    experts = _identity(groups, a.device)
     formats = (_FP8[a.dtype], _OUT[out.dtype], "k")
     if mma_sync is not None:
         kernel = get_kernel(launch.SM80_GROUPED_SPECS[(*formats, mma_sync)], device)

@@ -260,8 +260,9 @@ class GemmSm90(Sm90Stores):
 
         pipeline.pipeline_init_wait(cluster_shape_mn=(self.multicast * self.cluster_k, 1))
         wait_for_inputs()
-        if const_expr(self.grouped):  # (after the wait: the prefix is the last kernel's output)
-            segments.load_prefix(args.tile_prefix, staged_prefix, args.groups, tidx, launch.SM90_THREADS)
+        if const_expr(self.grouped):  # (after the wait: the bounds are the last kernel's output)
+            segments.count_prefix(args.seg_indptr, staged_prefix, args.groups, (args.n + tile_n - 1) // tile_n,
+                                  tile_m, tidx, launch.SM90_THREADS)
             cute.arch.sync_threads()
         # grouped: what a unit's A tiles and segment come from
         groups = (staged_prefix, tma_a, atom_a, s_a, tma_c) if const_expr(self.grouped) else None
