@@ -164,7 +164,7 @@ def test_generated_launch_path_with_a_fake_driver(monkeypatch):
     monkeypatch.setattr(libcuda, "library_load", lambda cubin: 0x1)
     monkeypatch.setattr(libcuda, "library_kernel", lambda library, entry: 0x2)
     monkeypatch.setattr(libcuda, "kernel_function", lambda kernel: 0x3)
-    monkeypatch.setattr(libcuda, "kernel_param_sizes", lambda kernel: [8, 8, 4])
+    monkeypatch.setattr(libcuda, "kernel_param_sizes", lambda kernel, declared: [8, 8, 4])
     monkeypatch.setattr(libcuda, "primary_context", lambda device: 0x111 if device == 0 else 0x222)
     monkeypatch.setattr(libcuda, "device_attribute", lambda attribute, device: 9)
     monkeypatch.setattr(libcuda, "error_text", lambda code: f"CUDA error {code}")
@@ -207,3 +207,36 @@ def test_generated_launch_path_with_a_fake_driver(monkeypatch):
         kernel.launch((3, 1, 1), 0, None, False, n=1, dst=2, src=1)
     with pytest.raises(TypeError, match="unexpected keyword argument 'm'"):
         kernel.launch((1, 1, 1), 0, None, False, n=1, dst=2, src=1, m=3)
+
+
+@pytest.mark.parametrize("counts", [True, False])
+@pytest.mark.parametrize("declared", [3, 4, 5])
+def test_param_sizes_never_probe_past_the_last_parameter(monkeypatch, counts, declared):
+    """No query goes past the cubin's last parameter (the driver answers it with an API error
+    that compute-sanitizer shows in the user's program): with cuKernelGetParamCount every
+    parameter, without it (older drivers) the declared count, short where the cubin has fewer."""
+    import ctypes
+
+    from cutefi.jit import libcuda
+
+    sizes = [128, 8, 4, 4]
+    asked = []
+
+    class _Driver:
+        def cuKernelGetParamInfo(self, kernel, index, offset, size):
+            asked.append(index)
+            if index >= len(sizes):
+                return libcuda.CUDA_ERROR_INVALID_VALUE
+            ctypes.cast(size, ctypes.POINTER(ctypes.c_size_t))[0] = sizes[index]
+            return 0
+
+    if counts:
+        def _count(self, kernel, count):
+            ctypes.cast(count, ctypes.POINTER(ctypes.c_size_t))[0] = len(sizes)
+            return 0
+        _Driver.cuKernelGetParamCount = _count
+    monkeypatch.setattr(libcuda, "lib", lambda: _Driver())
+    got = libcuda.kernel_param_sizes(0x2, declared)
+    assert got == (sizes if counts else sizes[:declared])
+    assert max(asked) <= len(sizes) - 1 or (not counts and declared > len(sizes))
+    assert len(asked) == (len(sizes) if counts else min(declared, len(sizes) + 1))

@@ -84,8 +84,14 @@ def lib() -> ctypes.CDLL:
         "cuEventSynchronize": [vp],
         "cuEventDestroy_v2": [vp],
     }
-    for function, argtypes in signatures.items():
-        entry = getattr(library, function)
+    # (drivers of CUDA 12.x lack these: callers check hasattr)
+    optional = {"cuKernelGetParamCount": [vp, ctypes.POINTER(ctypes.c_size_t)]}
+    for function, argtypes in [*signatures.items(), *optional.items()]:
+        entry = getattr(library, function, None)
+        if entry is None and function in optional:
+            continue
+        if entry is None:
+            raise AttributeError(f"{name} has no {function}")
         entry.argtypes = argtypes
         entry.restype = ctypes.c_int
     return library
@@ -201,16 +207,28 @@ def kernel_function(kernel: int) -> int:
     return handle.value or 0
 
 
-def kernel_param_sizes(kernel: int) -> list[int]:
-    """Every parameter's size in bytes, in entry order."""
-    sizes = []
+def kernel_param_sizes(kernel: int, declared: int) -> list[int]:
+    """The cubin's parameter sizes in bytes, in entry order: all of them where the driver
+    counts them (``cuKernelGetParamCount``), else the first ``declared`` (fewer where the
+    cubin has fewer). Never a query past the last parameter: the driver answers it with an
+    API error, which compute-sanitizer reports in the user's program. (Without the count a
+    cubin with extra parameters goes unseen here; its metadata's contract is checked at
+    lookup.)"""
+    library = lib()
     offset, size = ctypes.c_size_t(), ctypes.c_size_t()
-    while True:
-        code = lib().cuKernelGetParamInfo(kernel, len(sizes), ctypes.byref(offset), ctypes.byref(size))
-        if code == CUDA_ERROR_INVALID_VALUE:  # past the last parameter
-            return sizes
+    count = declared
+    if hasattr(library, "cuKernelGetParamCount"):
+        counted = ctypes.c_size_t()
+        check(library.cuKernelGetParamCount(kernel, ctypes.byref(counted)), "cuKernelGetParamCount")
+        count = counted.value
+    sizes = []
+    for index in range(count):
+        code = library.cuKernelGetParamInfo(kernel, index, ctypes.byref(offset), ctypes.byref(size))
+        if code == CUDA_ERROR_INVALID_VALUE:  # (past the cubin's last parameter)
+            break
         check(code, "cuKernelGetParamInfo")
         sizes.append(size.value)
+    return sizes
 
 
 def kernel_set_attribute(attribute: int, value: int, kernel: int, device: int, what: str) -> None:

@@ -195,8 +195,8 @@ class Kernel:
         )
 
     def _check_params(self) -> None:
-        sizes = libcuda.kernel_param_sizes(self._kernel)
         declared = [p.size for p in self.contract.params]
+        sizes = libcuda.kernel_param_sizes(self._kernel, len(declared))
         # offsets differ from the PTX order for descriptors: compare sizes
         if sizes != declared:
             raise KernelLoadError(
