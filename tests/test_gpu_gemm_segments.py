@@ -144,6 +144,33 @@ def test_group_gemm_fp8_groupwise(fp8, mode, lens, n, k):
         start += length
 
 
+def test_group_gemm_fp8_repeated_layout_reads_each_calls_pointers():
+    """Eager calls keep a checked launch per layout: a second call of the same layout with
+    other tensors (int64 m_indptr, a new output) computes on them, and a misaligned one of the
+    same layout is still refused."""
+    gen = torch.Generator(device="cuda").manual_seed(21)
+    lens, n, k = [70, 0, 190], 256, 384
+    rows, experts = sum(lens), len(lens)
+    indptr = _indptr(lens)  # (int64: converted every call)
+    for _ in range(2):
+        x = torch.randn(rows, k, device="cuda", generator=gen)
+        w = torch.randn(experts, n, k, device="cuda", generator=gen)
+        a, a_scale = cutefi.quantize_fp8(x, group_shape=(1, 128))
+        quantised = [cutefi.quantize_fp8(w[e], group_shape=(128, 128)) for e in range(experts)]
+        b, b_scale = torch.stack([q for q, _ in quantised]), torch.stack([s for _, s in quantised])
+        out = cutefi.group_gemm_fp8_nt_groupwise(a, b, a_scale, b_scale, indptr, scale_major_mode="K")
+        start = 0
+        for e, length in enumerate(lens):
+            a_deq = a[start:start + length].float() * a_scale[start:start + length].repeat_interleave(128, 1)
+            b_deq = b[e].float() * b_scale[e].repeat_interleave(128, 0).repeat_interleave(128, 1)
+            _check_rows(out, a_deq @ b_deq.t(), slice(start, start + length))
+            start += length
+    shifted = torch.empty(rows * k + 1, device="cuda", dtype=a.dtype)[1:].view(rows, k)
+    shifted.copy_(a)
+    with pytest.raises(ValueError, match="a must start on a 16-byte boundary"):
+        cutefi.group_gemm_fp8_nt_groupwise(shifted, b, a_scale, b_scale, indptr, scale_major_mode="K")
+
+
 def test_refusals():
     x = torch.zeros(8, 128, device="cuda", dtype=torch.bfloat16)
     weights = torch.zeros(2, 64, 128, device="cuda", dtype=torch.bfloat16)

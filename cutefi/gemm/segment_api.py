@@ -15,11 +15,14 @@ for the mma.sync builds the host counts them (a few small torch operations). Row
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from .._capability import declare
 from .._checks import require_cuda, require_same_device, require_tensor
 from .._library import compiling, define
+from .._plans import PlanCache, signature
 from ..jit.logs import api_log
 from ..jit.lookup import device_cc, get_kernel
 from ..jit.policy import Family, family_target
@@ -29,7 +32,7 @@ from .api import _TORCH_DTYPES, _no_output, _operand, _sms
 from .fp8_api import _FP8, _NATIVE_FP8_MMA, _OUT
 from .groupwise_api import BLOCK, _ceil, _check_options, _scale_strides
 from .launch import MAX_GROUPS, Sm80Config, Sm90Config
-from .plan import forced_config
+from .plan import GENERATION, forced_config
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -166,6 +169,18 @@ class SegmentGEMMWrapper:
     def run(self, x: torch.Tensor, weights: torch.Tensor, batch_size: int, weight_column_major: bool,
             out: torch.Tensor | None = None, seg_lens: torch.Tensor | None = None,
             seg_indptr: torch.Tensor | None = None, weight_indices: torch.Tensor | None = None) -> torch.Tensor:
+        """Eager calls check their arguments once per layout and keep the launch
+        (``_SegmentCall``); later calls of that layout read the index tensors and pointers."""
+        key = None
+        if not compiling():
+            try:
+                key = ("segment", signature(x), signature(weights), batch_size, weight_column_major, signature(out),
+                       signature(seg_lens), signature(seg_indptr), signature(weight_indices), GENERATION[0])
+            except (AttributeError, TypeError):
+                key = None
+            planned = _SEGMENT_CALLS.get(key)
+            if planned is not None:
+                return planned(x, weights, out, seg_lens, seg_indptr, weight_indices)
         require_tensor("x", x)
         require_tensor("weights", weights)
         if x.dtype not in _TORCH_DTYPES or weights.dtype != x.dtype:
@@ -196,12 +211,14 @@ class SegmentGEMMWrapper:
         if inner != 1 or weights.stride(1) % 8 or (weights.shape[0] > 1 and weights.stride(0) % 8):
             raise ValueError(f"weights {tuple(weights.shape)} with strides {tuple(weights.stride())} is not taken: "
                              f"its last dimension must be contiguous, the others 16-byte multiples")
-        if x.shape[0] == 0:
-            return out
         if compiling():
-            _OPS["segment"](x, weights, indptr, chosen, weight_column_major, out)
-        else:
-            _segment_into(x, weights, indptr, chosen, weight_column_major, out)
+            if x.shape[0]:
+                _OPS["segment"](x, weights, indptr, chosen, weight_column_major, out)
+            return out
+        plan = _segment_launch(x, weights, batch_size, weight_column_major, out) if x.shape[0] else None
+        if plan is not None:
+            plan.run(x, weights, out, indptr, chosen)
+        _SEGMENT_CALLS.put(key, _SegmentCall(plan, batch_size, d_out))
         return out
 
     forward = run
@@ -227,7 +244,21 @@ def group_gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch
     """Segment ``s`` (rows ``[m_indptr[s], m_indptr[s + 1])`` of ``a`` [cum_m, K]) times expert
     ``b[s]`` (``b`` [experts, N, K]) with block scales: ``a_scale`` ``[cum_m, K/128]`` ("K") or
     ``[K/128, cum_m]`` ("MN"), ``b_scale`` ``[experts, N/128, K/128]`` ("K") or
-    ``[experts, K/128, N/128]`` ("MN"); output ``[cum_m, N]`` bf16 (or ``out_dtype`` / ``out``)."""
+    ``[experts, K/128, N/128]`` ("MN"); output ``[cum_m, N]`` bf16 (or ``out_dtype`` / ``out``).
+
+    Eager calls check their arguments once per layout (dtypes, shapes, strides, devices) and
+    keep the launch (``_Fp8Call``); later calls of that layout read only the pointers."""
+    key = None
+    if not compiling():
+        try:
+            key = ("group_gemm_fp8", signature(a), signature(b), signature(a_scale), signature(b_scale),
+                   signature(m_indptr), signature(out), out_dtype, scale_major_mode, mma_sm,
+                   tuple(scale_granularity_mnk), GENERATION[0])
+        except (AttributeError, TypeError):
+            key = None
+        planned = _FP8_CALLS.get(key)
+        if planned is not None:
+            return planned(a, b, a_scale, b_scale, m_indptr, out)
     granularity = _check_options(scale_major_mode, mma_sm, scale_granularity_mnk, "auto")
     if granularity != (1, BLOCK, BLOCK):
         raise ValueError(f"group_gemm_fp8_nt_groupwise takes scale_granularity_mnk (1, 128, 128), got {granularity}")
@@ -268,52 +299,137 @@ def group_gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch
     if (b.stride(2) != 1 and k > 1) or b.stride(1) % 16 or b.stride(0) % 16:
         raise ValueError(f"b {tuple(b.shape)} with strides {tuple(b.stride())} is not taken: rows of K contiguous, "
                          f"16-byte multiples apart")
-    if rows == 0:
+    if compiling():
+        if rows:
+            _OPS["fp8"](a, b, a_scale, b_scale, indptr, scale_major_mode, out)
         return out
-    (_OPS["fp8"] if compiling() else _fp8_into)(a, b, a_scale, b_scale, indptr, scale_major_mode, out)
-    return out
+    launch_plan = _fp8_launch(a, b, a_scale, b_scale, indptr, scale_major_mode, out) if rows else None
+    planned = _FP8_CALLS.put(key, _Fp8Call(launch_plan, rows, n, out_dtype, indptr is m_indptr))
+    return planned(a, b, a_scale, b_scale, m_indptr, out)
 
 
 # ---- the launches, and the ops torch.compile records (arguments checked by the callers) -----
-def _segment_into(x: torch.Tensor, weights: torch.Tensor, indptr: torch.Tensor, chosen: torch.Tensor,
-                  weight_column_major: bool, out: torch.Tensor) -> None:
+def _segment_launch(x: torch.Tensor, weights: torch.Tensor, groups: int, weight_column_major: bool,
+                    out: torch.Tensor) -> _GroupedLaunch:
     device = x.get_device()
     # (checked here, not in run: torch.compile traces run, not this)
-    mma_sync = _mma_sync_config(device, "SegmentGEMMWrapper", Family.MMA_SYNC, x.shape[0], out.shape[1],
-                                indptr.shape[0] - 1, launch.SM80_GROUPED_CONFIGS)
-    _check_pointers((("x", x, 16), ("weights", weights, 16), ("out", out, 16)))
+    mma_sync = _mma_sync_config(device, "SegmentGEMMWrapper", Family.MMA_SYNC, x.shape[0], out.shape[1], groups,
+                                launch.SM80_GROUPED_CONFIGS)
     dtype, major = _TORCH_DTYPES[x.dtype], "k" if weight_column_major else "n"
-    if mma_sync is not None:
-        kernel = get_kernel(launch.SM80_GROUPED_SPECS[(dtype, dtype, major, mma_sync)], device)
-        _launch_mma_sync(kernel, mma_sync, device, x, weights, out, indptr, chosen)
-        return
-    config = _config(x.shape[0], out.shape[1], indptr.shape[0] - 1, _sms(device))
-    kernel = get_kernel(launch.GROUPED_SPECS[(dtype, dtype, major, config)], device)
-    _launch(kernel, config, device, x, weights, out, indptr, chosen)
+    if mma_sync is None:
+        config = _config(x.shape[0], out.shape[1], groups, _sms(device))
+        kernel = get_kernel(launch.GROUPED_SPECS[(dtype, dtype, major, config)], device)
+    else:
+        config, kernel = mma_sync, get_kernel(launch.SM80_GROUPED_SPECS[(dtype, dtype, major, mma_sync)], device)
+    return _GroupedLaunch(kernel, config, device, groups, ("x", "weights"))
 
 
-def _fp8_into(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor, indptr: torch.Tensor,
-              scale_major_mode: str, out: torch.Tensor) -> None:
+def _segment_into(x: torch.Tensor, weights: torch.Tensor, indptr: torch.Tensor, chosen: torch.Tensor,
+                  weight_column_major: bool, out: torch.Tensor) -> None:
+    """The op torch.compile records (arguments checked by the caller)."""
+    _segment_launch(x, weights, indptr.shape[0] - 1, weight_column_major, out).run(x, weights, out, indptr, chosen)
+
+
+@dataclass(frozen=True)
+class _GroupedLaunch:
+    """A grouped launch worked out from a call's layout; ``run`` reads the pointers, checks
+    their alignment and launches. ``names``: A's and B's argument names (for the errors);
+    ``scale_strides``: the FP8 builds' scale strides (none for 16-bit)."""
+
+    kernel: object
+    config: Sm80Config | Sm90Config
+    device: int
+    groups: int
+    names: tuple[str, str]
+    scale_strides: tuple[tuple[str, int], ...] = ()
+
+    def run(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, indptr: torch.Tensor, chosen: torch.Tensor,
+            a_scale: torch.Tensor | None = None, b_scale: torch.Tensor | None = None) -> None:
+        checked = ((self.names[0], a, 16), (self.names[1], b, 16), ("out", out, 16))
+        extra = dict(self.scale_strides)
+        if a_scale is not None and b_scale is not None:
+            checked += (("a_scale", a_scale, 4), ("b_scale", b_scale, 4))
+            extra.update(scale_a=a_scale.data_ptr(), scale_b=b_scale.data_ptr())
+        _check_pointers(checked)
+        if isinstance(self.config, Sm80Config):
+            _launch_mma_sync(self.kernel, self.config, self.device, a, b, out, indptr, chosen, **extra)
+        else:
+            _launch(self.kernel, self.config, self.device, a, b, out, indptr, chosen, **extra)
+
+
+@dataclass(frozen=True)
+class _Fp8Call:
+    """A checked eager call of one layout: a new output if none, ``m_indptr`` as int32 if it is
+    not (``direct``: it is), then the launch (none for zero rows)."""
+
+    launch: _GroupedLaunch | None
+    rows: int
+    n: int
+    out_dtype: torch.dtype
+    direct: bool
+
+    def __call__(self, a, b, a_scale, b_scale, m_indptr, out):
+        if out is None:  # (FlashInfer's: rows outside every segment are left as allocated)
+            out = torch.empty(self.rows, self.n, dtype=self.out_dtype, device=a.device)
+        if self.launch is not None:
+            indptr = m_indptr if self.direct else m_indptr.to(torch.int32).contiguous()
+            self.launch.run(a, b, out, indptr, _identity(self.launch.groups, a.device), a_scale, b_scale)
+        return out
+
+
+_FP8_CALLS = PlanCache()
+
+
+@dataclass(frozen=True)
+class _SegmentCall:
+    """A checked eager ``SegmentGEMMWrapper.run`` of one layout: the segment bounds and weight
+    indices as int32 (``seg_lens`` summed), a zero-filled output if none, the launch (none
+    for zero rows)."""
+
+    launch: _GroupedLaunch | None
+    batch_size: int
+    d_out: int
+
+    def __call__(self, x, weights, out, seg_lens, seg_indptr, weight_indices):
+        indptr = SegmentGEMMWrapper._indptr(x, self.batch_size, seg_lens, seg_indptr)
+        chosen = _index("weight_indices", weight_indices, self.batch_size, x.device) if weight_indices is not None \
+            else _identity(self.batch_size, x.device)
+        if out is None:
+            out = torch.zeros(x.shape[0], self.d_out, dtype=x.dtype, device=x.device)
+        if self.launch is not None:
+            self.launch.run(x, weights, out, indptr, chosen)
+        return out
+
+
+_SEGMENT_CALLS = PlanCache()
+
+
+def _fp8_launch(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor, indptr: torch.Tensor,
+                scale_major_mode: str, out: torch.Tensor) -> _GroupedLaunch:
     device = a.get_device()
     (rows, k), (_, n, _) = a.shape, b.shape
     groups = indptr.shape[0] - 1
     mma_sync = _mma_sync_config(device, "group_gemm_fp8_nt_groupwise", Family.MMA_SYNC_FP8, rows, n, groups,
                                 launch.SM80_BLOCK_SCALED_CONFIGS[::-1])
-    _check_pointers((("a", a, 16), ("b", b, 16), ("out", out, 16), ("a_scale", a_scale, 4), ("b_scale", b_scale, 4)))
     k_major = scale_major_mode == "K"
     sa_row, sa_k = _scale_strides("a_scale", a_scale, rows, _ceil(k, BLOCK), k_major)
     sb_col, sb_k = _scale_strides("b_scale", b_scale[0], _ceil(n, BLOCK), _ceil(k, BLOCK), k_major)
-    scales = dict(scale_a=a_scale.data_ptr(), scale_b=b_scale.data_ptr(), scale_rows=1, sa_row=sa_row, sa_k=sa_k,
-                  sb_col=sb_col, sb_k=sb_k, sb_batch=b_scale.stride(0))
-    experts = _identity(groups, a.device)
+    strides = (("scale_rows", 1), ("sa_row", sa_row), ("sa_k", sa_k), ("sb_col", sb_col), ("sb_k", sb_k),
+               ("sb_batch", b_scale.stride(0)))
     formats = (_FP8[a.dtype], _OUT[out.dtype], "k")
-    if mma_sync is not None:
-        kernel = get_kernel(launch.SM80_GROUPED_SPECS[(*formats, mma_sync)], device)
-        _launch_mma_sync(kernel, mma_sync, device, a, b, out, indptr, experts, **scales)
-        return
-    config = _config(rows, n, groups, _sms(device))
-    kernel = get_kernel(launch.GROUPED_SPECS[(*formats, config)], device)
-    _launch(kernel, config, device, a, b, out, indptr, experts, **scales)
+    if mma_sync is None:
+        config = _config(rows, n, groups, _sms(device))
+        kernel = get_kernel(launch.GROUPED_SPECS[(*formats, config)], device)
+    else:
+        config, kernel = mma_sync, get_kernel(launch.SM80_GROUPED_SPECS[(*formats, mma_sync)], device)
+    return _GroupedLaunch(kernel, config, device, groups, ("a", "b"), strides)
+
+
+def _fp8_into(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor, indptr: torch.Tensor,
+              scale_major_mode: str, out: torch.Tensor) -> None:
+    """The op torch.compile records (arguments checked by the caller)."""
+    plan = _fp8_launch(a, b, a_scale, b_scale, indptr, scale_major_mode, out)
+    plan.run(a, b, out, indptr, _identity(plan.groups, a.device), a_scale, b_scale)
 
 
 _OPS = {
