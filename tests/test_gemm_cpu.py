@@ -590,6 +590,22 @@ def test_block_scaled_plan():
 
 
 @requires_dsl
+@pytest.mark.parametrize("config", launch.GROUPED_SWAP_CONFIGS)
+def test_grouped_swapped_fp8_build(config):
+    """The grouped FP8 builds for experts of a few tokens: the weight as the wgmma's A
+    (QGMMA 64 x tokens), each K step's block scales staged by the producer (LDGSTS), the tile
+    prefix counted by a warp scan (SHFL.UP), the tile stored transposed from registers (STG.E,
+    no TMA store); no spills."""
+    spec = launch.GROUPED_SPECS[("fp8e4m3", "bf16", "k", config)]
+    _, sass = _build(spec, "9.0a")
+    assert re.search(rf"\bQGMMA\.64x{config.tile_n}x32\.F32\.E4M3\.E4M3", sass)
+    assert re.search(r"\bLDGSTS\b", sass) and re.search(r"\bSHFL\.UP\b", sass) and re.search(r"\bSTG\.E\b", sass)
+    assert not re.search(r"\bUTMASTG\b", sass)
+    assert not re.search(r"\b(LDL|STL)\b", sass), "the grouped swapped GEMM spills"
+    assert spec.launch_contract().smem_bytes <= launch.SMEM_LIMIT
+
+
+@requires_dsl
 @pytest.mark.parametrize("key", [("bf16", "bf16", "k", Sm90Config(128, 256, 1)), ("fp16", "fp16", "n", Sm90Config(128, 128, 1)),
                                  ("fp8e4m3", "bf16", "k", Sm90Config(128, 256, 1))])
 def test_grouped_build_stores_rows_from_registers(key):

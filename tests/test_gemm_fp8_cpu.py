@@ -101,3 +101,20 @@ def test_segment_gemm_arguments_refused_before_the_device():
         wrapper.run(x, w, 2, True, seg_lens=torch.tensor([4, 4]))
     with pytest.raises(ValueError, match="backend must be"):
         cutefi.SegmentGEMMWrapper(torch.empty(16, dtype=torch.int8), backend="sm90")
+
+
+def test_grouped_fp8_takes_the_swapped_builds_for_experts_of_few_tokens():
+    """Experts of 32 tokens or fewer on average: the weight as A in 32-token tiles; up to 64:
+    64-token tiles; more: the row form (128 x 256, or 128 x 128 below 0.8 of a wave)."""
+    import importlib
+
+    importlib.import_module("cutefi.gemm.api")  # (the family first: it imports segment_api in order)
+    from cutefi.gemm.launch import Sm90Config
+    from cutefi.gemm.segment_api import _config
+
+    assert _config(8 * 4, 4096, 8, 132, swapped=True) == Sm90Config(128, 32, 1, True)
+    assert _config(256 * 32, 4096, 256, 132, swapped=True) == Sm90Config(128, 32, 1, True)
+    assert _config(8 * 33, 4096, 8, 132, swapped=True) == Sm90Config(128, 64, 1, True)
+    assert _config(8 * 64, 4096, 8, 132, swapped=True) == Sm90Config(128, 64, 1, True)
+    assert _config(8 * 65, 4096, 8, 132, swapped=True) == Sm90Config(128, 256, 1)
+    assert _config(8 * 4, 4096, 8, 132) == Sm90Config(128, 256, 1)  # (16 bits: no swapped grouped build)

@@ -115,11 +115,15 @@ def test_segment_gemm_in_a_cuda_graph():
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
 @pytest.mark.parametrize("mode", ["MN", "K"])
 @pytest.mark.parametrize("lens,n,k", [([0, 1, 130, 300], 256, 512), ([512] * 8, 4096, 1024), ([64, 3], 136, 2064),
-                                      ([300, 520, 0, 700, 129], 1544, 512), ([0, 3, 129, 0, 1] * 8, 256, 256)])
+                                      ([300, 520, 0, 700, 129], 1544, 512), ([0, 3, 129, 0, 1] * 8, 256, 256),
+                                      ([1, 2, 0, 31, 32, 33, 64, 65], 392, 1024)])
 def test_group_gemm_fp8_groupwise(fp8, mode, lens, n, k):
     """Ragged experts (empty, one row, tiles ending mid-expert) against a float32 reference; the
     fourth case's N ends mid weight block and its experts' last tiles overlap the next expert's
-    rows; the last has 40 experts (two rounds of the kernel's tile count)."""
+    rows; the fifth has 40 experts (two rounds of the kernel's tile count). Experts of 64 rows
+    or fewer on average take the swapped builds (the third, fifth and sixth cases: 64-, 32- and
+    32-token tiles; N 136 and 392 end mid weight block, and the weight's last row tile moves
+    back to end on N)."""
     gen = torch.Generator(device="cuda").manual_seed(sum(lens) + n)
     rows, experts = sum(lens), len(lens)
     x = torch.randn(rows, k, device="cuda", generator=gen)

@@ -37,10 +37,12 @@ PRODUCER_ARRIVALS = 1 + 32  # a full barrier's arrivals: the TMA's expect-tx, ea
 
 @cute.jit
 def stage(args, slots: cute.Tensor, slot: Int32, full_barrier, first_row: Int32, first_col: Int32,
-          tile_mn: cutlass.Constexpr[tuple], k_block: Int32, lane: Int32, swap: cutlass.Constexpr[bool]):
+          tile_mn: cutlass.Constexpr[tuple], k_block: Int32, lane: Int32, swap: cutlass.Constexpr[bool],
+          weight_offset: Int32 = 0):
     """(The producer warp, its ring slot acquired.) K block ``k_block``'s scales of the tile at
     (``first_row``, ``first_col``) into ``slots[:, slot]``, each lane's arrival on the slot's
-    full barrier made when its copies land."""
+    full barrier made when its copies land. ``weight_offset``: elements to the weight's block
+    scales (a grouped build's weight)."""
     tile_m, tile_n = tile_mn
     base = slot * cute.size(slots, mode=[0])
     if const_expr(swap):  # (tokens: the tile's columns, B's rows; weight blocks: A's rows)
@@ -58,7 +60,8 @@ def stage(args, slots: cute.Tensor, slot: Int32, full_barrier, first_row: Int32,
         source = token_scales + ((token // args.scale_rows) * token_stride + k_block * token_k)
         cp_async_4(slots.iterator + (base + part * 32 + lane), source)
     if lane < 2:  # (the two weight blocks)
-        cp_async_4(slots.iterator + (base + tokens + lane), block_scales + (block * block_stride + k_block * block_k))
+        cp_async_4(slots.iterator + (base + tokens + lane),
+                   block_scales + (block * block_stride + k_block * block_k + weight_offset))
     cute.arch.cp_async_mbarrier_arrive_noinc(full_barrier)
 
 

@@ -125,9 +125,10 @@ class Sm90Config:
         rows) and two weight-block scales, padded to 16 bytes; the swapped builds and the
         128 x 256 tiles (their ring keeps its four stages: 1-3% faster than loading them in
         the consumers on the H200, session 32). 0 for the others (the 192-wide tiles ran 2-6%
-        slower with them; the 128 x 128 ones lose a stage; grouped builds), whose consumers
-        load each step's scales a step ahead (``cute/block_scale.py``)."""
-        if not block_scaled or grouped or not (self.swap or self.tile_n == 256):
+        slower with them; the 128 x 128 ones lose a stage; the grouped row form), whose
+        consumers load each step's scales a step ahead (``cute/block_scale.py``). The grouped
+        swapped builds stage them, as the dense swapped ones."""
+        if not block_scaled or (grouped and not self.swap) or not (self.swap or self.tile_n == 256):
             return 0
         return (self.tile_n if self.swap else self.tile_m) + 4
 
@@ -193,8 +194,9 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
                   cluster_m: int, swap: bool = False, cluster_k: int = 1, block_scaled: bool = False,
                   grouped: bool = False, cluster_n: int = 1, b_dtype: str | None = None) -> LaunchContract:
     config = Sm90Config(tile_m, tile_n, cluster_m, swap, cluster_k, cluster_n)
-    if grouped and config not in GROUPED_CONFIGS:
-        raise ValueError(f"grouped GEMM builds are {', '.join(c.name for c in GROUPED_CONFIGS)}; got {config.name}")
+    if grouped and config not in GROUPED_CONFIGS + (GROUPED_SWAP_CONFIGS if block_scaled else ()):
+        raise ValueError(f"grouped GEMM builds are {', '.join(c.name for c in GROUPED_CONFIGS)} (FP8 block-scaled "
+                         f"also {', '.join(c.name for c in GROUPED_SWAP_CONFIGS)}); got {config.name}")
     if block_scaled and (dtype not in FP8_DTYPES or config not in BLOCK_SCALED_CONFIGS):
         raise ValueError(f"block-scaled GEMM builds are FP8 {', '.join(c.name for c in BLOCK_SCALED_CONFIGS)}; "
                          f"got {dtype} {config.name}")
@@ -300,9 +302,12 @@ GROUPED_SPECS = {
     (dtype, out_dtype, b_major, config): _sm90_spec(dtype, out_dtype, b_major, config, grouped=True)
     for dtype in DTYPES for out_dtype in OUT_DTYPES for b_major in B_MAJORS for config in GROUPED_CONFIGS
 }
+# FP8 experts of a few tokens (decode MoE): the weight as A, an expert's tokens as B in 32- or
+# 64-token tiles (cutefi.gemm.sm90_segments: no MMA rows and no 128-row token slab wasted)
+GROUPED_SWAP_CONFIGS = (Sm90Config(128, 32, 1, True), Sm90Config(128, 64, 1, True))
 GROUPED_SPECS.update({
     (dtype, out_dtype, "k", config): _sm90_spec(dtype, out_dtype, "k", config, block_scaled=True, grouped=True)
-    for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in GROUPED_CONFIGS
+    for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in GROUPED_CONFIGS + GROUPED_SWAP_CONFIGS
 })
 register(*SM90_SPECS.values(), *BLOCK_SCALED_SPECS.values(), *GROUPED_SPECS.values())
 

@@ -106,12 +106,20 @@ def _index(name: str, tensor: torch.Tensor, length: int, device: torch.device) -
     return tensor.to(torch.int32).contiguous()
 
 
-def _config(rows: int, n: int, groups: int, sms: int) -> Sm90Config:
-    """128 x 256 tiles when an estimate of their count (every segment's rows rounded up) fills
-    0.8 of a wave, else 128 x 128."""
+def _config(rows: int, n: int, groups: int, sms: int, swapped: bool = False) -> Sm90Config:
+    """``swapped`` (FP8 builds have them): segments of 64 rows or fewer on average take the
+    weight as A and their tokens in 32- or 64-token tiles (``launch.GROUPED_SWAP_CONFIGS``).
+    Else 128 x 256 tiles when an estimate of their count (every segment's rows rounded up)
+    fills 0.8 of a wave, else 128 x 128."""
+    if swapped and rows <= 64 * groups:
+        return launch.GROUPED_SWAP_CONFIGS[0 if rows <= 32 * groups else 1]
     wide = Sm90Config(128, 256, 1)
     estimate = (_ceil(rows, 128) + groups) * _ceil(n, wide.tile_n)
     return wide if 5 * estimate >= 4 * sms else Sm90Config(128, 128, 1)
+
+
+def _swapped(config: Sm80Config | Sm90Config) -> bool:
+    return isinstance(config, Sm90Config) and config.swap
 
 
 def _tile_prefix(indptr: torch.Tensor, tiles_n: int, tile_m: int) -> torch.Tensor:
@@ -128,12 +136,21 @@ def _launch(kernel, config: Sm90Config, device: int, a: torch.Tensor, weights: t
     rows, k = a.shape
     n = out.shape[1]
     groups = indptr.shape[0] - 1
+    ldc = out.stride(0) if rows > 1 else n
+    if _swapped(config):  # (the weight is the kernel's A, the tokens its B; out written transposed)
+        ctas = min(_sms(device), (_ceil(rows, config.tile_n) + groups) * _ceil(n, config.tile_m))
+        kernel.launch((ctas, 1, 1), device, None, False, a=_operand(weights, True), b=_operand(a, False),
+                      c=out.data_ptr(), c_rows=out.data_ptr(), bias=a.data_ptr(), workspace=out.data_ptr(),
+                      counters=indptr.data_ptr(), m=n, n=rows, k=k, batch=1, group_m=1, has_bias=0, splits=1,
+                      ctas=ctas, ldc=ldc, seg_indptr=indptr.data_ptr(), weight_indices=weight_indices.data_ptr(),
+                      groups=groups, **extra)
+        return
     # (an upper bound on the units: each CTA counts them from seg_indptr)
     ctas = min(_sms(device), (_ceil(rows, config.tile_m) + groups) * _ceil(n, config.tile_n))
     kernel.launch((ctas, 1, 1), device, None, False, a=_operand(a, False), b=_operand(weights, True),
                   c=_operand(out, False), c_rows=out.data_ptr(),
                   bias=a.data_ptr(), workspace=out.data_ptr(), counters=indptr.data_ptr(), m=rows, n=n, k=k, batch=1,
-                  group_m=1, has_bias=0, splits=1, ctas=ctas, ldc=out.stride(0) if rows > 1 else n,
+                  group_m=1, has_bias=0, splits=1, ctas=ctas, ldc=ldc,
                   seg_indptr=indptr.data_ptr(), weight_indices=weight_indices.data_ptr(), groups=groups, **extra)
 
 
@@ -349,7 +366,9 @@ class _GroupedLaunch:
         extra = dict(self.scale_strides)
         if a_scale is not None and b_scale is not None:
             checked += (("a_scale", a_scale, 4), ("b_scale", b_scale, 4))
-            extra.update(scale_a=a_scale.data_ptr(), scale_b=b_scale.data_ptr())
+            # (a swapped build's A is the weight: its scales are the kernel's scale_a)
+            pointers = (b_scale, a_scale) if _swapped(self.config) else (a_scale, b_scale)
+            extra.update(scale_a=pointers[0].data_ptr(), scale_b=pointers[1].data_ptr())
         _check_pointers(checked)
         if isinstance(self.config, Sm80Config):
             _launch_mma_sync(self.kernel, self.config, self.device, a, b, out, indptr, chosen, **extra)
@@ -414,11 +433,14 @@ def _fp8_launch(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale
     k_major = scale_major_mode == "K"
     sa_row, sa_k = _scale_strides("a_scale", a_scale, rows, _ceil(k, BLOCK), k_major)
     sb_col, sb_k = _scale_strides("b_scale", b_scale[0], _ceil(n, BLOCK), _ceil(k, BLOCK), k_major)
+    formats = (_FP8[a.dtype], _OUT[out.dtype], "k")
+    config = _config(rows, n, groups, _sms(device), swapped=True) if mma_sync is None else mma_sync
+    if _swapped(config):  # (the kernel's A is the weight: sa_* its block scales', sb_* the tokens')
+        sa_row, sa_k, sb_col, sb_k = sb_col, sb_k, sa_row, sa_k
+    # (sb_batch: between the weights' block scales, whichever operand the weight is)
     strides = (("scale_rows", 1), ("sa_row", sa_row), ("sa_k", sa_k), ("sb_col", sb_col), ("sb_k", sb_k),
                ("sb_batch", b_scale.stride(0)))
-    formats = (_FP8[a.dtype], _OUT[out.dtype], "k")
     if mma_sync is None:
-        config = _config(rows, n, groups, _sms(device))
         kernel = get_kernel(launch.GROUPED_SPECS[(*formats, config)], device)
     else:
         config, kernel = mma_sync, get_kernel(launch.SM80_GROUPED_SPECS[(*formats, mma_sync)], device)

@@ -41,12 +41,13 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from cutefi.cute import args as kernel_args
-from cutefi.cute import block_scale, cluster_split_k, segments, split_k, staged_scales
+from cutefi.cute import block_scale, cluster_split_k, split_k, staged_scales
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.cute.tile_scheduler import GroupedRaster
 from cutefi.gemm import launch
+from cutefi.gemm.sm90_segments import Sm90Segments
 from cutefi.gemm.sm90_stores import CONSUMER_THREADS, Sm90Stores, row_major
 
 PRODUCER_REGS = 40
@@ -54,7 +55,7 @@ CONSUMER_REGS = 232
 EPILOGUE_BARRIER = 1  # named barrier of the two consumer warpgroups (0 is __syncthreads)
 
 
-class GemmSm90(Sm90Stores):
+class GemmSm90(Sm90Stores, Sm90Segments):
     # ------------------------------------------------------------------ #
     # 1. specialisation
     # ------------------------------------------------------------------ #
@@ -261,8 +262,7 @@ class GemmSm90(Sm90Stores):
         pipeline.pipeline_init_wait(cluster_shape_mn=(self.multicast * self.cluster_k, 1))
         wait_for_inputs()
         if const_expr(self.grouped):  # (after the wait: the bounds are the last kernel's output)
-            segments.count_prefix(args.seg_indptr, staged_prefix, args.groups, (args.n + tile_n - 1) // tile_n,
-                                  tile_m, tidx, launch.SM90_THREADS)
+            self._count_units(args, staged_prefix, tidx, launch.SM90_THREADS)
             cute.arch.sync_threads()
         # grouped: what a unit's A tiles and segment come from
         groups = (staged_prefix, tma_a, atom_a, s_a, tma_c) if const_expr(self.grouped) else None
@@ -271,7 +271,10 @@ class GemmSm90(Sm90Stores):
         if warpgroup_idx == 0:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp_idx == 0:
-                if const_expr(self.grouped):
+                if const_expr(self.grouped and self.swap):
+                    self._produce_segments_swapped(args, ring, staged_prefix, first, stride, atom_a, tma_a, s_a,
+                                                   atom_b, tma_b, s_b, slots)
+                elif const_expr(self.grouped):
                     self._produce_segments(args, ring, groups, first, stride, atom_b, t_sb, t_gb)
                 else:
                     self._produce(args, ring, raster, first, stride, cluster_coord, atom_a, tma_a, s_a, atom_b,
@@ -315,31 +318,6 @@ class GemmSm90(Sm90Stores):
                           mcast_mask=a_mask)
                 cute.copy(atom_b, src_b[(None, k_begin + k_step)], t_sb[(None, state.index)], tma_bar_ptr=full,
                           mcast_mask=b_mask)
-                ring.producer_commit(state)
-                state.advance()
-            linear += stride
-        ring.producer_tail(state)
-
-    @cute.jit
-    def _produce_segments(self, args, ring, groups, first, stride, atom_b, t_sb, t_gb):
-        """grouped: as ``_produce``, each unit's A tiles counted from its segment's first row
-        and its B tiles from its weight."""
-        staged_prefix, tma_a, atom_a, s_a, _ = groups
-        tile_m, tile_n, tile_k = self.tile_mnk
-        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-        k_count = (args.k + tile_k - 1) // tile_k
-        linear = first
-        while linear < staged_prefix[args.groups]:
-            m_tile, n_tile, weight, first_row, _ = segments.find_unit(
-                staged_prefix, args.seg_indptr, args.weight_indices, args.groups, tile_m, linear)
-            t_sa, t_ga = self._a_tile(atom_a, tma_a, s_a, first_row, (0, 0, 0))
-            src_a = t_ga[(None, m_tile, None, 0)]
-            src_b = t_gb[(None, n_tile, None, weight)]
-            for k_step in cutlass.range(k_count, unroll=1):
-                ring.producer_acquire(state)
-                full = ring.producer_get_barrier(state)
-                cute.copy(atom_a, src_a[(None, k_step)], t_sa[(None, state.index)], tma_bar_ptr=full)
-                cute.copy(atom_b, src_b[(None, k_step)], t_sb[(None, state.index)], tma_bar_ptr=full)
                 ring.producer_commit(state)
                 state.advance()
             linear += stride
@@ -428,19 +406,16 @@ class GemmSm90(Sm90Stores):
         units = groups[0][args.groups] if const_expr(self.grouped) else raster.units
         linear = first
         while linear < units:
-            if const_expr(self.grouped):
-                m_tile, n_tile, batch, first_row, end_row = segments.find_unit(
-                    groups[0], args.seg_indptr, args.weight_indices, args.groups, tile_m, linear)
-                first_row += m_tile * tile_m
-                end_row = cutlass.min(end_row, args.m)  # (bounds past out's rows are not written)
+            if const_expr(self.grouped):  # (swapped: end_row bounds the tokens, first_col the first)
+                first_row, first_col, batch, end_row, n_tile = self._segment_unit(args, groups[0], linear)
+                # (bounds past out's rows are not written)
+                end_row = cutlass.min(end_row, args.n if const_expr(self.swap) else args.m)
                 tile, split, k_begin, k_count = linear, Int32(0), Int32(0), (args.k + tile_k - 1) // tile_k
             else:
                 m_tile, n_tile, batch, tile, split, k_begin, k_count = raster.unit(linear)
-                end_row = args.m
-            m_tile = m_tile * self.cluster_m + cluster_coord[0]
-            n_tile = n_tile * self.cluster_n + cluster_coord[1]
-            first_col = n_tile * tile_n
-            if const_expr(not self.grouped):
+                end_row = args.n if const_expr(self.swap) else args.m
+                m_tile = m_tile * self.cluster_m + cluster_coord[0]
+                n_tile = n_tile * self.cluster_n + cluster_coord[1]
                 first_row = self._first_row(args, m_tile)
                 first_col = self._first_col(args, n_tile)
 
@@ -503,7 +478,7 @@ class GemmSm90(Sm90Stores):
                     scale_b = cute.make_tensor(args.scale_b, cute.make_layout(1))
                     acc.store(acc.load() * (scale_a[0] * scale_b[0]))
                 if const_expr(self.swap):
-                    self._store_transposed(args, acc, coord_c, bias, first_row, first_col, share)
+                    self._store_transposed(args, acc, coord_c, bias, first_row, first_col, share, end_row)
                 elif const_expr(self.grouped):
                     if first_row + tile_m > end_row:  # (crosses its segment's end: row by row)
                         self._store_rows(args, acc, coord_c, first_row, end_row, n_tile * tile_n)

@@ -43,16 +43,16 @@ class Sm90Stores:
         return (tma_c, atom_c, s_c, t_sc, acc_pieces, piece, piece_out, store_r2s, stores, warp_idx == store_warp)
 
     @cute.jit
-    def _store_transposed(self, args, acc, coord_c, bias, first_row, first_token, share):
-        """swap: element (weight row r, token t) of the tile to out[t, r], from registers (the
-        output is a sliver of the weight's bytes), with the bias of row r; cluster_k: only the
-        accumulators of this CTA's ``share``."""
+    def _store_transposed(self, args, acc, coord_c, bias, first_row, first_token, share, end_token):
+        """swap: element (weight row r, token t < ``end_token``) of the tile to out[t, r], from
+        registers (the output is a sliver of the weight's bytes), with the bias of row r;
+        cluster_k: only the accumulators of this CTA's ``share``."""
         out = cute.make_tensor(args.c, cute.make_layout((args.n, args.m), stride=(args.ldc, 1)))
         share_size = cute.size(acc) // self.cluster_k
         for i in cutlass.range(cute.size(acc), unroll_full=True):
             row = first_row + coord_c[i][0]
             token = first_token + coord_c[i][1]
-            if row < args.m and token < args.n and i // share_size == share:
+            if row < args.m and token < end_token and i // share_size == share:
                 value = acc[i]
                 if args.has_bias != 0:
                     value = value + Float32(bias[row])
