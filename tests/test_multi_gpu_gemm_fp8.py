@@ -30,7 +30,8 @@ def _inputs(seed: int):
     pairs = [cutefi.quantize_fp8(w[e], group_shape=(128, 128)) for e in range(3)]
     return dict(x=x.to(torch.bfloat16), w=w.to(torch.bfloat16), a=a, a_scale=a_scale,
                 b=torch.stack([q for q, _ in pairs]), b_scale=torch.stack([s for _, s in pairs]),
-                indptr=torch.tensor([0, 100, 101, 300], dtype=torch.int32))
+                indptr=torch.tensor([0, 100, 101, 300], dtype=torch.int32),
+                few_indptr=torch.tensor([0, 5, 6, 24], dtype=torch.int32))
 
 
 def _dequantised(values, scales, rows):
@@ -50,6 +51,9 @@ def _references(t):
         "mm_fp8_mma_sync": t["a"].float() @ t["b"][0].float().t(),
         "groupwise_mma_sync": a @ _dequantised(t["b"][0], t["b_scale"][0], 128).t(),
         "groupwise_few_tokens": a[:16] @ _dequantised(t["b"][0], t["b_scale"][0], 128).t(),
+        # (experts of 5, 1 and 18 tokens: the swapped grouped build)
+        "grouped_few_tokens": torch.cat([a[s:e] @ _dequantised(t["b"][x], t["b_scale"][x], 128).t()
+                                         for x, (s, e) in enumerate(((0, 5), (5, 6), (6, 24)))]),
     }
 
 
@@ -67,6 +71,8 @@ def _run(t):
         # (16 tokens: the swapped block-scaled build)
         "groupwise_few_tokens": cutefi.gemm_fp8_nt_groupwise(t["a"][:16], t["b"][0], t["a_scale"][:16],
                                                              t["b_scale"][0], "K"),
+        "grouped_few_tokens": cutefi.group_gemm_fp8_nt_groupwise(
+            t["a"][:24], t["b"], t["a_scale"][:24], t["b_scale"], t["few_indptr"], scale_major_mode="K"),
     }
 
 
