@@ -68,10 +68,8 @@ class Sm90Segments:
             src_b = t_gb[(None, n_tile, None, weight)]
             for k_step in cutlass.range(k_count, unroll=1):
                 ring.producer_acquire(state)
-                full = ring.producer_get_barrier(state)
-                cute.copy(atom_a, src_a[(None, k_step)], t_sa[(None, state.index)], tma_bar_ptr=full)
-                cute.copy(atom_b, src_b[(None, k_step)], t_sb[(None, state.index)], tma_bar_ptr=full)
-                ring.producer_commit(state)
+                self._load_stage(ring, state, ring.producer_get_barrier(state), k_step, (atom_a, src_a, t_sa),
+                                 (atom_b, src_b, t_sb))
                 state.advance()
             linear += stride
         ring.producer_tail(state)
@@ -97,9 +95,15 @@ class Sm90Segments:
                 full = ring.producer_get_barrier(state)
                 staged_scales.stage(args, slots, state.index, full, first_row, first_token, self.tile_mnk[:2], k_step,
                                     cute.arch.lane_idx(), True, weight * args.sb_batch)
-                cute.copy(atom_a, src_a[(None, k_step)], t_sa[(None, state.index)], tma_bar_ptr=full)
-                cute.copy(atom_b, src_b[(None, k_step)], t_sb[(None, state.index)], tma_bar_ptr=full)
-                ring.producer_commit(state)
+                self._load_stage(ring, state, full, k_step, (atom_a, src_a, t_sa), (atom_b, src_b, t_sb))
                 state.advance()
             linear += stride
         ring.producer_tail(state)
+
+    @cute.jit
+    def _load_stage(self, ring, state, full, k_step: Int32, a: tuple, b: tuple):
+        """K step ``k_step``'s A and B tiles (each ``(atom, global K tiles, ring tiles)``) into
+        ring stage ``state`` on its full barrier ``full``, then the stage committed."""
+        for atom, source, ring_tiles in (a, b):
+            cute.copy(atom, source[(None, k_step)], ring_tiles[(None, state.index)], tma_bar_ptr=full)
+        ring.producer_commit(state)
