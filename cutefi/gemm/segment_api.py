@@ -8,9 +8,10 @@ Segment ``s`` is rows ``[indptr[s], indptr[s + 1])`` of ``x`` and of the output,
 weight ``weight_indices[s]`` (default ``s``). Segment bounds stay on the device: no host
 synchronisation, so a call can be captured in a CUDA graph. The Hopper builds' persistent
 CTAs each count the output tiles before every segment from those bounds and walk the tiles;
-for the mma.sync builds the host counts them (a few small torch operations). Rows outside every segment are not written: a new output of
-``SegmentGEMMWrapper.run`` is zero-filled and one of ``group_gemm_fp8_nt_groupwise`` is
-``torch.empty`` (each as FlashInfer's). Up to ``MAX_GROUPS`` segments a call.
+for the mma.sync builds the host counts them (a few small torch operations). Rows outside
+every segment are not written: a new output of ``SegmentGEMMWrapper.run`` is zero-filled and
+one of ``group_gemm_fp8_nt_groupwise`` is ``torch.empty`` (each as FlashInfer's). Up to
+``MAX_GROUPS`` segments a call.
 """
 
 from __future__ import annotations
@@ -136,22 +137,18 @@ def _launch(kernel, config: Sm90Config, device: int, a: torch.Tensor, weights: t
     rows, k = a.shape
     n = out.shape[1]
     groups = indptr.shape[0] - 1
-    ldc = out.stride(0) if rows > 1 else n
+    common = dict(c_rows=out.data_ptr(), bias=a.data_ptr(), workspace=out.data_ptr(), counters=indptr.data_ptr(), k=k,
+                  batch=1, group_m=1, has_bias=0, splits=1, ldc=out.stride(0) if rows > 1 else n,
+                  seg_indptr=indptr.data_ptr(), weight_indices=weight_indices.data_ptr(), groups=groups, **extra)
+    # (an upper bound on the units: each CTA counts them from seg_indptr)
     if _swapped(config):  # (the weight is the kernel's A, the tokens its B; out written transposed)
         ctas = min(_sms(device), (_ceil(rows, config.tile_n) + groups) * _ceil(n, config.tile_m))
         kernel.launch((ctas, 1, 1), device, None, False, a=_operand(weights, True), b=_operand(a, False),
-                      c=out.data_ptr(), c_rows=out.data_ptr(), bias=a.data_ptr(), workspace=out.data_ptr(),
-                      counters=indptr.data_ptr(), m=n, n=rows, k=k, batch=1, group_m=1, has_bias=0, splits=1,
-                      ctas=ctas, ldc=ldc, seg_indptr=indptr.data_ptr(), weight_indices=weight_indices.data_ptr(),
-                      groups=groups, **extra)
-        return
-    # (an upper bound on the units: each CTA counts them from seg_indptr)
-    ctas = min(_sms(device), (_ceil(rows, config.tile_m) + groups) * _ceil(n, config.tile_n))
-    kernel.launch((ctas, 1, 1), device, None, False, a=_operand(a, False), b=_operand(weights, True),
-                  c=_operand(out, False), c_rows=out.data_ptr(),
-                  bias=a.data_ptr(), workspace=out.data_ptr(), counters=indptr.data_ptr(), m=rows, n=n, k=k, batch=1,
-                  group_m=1, has_bias=0, splits=1, ctas=ctas, ldc=ldc,
-                  seg_indptr=indptr.data_ptr(), weight_indices=weight_indices.data_ptr(), groups=groups, **extra)
+                      c=out.data_ptr(), m=n, n=rows, ctas=ctas, **common)
+    else:
+        ctas = min(_sms(device), (_ceil(rows, config.tile_m) + groups) * _ceil(n, config.tile_n))
+        kernel.launch((ctas, 1, 1), device, None, False, a=_operand(a, False), b=_operand(weights, True),
+                      c=_operand(out, False), m=rows, n=n, ctas=ctas, **common)
 
 
 def _rows_operand(name: str, tensor: torch.Tensor, align: int) -> None:
