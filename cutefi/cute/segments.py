@@ -57,6 +57,9 @@ def count_prefix(indptr_ptr: cute.Pointer, staged: cute.Tensor, groups: Int32, t
                 staged[segment + 1] = total
             previous_end = cute.arch.shuffle_sync(end, 31)
             carry = cute.arch.shuffle_sync(total, 31)
+        # (every lane read staged[0] before lane 0 rewrites it: without the warp barrier the
+        # order is not guaranteed by the memory model, and racecheck reports the hazard)
+        cute.arch.sync_warp()
         if lane == 0:
             staged[0] = 0
 
