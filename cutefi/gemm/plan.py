@@ -10,10 +10,10 @@
     4096 is 3.4 waves of wide tiles, 6.8 of narrow ones: 162 against 178 µs); no cluster: B
     multicast in clusters of two (``128x256c2``, built, for experiments) measured 0-13% slower
     at M = 1024-16384 on 12 of 14 Llama shapes (benchmarks/results/gemm_cluster_h200.json);
-  - else, for 129-256 tokens (one matrix, K-major B, K up to 8192) whose 64-token tiles
-    times 128 weight rows fill half to one wave, the swapped build with the weight multicast
-    to token-tile pairs (``128x64c1n2t``: cuBLAS's plan there; 256 x 4096 x 4096 18.1 against
-    20.2 µs on an H100);
+  - else, for 129-256 tokens (one matrix, K-major B, K up to 8192) whose 128 x 64 tiles fill
+    half to one wave, those, unsplit (H200: 256 x 4096 x 4096 15.1-15.8 µs against 16.8-17.2
+    for the swapped build with the weight multicast to 64-token tile pairs, ``128x64c1n2t``,
+    which the H100 preferred to 128 x 128 tiles: 18.1 against 20.2 µs);
   - else, from 129 rows, or 65-128 from 8192 columns on, 128 x 128 tiles (with split-K below
     a wave: 256 x 8192 x 8192, one wave of them, 55 against 66 µs for 128 x 256 tiles and two
     splits; 128 x 8192 x 8192, two splits in clusters, 51 against 66 for wide tiles and four);
@@ -214,7 +214,8 @@ def forced_config() -> Config | None:
     return _OVERRIDE.get("config") or _env_config()  # type: ignore[return-value]
 
 
-def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int = 4096) -> Sm90Config:
+def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int = 4096,
+                  fp8: bool = False) -> Sm90Config:
     forced = forced_config()
     if not isinstance(forced, Sm90Config):
         forced = None  # (another kernel's override does not apply here)
@@ -238,13 +239,18 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
     if waves_wide >= 0.8:
         # (a persistent grid idles in its last wave: narrow tiles pay when they fill it better)
         return narrow if _wave_use(waves_narrow) > NARROW_TILE_COST * _wave_use(waves_wide) else wide
-    shared = Sm90Config(128, 64, 1, True, 1, 2)
+    columns = Sm90Config(128, 64, 1) if not fp8 else Sm90Config(128, 64, 1, True, 1, 2)
     if batch == 1 and b_k_major and 128 < m <= 256 and k <= 8192 \
-            and sms // 2 < _tile_count(n, m, shared) <= sms and "splits" not in _OVERRIDE:
-        # (129-256 tokens on about 4096 weight rows, K up to 8192: the weight as A in 64-token
-        # tiles, multicast to each pair of them, no split: 256 x 4096 x 4096 18.1 against 20.2
-        # µs for 128 x 128 tiles and K in two in clusters, gemm_cluster_n_h100_session22.json)
-        return shared
+            and sms // 2 < (_tile_count(n, m, columns) if columns.swap else _tile_count(m, n, columns)) <= sms \
+            and "splits" not in _OVERRIDE:
+        # (129-256 tokens on about 4096 weight rows, K up to 8192: two 128-row token tiles times
+        # 64-column weight tiles, one wave, no split. H200, weights warm or rotated past L2:
+        # 160/192/256 x 4096 x 4096 14.9-15.8 µs against 16.5-17.2 for the weight multicast to
+        # 64-token tile pairs (the rule before, from the H100) and 15.0-16.6 for 128 x 128 tiles
+        # with K in two in clusters; x 8192 K 27.7-28.3 against 29.1-29.5,
+        # gemm_129_256_tokens_h200_session34.json; FP8 keeps the multicast build, not measured
+        # against these tiles)
+        return columns
     if m > 128:
         return narrow  # (from 0.8 of a wave of them without split-K, else K split in cluster pairs)
     if n >= 8192:  # (up to 64 tokens, a B that cannot be swapped: wide tiles, the weight streams)
@@ -356,7 +362,7 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
     if isinstance(forced, Sm90Config) and forced not in configs:
         raise ValueError(f"GEMM config {forced.name} has no {'FP8' if fp8 else '16-bit'} build; built: "
                          f"{', '.join(c.name for c in configs)}")
-    config = choose_config(m, n, batch, sms, b_k_major, k)
+    config = choose_config(m, n, batch, sms, b_k_major, k, fp8)
     if config.swap and (batch != 1 or not b_k_major):
         raise ValueError(f"GEMM config {config.name} takes one matrix and a K-major b (an nn.Linear weight's "
                          f"w.t()); got batch={batch}, b {'K' if b_k_major else 'N'}-major")
