@@ -7,12 +7,13 @@ Run: CUTEFI_PACK_PATH=... python benchmarks/grouped_fp8_decode.py [--output X.js
 from __future__ import annotations
 
 import argparse
-import json
 
 import torch
 
 import cutefi
 from cutefi.bench.timing import bench_gpu_time
+
+from row_log import record, save  # (benchmarks/row_log.py, beside this script)
 
 SHAPES = ((8, 64, 4096, 7168), (16, 16, 4096, 7168), (32, 4, 4096, 7168), (64, 2, 4096, 7168), (128, 1, 2048, 7168),
           (64, 8, 7168, 2048), (256, 2, 4096, 7168))  # (experts, rows each, N, K)
@@ -32,11 +33,8 @@ def main() -> None:
         ms = bench_gpu_time(lambda: cutefi.group_gemm_fp8_nt_groupwise(a, b, a_scale, b_scale, indptr,
                                                                        scale_major_mode="K", out=out)).median_ms
         row = dict(experts=experts, rows=each, n=n, k=k, us=round(ms * 1e3, 1), weight_gbps=round(b.numel() / ms / 1e6))
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    if args.output:
-        with open(args.output, "w") as handle:
-            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, handle, indent=1)
+        record(rows, row)
+    save(args.output, rows)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ Run: CUTEFI_PACK_PATH=... python benchmarks/grouped_fp8_skew.py [--output X.json
 from __future__ import annotations
 
 import argparse
-import json
 
 import torch
 
@@ -20,6 +19,8 @@ import cutefi.gemm.api  # noqa: F401  (the family first: it imports segment_api 
 from cutefi.bench.timing import bench_gpu_time
 from cutefi.gemm import segment_api
 from cutefi.gemm.launch import Sm90Config
+
+from row_log import record, save  # (benchmarks/row_log.py, beside this script)
 
 BUILDS = (("plan", None), ("128x256", Sm90Config(128, 256, 1)), ("128x128", Sm90Config(128, 128, 1)),
           ("128x64t", Sm90Config(128, 64, 1, True)), ("128x32t", Sm90Config(128, 32, 1, True)))
@@ -83,11 +84,8 @@ def main() -> None:
             row = dict(experts=experts, total=total, n=n, k=k, routing=routing, max_rows=int(counts.max()),
                        plan=planned(total, n, experts, torch.cuda.get_device_properties(0).multi_processor_count,
                                     swapped=True).name, builds=builds)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    if args.output:
-        with open(args.output, "w") as handle:
-            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, handle, indent=1)
+            record(rows, row)
+    save(args.output, rows)
 
 
 if __name__ == "__main__":
