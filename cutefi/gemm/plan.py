@@ -239,18 +239,21 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
     if waves_wide >= 0.8:
         # (a persistent grid idles in its last wave: narrow tiles pay when they fill it better)
         return narrow if _wave_use(waves_narrow) > NARROW_TILE_COST * _wave_use(waves_wide) else wide
-    columns = Sm90Config(128, 64, 1) if not fp8 else Sm90Config(128, 64, 1, True, 1, 2)
+    shared = Sm90Config(128, 64, 1, True, 1, 2)
     if batch == 1 and b_k_major and 128 < m <= 256 and k <= 8192 \
-            and sms // 2 < (_tile_count(n, m, columns) if columns.swap else _tile_count(m, n, columns)) <= sms \
-            and "splits" not in _OVERRIDE:
-        # (129-256 tokens on about 4096 weight rows, K up to 8192: two 128-row token tiles times
-        # 64-column weight tiles, one wave, no split. H200, weights warm or rotated past L2:
-        # 160/192/256 x 4096 x 4096 14.9-15.8 µs against 16.5-17.2 for the weight multicast to
-        # 64-token tile pairs (the rule before, from the H100) and 15.0-16.6 for 128 x 128 tiles
-        # with K in two in clusters; x 8192 K 27.7-28.3 against 29.1-29.5,
-        # gemm_129_256_tokens_h200_session34.json; FP8 keeps the multicast build, not measured
-        # against these tiles)
-        return columns
+            and sms // 2 < _tile_count(n, m, shared) <= sms and "splits" not in _OVERRIDE:
+        columns = Sm90Config(128, 64, 1)
+        if not fp8 and sms // 2 < _tile_count(m, n, columns) <= sms:
+            # (16 bits: two 128-row token tiles times 64-column weight tiles, one wave, no
+            # split. H200, weights warm or rotated past L2: 160/192/256 x 4096 x 4096 14.9-15.8
+            # µs against 16.5-17.2 for the multicast build below and 15.0-16.6 for 128 x 128
+            # tiles with K in two in clusters; x 8192 K 27.7-28.3 against 29.1-29.5,
+            # gemm_129_256_tokens_h200_session34.json. FP8 was not measured against them)
+            return columns
+        # (129-256 tokens on about 4096 weight rows, K up to 8192: the weight as A in 64-token
+        # tiles, multicast to each pair of them, no split: 256 x 4096 x 4096 18.1 against 20.2
+        # µs for 128 x 128 tiles and K in two in clusters, gemm_cluster_n_h100_session22.json)
+        return shared
     if m > 128:
         return narrow  # (from 0.8 of a wave of them without split-K, else K split in cluster pairs)
     if n >= 8192:  # (up to 64 tokens, a B that cannot be swapped: wide tiles, the weight streams)
