@@ -13,7 +13,8 @@
   - else, for 129-256 tokens (one matrix, K-major B, K up to 8192) whose 128 x 64 tiles fill
     half to one wave, those, unsplit (H200: 256 x 4096 x 4096 15.1-15.8 µs against 16.8-17.2
     for the swapped build with the weight multicast to 64-token tile pairs, ``128x64c1n2t``,
-    which the H100 preferred to 128 x 128 tiles: 18.1 against 20.2 µs);
+    which the H100 preferred to 128 x 128 tiles: 18.1 against 20.2 µs; FP8 keeps that build,
+    not measured against 128 x 64 tiles);
   - else, from 129 rows, or 65-128 from 8192 columns on, 128 x 128 tiles (with split-K below
     a wave: 256 x 8192 x 8192, one wave of them, 55 against 66 µs for 128 x 256 tiles and two
     splits; 128 x 8192 x 8192, two splits in clusters, 51 against 66 for wide tiles and four);
