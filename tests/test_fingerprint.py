@@ -89,6 +89,16 @@ def test_editing_a_contract_module_changes_only_its_family():
     assert changed == {s for s in all_specs() if s.name.split(".")[0] == USER_FAMILY}
 
 
+def test_editing_the_runtime_changes_no_key_and_the_build_pipeline_every_key():
+    """The loader, the driver calls and the lookup only run kernels: a fix to them keeps every
+    pack valid. The compile step builds every kernel: editing it re-keys them all."""
+    for runtime in ("cutefi.jit.loader", "cutefi.jit.libcuda", "cutefi.jit.lookup", "cutefi.env"):
+        assert not _changed_by(runtime), runtime
+    specs = set(all_specs())
+    for pipeline in ("cutefi.jit.compile", "cutefi.jit.nvrtc", "cutefi.jit.ptx"):
+        assert _changed_by(pipeline) == specs, pipeline
+
+
 def test_memoised_fingerprint_stays_until_caches_are_cleared():
     spec, helper = _family_spec(USER_FAMILY), _shared_helper()
     before = spec.fingerprint()

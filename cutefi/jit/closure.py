@@ -11,7 +11,12 @@ What counts as an import (conservative: an extra module only makes a key more se
   relative imports, parenthesised and backslash-continued name lists;
 * imports at any indentation: inside functions (a lazy import still changes the code) and
   under ``if TYPE_CHECKING:``;
-* every package ``__init__`` above an imported module (importing it runs them).
+* every package ``__init__`` above an imported module (importing it runs them), except
+  that the root package's own imports are not followed: its ``__init__`` only dispatches at
+  run time (the public API, ``env``), and following it put the whole runtime (``jit.loader``,
+  ``jit.libcuda``, ``jit.lookup``) into every kernel's key, so a fix to the loader re-keyed
+  every pack. What builds a cubin besides the builder and the contract is named explicitly
+  (``jit.spec.BUILD_PIPELINE``).
 
 Not seen: ``importlib.import_module("...")`` strings, and an import after ``;`` or ``:`` on
 the same line. Import-looking lines inside strings are counted (harmless over-inclusion).
@@ -143,7 +148,10 @@ class SourceTree:
                 raise ImportError(f"module {module!r} not found under {self.package!r}")
             seen, stack = {module}, [module]
             while stack:
-                for dep in self._parse(stack.pop())[0]:
+                current = stack.pop()
+                if current == self.package and module != self.package:
+                    continue  # (the root package: its source counts, its run-time imports do not)
+                for dep in self._parse(current)[0]:
                     if dep not in seen:
                         seen.add(dep)
                         stack.append(dep)

@@ -22,6 +22,10 @@ from .contract import LaunchContract
 from .policy import Family
 from .targets import Target
 
+# modules that turn a spec into a cubin for every kernel (the DSL/NVRTC compile, PTX checks,
+# toolchain choice): part of every fingerprint, besides the builder's and contract's closures
+BUILD_PIPELINE = ("cutefi.jit.compile", "cutefi.jit.toolchain")
+
 
 @dataclass(frozen=True)
 class KernelSpec:
@@ -72,8 +76,9 @@ class KernelSpec:
         return resolve(self.builder)
 
     def fingerprint(self) -> str:
-        """Hash of every cutefi module the builder or the contract reaches by import."""
-        roots = {self.builder.partition(":")[0], self.contract.partition(":")[0]}
+        """Hash of every cutefi module the builder, the contract or the build pipeline reaches
+        by import."""
+        roots = {self.builder.partition(":")[0], self.contract.partition(":")[0], *BUILD_PIPELINE}
         return _fingerprint(tuple(sorted(roots)))
 
     def lookup_key(self, target: Target) -> str:
