@@ -32,6 +32,7 @@ _TORCH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 BACKENDS = ("auto", "cutefi")
 _FLASHINFER_BACKENDS = ("cudnn", "cutlass", "tgv", "cublas", "trtllm_low_latency")
 _SMS: dict[int, int] = {}
+_L2_BYTES: dict[int, int] = {}
 _current_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") \
     else (lambda device: torch.cuda.current_stream(device).cuda_stream)
 # split-K scratch per (device, stream): fp32 partial tiles and per-tile arrival counters
@@ -47,6 +48,13 @@ def _sms(device: int) -> int:
     if count is None:
         count = _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
     return count
+
+
+def _l2_bytes(device: int) -> int:
+    size = _L2_BYTES.get(device)
+    if size is None:
+        size = _L2_BYTES[device] = torch.cuda.get_device_properties(device).L2_cache_size
+    return size
 
 
 def _check_backend(backend: object) -> None:
@@ -128,7 +136,8 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, bias: torc
             if tensor is not None and tensor.stride(0) % launch.ALIGN_ELEMS:
                 raise ValueError(f"{name}'s batch stride must be a multiple of {launch.ALIGN_ELEMS} elements "
                                  f"(16 bytes), got {tensor.stride(0)}")
-    plan = launch_plan(m, n, k, batch, _sms(device), b_major == "k", wgmma=device_cc(device) == (9, 0))
+    plan = launch_plan(m, n, k, batch, _sms(device), b_major == "k", wgmma=device_cc(device) == (9, 0),
+                       l2_bytes=_l2_bytes(device))
     if isinstance(plan, SkinnyPlan):
         spec = launch.SKINNY_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], plan.config)]
     elif isinstance(plan, Sm80Plan):
@@ -241,7 +250,8 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
     if grid.config.swap:  # the weight is A, the tokens B; out is written transposed, by pointer
         kernel.launch((grid.ctas, 1, 1), device, stream, pdl, a=b_view, b=_operand(a, batched),
                       c=out.data_ptr(), ldc=out.stride(-2) if m > 1 else n, batch=1, group_m=grid.group_m,
-                      ctas=grid.ctas, **{**common, "m": n, "n": m})
+                      ctas=grid.ctas, weight_policy=grid.weight_policy, k_rotation=grid.k_rotation,
+                      **{**common, "m": n, "n": m})
         return out
     kernel.launch((grid.ctas, 1, 1), device, stream, pdl,
                   a=_operand(a, batched), b=b_view, c=_operand(out, batched),

@@ -30,7 +30,8 @@ from ..jit.lookup import device_cc, get_kernel
 from ..jit.policy import Family, family_target
 from ..jit.targets import Target
 from . import launch
-from .api import _PLANS, _check_backend, _current_stream, _no_output, _operand, _out_for, _scratch, _sms
+from .api import (_PLANS, _check_backend, _current_stream, _l2_bytes, _no_output, _operand, _out_for, _scratch,
+                  _sms)
 from .plan import GENERATION, Sm80Plan, launch_plan
 
 _FP8 = {torch.float8_e4m3fn: "fp8e4m3", torch.float8_e5m2: "fp8e5m2"}
@@ -98,7 +99,7 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, out_dtype:
         if batched and batch > 1 and tensor.stride(0) % align:
             raise ValueError(f"{name}'s batch stride must be a multiple of {align} elements (16 bytes)")
     plan = launch_plan(m, n, k, batch, _sms(device), True, wgmma=cc == (9, 0), k_tile=launch.tile_k("fp8e4m3"),
-                       native_fp8=cc in _NATIVE_FP8_MMA)
+                       native_fp8=cc in _NATIVE_FP8_MMA, l2_bytes=_l2_bytes(device))
     # the kernel's (A, B) formats: a swapped build's A is the weight; mixed ones keyed as a pair
     formats = (_FP8[a.dtype], _FP8[b.dtype])
     if not isinstance(plan, Sm80Plan) and plan.config.swap:
@@ -137,8 +138,8 @@ def _gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None, sc
         launch_mma_sync(kernel, grid, device, a, b, out, m, n, k, batched, scale_a=scale_a.data_ptr(),
                         scale_b=scale_b.data_ptr())
     else:
-        launch_hopper(kernel, grid, device, a, b, out, m, n, k, batched, scale_a=scale_a.data_ptr(),
-                      scale_b=scale_b.data_ptr())
+        launch_hopper(kernel, grid, device, a, b, out, m, n, k, batched, streams=grid.config.swap,
+                      scale_a=scale_a.data_ptr(), scale_b=scale_b.data_ptr())
     return out
 
 
@@ -156,9 +157,11 @@ def output_for(kernel, shape: tuple, out: torch.Tensor | None, out_dtype: torch.
 
 
 def launch_hopper(kernel, grid, device: int, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, m: int, n: int,
-                  k: int, batched: bool, **scales: int) -> None:
+                  k: int, batched: bool, streams: bool = False, **scales: int) -> None:
     """Launch an FP8 Hopper build on ``a`` [(b,) M, K] and the K-major ``b`` (``[(b,) K, N]``
-    column-major), ``out`` [(b,) M, N]: split-K scratch, and the swapped builds' operands."""
+    column-major), ``out`` [(b,) M, N]: split-K scratch, and the swapped builds' operands
+    (``streams``: a build that streams the weight, ``launch.streams_weight``, which takes the
+    plan's weight policy and K rotation)."""
     workspace = counters = b.data_ptr()  # (not read without split-K through the workspace)
     stream = None
     if grid.workspace_elems:
@@ -170,7 +173,9 @@ def launch_hopper(kernel, grid, device: int, a: torch.Tensor, b: torch.Tensor, o
     b_view = _operand(b, batched, transpose=True)
     if grid.config.swap:  # the weight is A, the tokens B; out is written transposed, by pointer
         kernel.launch((grid.ctas, 1, 1), device, stream, False, a=b_view, b=_operand(a, batched),
-                      c=out.data_ptr(), ldc=out.stride(-2) if m > 1 else n, batch=1, m=n, n=m, **common)
+                      c=out.data_ptr(), ldc=out.stride(-2) if m > 1 else n, batch=1, m=n, n=m,
+                      **({"weight_policy": grid.weight_policy, "k_rotation": grid.k_rotation} if streams else {}),
+                      **common)
     else:
         kernel.launch((grid.ctas, 1, 1), device, stream, False, a=_operand(a, batched), b=b_view,
                       c=_operand(out, batched), batch=out.shape[0] if batched else 1, m=m, n=n, **common)

@@ -190,6 +190,17 @@ def _swizzle(row_bytes: int) -> str:
     return f"{row_bytes}B"
 
 
+# L2 cache policies of TMA loads (CUTLASS's CacheHintSm90 values)
+EVICT_NORMAL = 0x1000000000000000
+EVICT_FIRST = 0x12F0000000000000
+
+
+def streams_weight(config: Sm90Config, block_scaled: bool, grouped: bool) -> bool:
+    """Whether a build streams one weight through its swapped tiles (a few tokens): it then
+    takes the weight loads' L2 cache policy and a K rotation at launch (``sm90_kernel``)."""
+    return config.swap and not block_scaled and not grouped
+
+
 def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n: int,
                   cluster_m: int, swap: bool = False, cluster_k: int = 1, block_scaled: bool = False,
                   grouped: bool = False, cluster_n: int = 1, b_dtype: str | None = None) -> LaunchContract:
@@ -234,13 +245,17 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
         params=(Param("a", "tma"), Param("b", "tma"), *c_params, *scales, Param("bias", "ptr", dtype, 2),
                 Param("workspace", "ptr", "fp32", 16), Param("counters", "ptr", "i32", 4),
                 *scalars("i32", "m", "n", "k", "batch", "group_m", "has_bias", "splits", "ctas"),
-                *(scalars("i64", "ldc") if swap or grouped else ()), *segments),
+                *(scalars("i64", "ldc") if swap or grouped else ()), *segments,
+                *(scalars("i64", "weight_policy") + scalars("i32", "k_rotation")
+                  if streams_weight(config, block_scaled, grouped) else ())),
         block=(SM90_THREADS, 1, 1),
         grid=lambda p: (p["ctas"], 1, 1),
         sample={"m": 4096, "n": 4096, "k": 4096, "batch": 1, "group_m": 8, "has_bias": 0, "splits": 1,
                 "ctas": 132, **({"ldc": 4096} if swap or grouped else {}),
                 **({"scale_rows": 1, "sa_row": 32, "sa_k": 1, "sb_col": 32, "sb_k": 1} if block_scaled else {}),
-                **({"groups": 8, **({"sb_batch": 1024} if block_scaled else {})} if grouped else {})},
+                **({"groups": 8, **({"sb_batch": 1024} if block_scaled else {})} if grouped else {}),
+                **({"weight_policy": EVICT_NORMAL, "k_rotation": 0} if streams_weight(config, block_scaled, grouped)
+                   else {})},
         cluster=(cluster_m * cluster_k * cluster_n, 1, 1),
         smem_bytes=config.smem_bytes(dtype, out_dtype, grouped, block_scaled),
         tma=tma,

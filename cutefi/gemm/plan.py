@@ -61,13 +61,14 @@ which Hopper runs too) does the same from the environment.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Iterator
 
 from .launch import (
-    BLOCK_SCALED_CONFIGS, CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M, SM80_BLOCK_SCALED_CONFIGS, SM80_CONFIGS,
-    FP8_CONFIGS, SM80_FP8_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles,
+    BLOCK_SCALED_CONFIGS, CONFIGS, EVICT_FIRST, EVICT_NORMAL, FP8_CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M,
+    SM80_BLOCK_SCALED_CONFIGS, SM80_CONFIGS, SM80_FP8_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles,
 )
 
 SKINNY_MAX_N_HOPPER = 4096
@@ -77,6 +78,9 @@ NARROW_TILE_COST = 1.05  # 128 x 256 tiles' rate over 128 x 128 ones' at equal w
 GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
 MIN_SPLIT_K_TILES = 8  # K tiles (of 64) a split keeps, so its pipeline fills
 MAX_SPLITS = 16
+# swapped builds on a weight larger than the L2: K steps a weight tile starts after the one
+# before (``stream_weight``); 13 is odd, so the starts cover every step of a power-of-two count
+K_ROTATION = 13
 SKINNY_DEFAULT = (2, 4, 1)  # (row_tiles, unroll, row_groups) of the decode-sized build
 SKINNY_CTAS_PER_SM = 1  # (the builds take over 128 registers a thread: one CTA of 256 an SM)
 MIN_SKINNY_STEPS = 2  # K steps each warp keeps at the least
@@ -91,6 +95,10 @@ class LaunchPlan:
     group_m: int
     splits: int = 1
     units: int = 0  # work units: tiles x splits
+    # swapped builds that stream the weight (``launch.streams_weight``): the L2 cache policy of
+    # its loads and the K rotation of its tiles
+    weight_policy: int = EVICT_NORMAL
+    k_rotation: int = 0
 
     @property
     def workspace_elems(self) -> int:
@@ -188,10 +196,16 @@ def _parse_skinny(text: str) -> SkinnyConfig:
 
 @contextlib.contextmanager
 def override(config: Config | str | None = None, group_m: int | None = None,
-             splits: int | None = None) -> Iterator[None]:
-    """Use ``config`` / ``group_m`` / ``splits`` instead of the heuristic inside the block."""
+             splits: int | None = None, weight_policy: int | None = None,
+             k_rotation: int | None = None) -> Iterator[None]:
+    """Use ``config`` / ``group_m`` / ``splits`` (and for swapped builds the weight's L2
+    ``weight_policy`` and ``k_rotation``) instead of the heuristic inside the block."""
     saved = dict(_OVERRIDE)
     GENERATION[0] += 1
+    if weight_policy is not None:
+        _OVERRIDE["weight_policy"] = weight_policy
+    if k_rotation is not None:
+        _OVERRIDE["k_rotation"] = k_rotation
     if config is not None:
         _OVERRIDE["config"] = parse_config(config) if isinstance(config, str) else config
     if group_m is not None:
@@ -345,10 +359,13 @@ def sm80_plan(m: int, n: int, batch: int, sms: int, configs: tuple[Sm80Config, .
 
 
 def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
-                wgmma: bool = True, k_tile: int = 64, native_fp8: bool = True) -> LaunchPlan | SkinnyPlan | Sm80Plan:
+                wgmma: bool = True, k_tile: int = 64, native_fp8: bool = True,
+                l2_bytes: int = 0) -> LaunchPlan | SkinnyPlan | Sm80Plan:
     """The plan of one problem; ``wgmma``: the device is a Hopper (else the mma.sync kernels);
     ``k_tile``: K of a ring stage (128 for FP8: the Hopper builds, or the FP8 mma.sync ones
-    elsewhere, where ``native_fp8`` says whether the chip has FP8 mma.sync or ptxas emulates it)."""
+    elsewhere, where ``native_fp8`` says whether the chip has FP8 mma.sync or ptxas emulates it);
+    ``l2_bytes``: the device's L2 (0: unknown), against which a swapped build's weight is
+    weighed (``stream_weight``)."""
     fp8 = k_tile != 64
     if fp8:
         forced = forced_config()
@@ -372,7 +389,27 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
                          f"w.t()); got batch={batch}, b {'K' if b_k_major else 'N'}-major")
     # (swap: the weight's rows are the tile rows, the tokens its columns)
     tiles_m, tiles_n = tiles(n, m, config) if config.swap else tiles(m, n, config)
-    return _split_plan(config, tiles_m * tiles_n * batch, k, sms, k_tile, CONFIGS)
+    plan = _split_plan(config, tiles_m * tiles_n * batch, k, sms, k_tile, CONFIGS)
+    return stream_weight(plan, n * k * (1 if fp8 else 2), l2_bytes) if config.swap else plan
+
+
+def stream_weight(plan: LaunchPlan, weight_bytes: int, l2_bytes: int) -> LaunchPlan:
+    """A swapped plan's weight L2 policy and K rotation: a weight larger than the L2 is read
+    once, so its loads are evict-first, and where the tiles take one wave each weight tile's K
+    steps start ``K_ROTATION`` steps after the one before's (in lockstep, the CTAs' loads fall
+    on addresses a multiple of 128 weight rows apart, 1 MiB at K = 4096: the same DRAM
+    channels). H200, in-process A/B against the defaults (session 35,
+    ``gemm_weight_stream_ab_h200_session35.json``): 16-bit 1 x 14336 x 4096 +3.7%, 64 x 8192 x
+    8192 +3.3%, 64 x 28672 x 8192 +7.6%, 1 x 4096 x 14336 +1.8%, the other M <= 64 shapes 0-1.7%;
+    FP8 64 x 28672 x 8192 +5%, within 0.4% elsewhere. Rotated past one wave: 1 x 28672 x 8192 1%
+    slower. A weight that fits the L2 keeps the defaults: warm, the CTAs then share the
+    tokens' lines as they load them (rotated: 64 x 4096 x 4096 14% slower; evict-first: 2-3%)."""
+    streamed = l2_bytes > 0 and weight_bytes > l2_bytes
+    policy = EVICT_FIRST if streamed else EVICT_NORMAL
+    rotation = K_ROTATION if streamed and plan.units <= plan.ctas else 0
+    policy = int(_OVERRIDE.get("weight_policy", policy))  # type: ignore[arg-type]
+    rotation = int(_OVERRIDE.get("k_rotation", rotation))  # type: ignore[arg-type]
+    return dataclasses.replace(plan, weight_policy=policy, k_rotation=rotation)
 
 
 # Block-scaled problems of up to 64 tokens take the swapped builds (the weight's rows as the

@@ -5,7 +5,9 @@ ABI, configurations and launch: ``launch.py`` (``sm90_contract``). A CTA has thr
   0. producer: after giving registers back, one warp walks this CTA's tiles and, per K step,
      waits for a free ring slot and TMA-loads the A and B tiles into it (B multicast to the
      cluster's CTAs when ``cluster_m`` is 2: they share the N tile, so each loads half; A
-     multicast when ``cluster_n`` is 2: they share the M tile);
+     multicast when ``cluster_n`` is 2: they share the M tile); a swapped build streaming a
+     weight (``launch.streams_weight``) starts each weight tile's K steps at its own step
+     (``k_rotation``) and loads the weight under an L2 cache policy, both given at launch;
   1-2. consumers: each owns 64 rows of the 128-row tile and, per K
      step, waits for the slot to fill, issues the wgmmas on it and frees the slot of the step
      before once those wgmmas are done (one step of MMAs stays in flight);
@@ -92,6 +94,8 @@ class GemmSm90(Sm90Stores, Sm90Segments):
         self.exchange_elems = max(config.exchange_elems, 4)
         # swap: A is the weight, B the tokens, and the tile is stored transposed (``launch``)
         self.swap = swap
+        # (streaming a weight: its loads take args.weight_policy, the K steps args.k_rotation)
+        self.streams_weight = launch.streams_weight(config, block_scaled, grouped)
         self.dtype = cute_dtype(dtype)
         # B's element type: A's, or the other FP8 format (mixed e4m3 x e5m2: the same bytes)
         self.b_dtype = cute_dtype(b_dtype) if b_dtype else self.dtype
@@ -308,14 +312,29 @@ class GemmSm90(Sm90Stores, Sm90Segments):
             src_a = src_a[(None, 0, None, batch)]
             t_sb, src_b = self._b_tile(atom_b, tma_b, s_b, first_col, cluster_coord)
             src_b = src_b[(None, 0, None, batch)]
-            for k_step in cutlass.range(k_count, unroll=1):
+            first_step = Int32(0)
+            if const_expr(self.streams_weight):
+                # a weight tile's K steps from (tile * k_rotation) mod steps, wrapping around: in
+                # lockstep, the CTAs' loads fall on addresses a multiple of the tile's rows apart
+                # (the cluster_n CTAs share m_tile: the same steps)
+                first_step = (m_tile * args.k_rotation) % cutlass.max(k_count, 1)
+            for k_iter in cutlass.range(k_count, unroll=1):
+                k_step = k_iter
+                if const_expr(self.streams_weight):
+                    k_step = k_iter + first_step
+                    if k_step >= k_count:
+                        k_step = k_step - k_count
                 ring.producer_acquire(state)
                 full = ring.producer_get_barrier(state)
                 if const_expr(self.staged_scales):  # (the stage's full barrier waits for both)
                     staged_scales.stage(args, slots, state.index, full, first_row, first_col, self.tile_mnk[:2],
                                         k_begin + k_step, cute.arch.lane_idx(), self.swap)
-                cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, state.index)], tma_bar_ptr=full,
-                          mcast_mask=a_mask)
+                if const_expr(self.streams_weight):
+                    cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, state.index)], tma_bar_ptr=full,
+                              mcast_mask=a_mask, cache_policy=args.weight_policy)
+                else:
+                    cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, state.index)], tma_bar_ptr=full,
+                              mcast_mask=a_mask)
                 cute.copy(atom_b, src_b[(None, k_begin + k_step)], t_sb[(None, state.index)], tma_bar_ptr=full,
                           mcast_mask=b_mask)
                 ring.producer_commit(state)
