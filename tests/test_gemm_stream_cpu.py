@@ -84,3 +84,15 @@ def test_weight_loads_take_the_launch_policy(config, streams):
     sources = sorted(re.search(rf"(ld\.param\.b64|mov\.b64)\s+{register}, ([^;]+);", ptx).group(1)
                      for register in loads)
     assert sources == (["ld.param.b64", "mov.b64"] if streams else ["mov.b64", "mov.b64"])
+
+
+def test_9_16_tokens_on_a_long_k_take_64row_tiles():
+    """9-16 tokens, K past 8192, 64-row tile pairs filling 0.9 of the SMs: the 64 x 32 swapped
+    build in cluster pairs, not the decode-sized kernel (which keeps the rest)."""
+    for m, n, k in ((16, 4096, 14336), (9, 4096, 14336), (12, 3840, 10240), (16, 4096, 28672)):
+        plan = launch_plan(m, n, k, 1, H200_SMS, True, l2_bytes=H200_L2)
+        assert plan.config == Sm90Config(64, 32, 1, True, 2) and plan.splits == 2, (m, n, k)
+    for m, n, k in ((16, 3584, 14336), (16, 4096, 8192), (16, 2048, 14336), (16, 4096, 4096)):
+        assert isinstance(launch_plan(m, n, k, 1, H200_SMS, True, l2_bytes=H200_L2), SkinnyPlan), (m, n, k)
+    # up to 8 tokens on a long K keep the 16-token tiles (at 1 token the 32-token tile's zero rows cost)
+    assert launch_plan(8, 4096, 14336, 1, H200_SMS, True).config == Sm90Config(128, 16, 1, True, 2)

@@ -73,3 +73,21 @@ def test_fp8_streaming_builds(config):
     ref = a.float() @ w.float().t()
     rel = ((out.float() - ref).norm() / ref.norm()).item()
     assert rel < 6e-3, f"relative error {rel:.2e}"
+
+
+@pytest.mark.parametrize("m", [9, 16])
+def test_9_16_tokens_on_a_long_k(m):
+    """9-16 tokens, K past 8192, on 4096 weight rows: the swapped 64 x 32 build in cluster
+    pairs (not the decode-sized kernel) on 132 SMs; the result matches the reference."""
+    torch.manual_seed(m)
+    n, k = 4096, 10240
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    plan = launch_plan(m, n, k, 1, sms, True, l2_bytes=torch.cuda.get_device_properties(0).L2_cache_size)
+    if sms == 132:
+        assert plan.config == launch.Sm90Config(64, 32, 1, True, 2)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = weight_t(k, n, torch.bfloat16)
+    bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    out = poisoned((m, n), torch.bfloat16)
+    cutefi.mm_bf16(a, b, bias=bias, out=out)
+    assert_gemm(out, reference(a, b, bias), torch.bfloat16, torch.bfloat16)

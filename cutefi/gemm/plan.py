@@ -42,7 +42,8 @@ choice; where ptxas emulates the FP8 MMA (sm_100a/103a, and a Hopper forced onto
 64 x 64 one, the one that does not spill there).
 
 Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight; on Hopper up
-to ``SKINNY_MAX_N_HOPPER`` weight rows, and K up to ``SKINNY_MAX_K_HOPPER`` below 9 tokens)
+to ``SKINNY_MAX_N_HOPPER`` weight rows, and K up to ``SKINNY_MAX_K_HOPPER`` below 9 tokens, or
+for 9-16 tokens where 64-row weight tiles would not fill the SMs, ``_long_k_in_64row_wave``)
 take the mma.sync weight-streaming kernel instead (``skinny_plan``): ``t1`` (M <= 8) or
 ``t2`` token tiles, ``SKINNY_DEFAULT`` rows, unroll and row groups, and K cut into about
 ``sms / row blocks`` splits (none from half a wave of row blocks on: measured, more splits
@@ -74,6 +75,7 @@ from .launch import (
 SKINNY_MAX_N_HOPPER = 4096
 SKINNY_MAX_K_HOPPER = 8192
 SWAP_MAX_M = 64  # tokens up to which Hopper multiplies the weight by the tokens (one read of it)
+LONG_K_64ROW_FILL = 0.9  # SMs' share 64-row tile pairs fill for 9-16 tokens on a long K (_long_k_in_64row_wave)
 NARROW_TILE_COST = 1.05  # 128 x 256 tiles' rate over 128 x 128 ones' at equal wave use (4-6% measured)
 GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
 MIN_SPLIT_K_TILES = 8  # K tiles (of 64) a split keeps, so its pipeline fills
@@ -239,8 +241,8 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
             raise ValueError(f"GEMM config {forced.name} multicasts B, which needs a K-major B")
         return forced  # type: ignore[return-value]
     if batch == 1 and b_k_major and m <= SWAP_MAX_M:
-        if m > 16 and sms // 2 < 2 * -(-n // 64) <= sms and k >= 2 * MIN_SPLIT_K_TILES * 64 \
-                and "splits" not in _OVERRIDE:
+        if (m > 16 or _long_k_in_64row_wave(m, n, k, sms)) and sms // 2 < 2 * -(-n // 64) <= sms \
+                and k >= 2 * MIN_SPLIT_K_TILES * 64 and "splits" not in _OVERRIDE:
             # (17-64 tokens on up to about 4096 weight rows: 64-row weight tiles and K in two in a
             # cluster put twice the CTAs on the weight, each reading its rows once: 64 x 4096 x
             # 4096 10.1 against 12.2 µs for 128-row tiles and four splits, FP8 6.9 against 8.5
@@ -276,6 +278,16 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
     return narrow if 8 * waves_narrow >= 1 else Sm90Config(128, 64, 1)
 
 
+def _long_k_in_64row_wave(m: int, n: int, k: int, sms: int) -> bool:
+    """9-16 tokens, K past ``SKINNY_MAX_K_HOPPER`` and 64-row weight tiles in cluster pairs
+    that fill ``LONG_K_64ROW_FILL`` of the SMs: the 64 x 32 swapped build, not the decode-sized
+    kernel. H200, in-process (session 35, ``gemm_decode_9_16_tokens_h200_session35.json``):
+    9/16 x 4096 x 10240-28672 1-6% faster (16 x 4096 x 14336 30.9 against 32.3 µs), 3840 rows
+    1-5%; from 3584 rows down (112 CTAs and fewer) the decode-sized kernel is as fast or faster
+    (3328 rows: 0-4%)."""
+    return 8 < m <= 16 and k > SKINNY_MAX_K_HOPPER and 2 * -(-n // 64) >= LONG_K_64ROW_FILL * sms
+
+
 def _wave_use(waves: float) -> float:
     """The share of a persistent grid's SM time spent on tiles: ``waves`` over whole waves."""
     return waves / -(-waves // 1)
@@ -296,13 +308,14 @@ def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config, k_tile:
     return -(-k_tiles // per_split)  # no split left without K tiles
 
 
-def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool, k: int = 4096) -> bool:
+def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool, k: int = 4096, sms: int = 0) -> bool:
     """Whether the decode-sized kernel can take the problem, and the heuristic or override picks
     it (on Hopper only up to ``SKINNY_MAX_N_HOPPER`` rows of weight, and for up to 8 tokens only
     up to ``SKINNY_MAX_K_HOPPER`` of K: measured on the H200, it streams a weight of up to 4096
     rows faster than the swapped wgmma build (1 x 4096 x 4096 7.3 against 9.1 µs, 1 x 1024 x
     8192 6.0 against 9.6) and a longer K at 8 tokens or fewer slower (1 x 4096 x 14336 35.3
-    against 33.0), gemm_decode_h200_session22.json)."""
+    against 33.0), gemm_decode_h200_session22.json; for 9-16 tokens a longer K on weights whose
+    64-row tiles fill the SMs (``_long_k_in_64row_wave``) is slower too)."""
     forced = forced_config()
     fits = batch == 1 and b_k_major and m <= SKINNY_MAX_M
     if isinstance(forced, (Sm90Config, Sm80Config)):
@@ -313,7 +326,8 @@ def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool, k: in
                              f"K-major b (an nn.Linear weight's w.t()); got M={m}, batch={batch}, "
                              f"b {'K' if b_k_major else 'N'}-major")
         return True
-    return fits and (not wgmma or (n <= SKINNY_MAX_N_HOPPER and (m > 8 or k <= SKINNY_MAX_K_HOPPER)))
+    return fits and (not wgmma or (n <= SKINNY_MAX_N_HOPPER and (k <= SKINNY_MAX_K_HOPPER or m > 8)
+                                   and not _long_k_in_64row_wave(m, n, k, sms)))
 
 
 def skinny_plan(m: int, n: int, k: int, sms: int) -> SkinnyPlan:
@@ -374,7 +388,7 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
                              f"the FP8 mma.sync ones ({', '.join(c.name for c in SM80_FP8_CONFIGS)})")
         if isinstance(forced, Sm80Config) or not wgmma:
             return sm80_plan(m, n, batch, sms, SM80_FP8_CONFIGS, small_only=not native_fp8)
-    if not fp8 and takes_skinny(m, n, batch, b_k_major, wgmma, k):
+    if not fp8 and takes_skinny(m, n, batch, b_k_major, wgmma, k, sms):
         return skinny_plan(m, n, k, sms)
     forced = forced_config()
     if not fp8 and (isinstance(forced, Sm80Config) or (not wgmma and not isinstance(forced, Sm90Config))):
