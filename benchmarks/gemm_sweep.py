@@ -50,6 +50,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size  # (the weight's L2 policy: plan.stream_weight)
     rows = []
     for nk in args.nk:
         n, k = (int(v) for v in nk.split(","))
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
             a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             ref = a.float() @ weights[0].float()
             peer = bench_gpu_time(_rotating(torch.matmul, a, weights), iters=args.iters).median_ms * 1e3
-            chosen = launch_plan(m, n, k, 1, sms, True)
+            chosen = launch_plan(m, n, k, 1, sms, True, l2_bytes=l2_bytes)
             for config in _configs(m):
                 if args.configs and config.name not in args.configs:
                     continue
@@ -71,7 +72,7 @@ def main(argv=None) -> int:
                         continue  # (no split-K in the mma.sync kernel)
                     with override(config=config, splits=splits or None):
                         try:
-                            plan = launch_plan(m, n, k, 1, sms, True)
+                            plan = launch_plan(m, n, k, 1, sms, True, l2_bytes=l2_bytes)
                         except ValueError:
                             continue  # (a split count this build cannot take: cluster_k builds split in pairs)
                         if splits and plan.splits != splits:
@@ -80,6 +81,8 @@ def main(argv=None) -> int:
                         err = ((out.float() - ref).norm() / ref.norm()).item()
                         us = bench_gpu_time(_rotating(cutefi.mm_bf16, a, weights), iters=args.iters).median_ms * 1e3
                     row = dict(m=m, n=n, k=k, config=config.name, splits=plan.splits, us=us, cublas_us=peer,
+                               weight_policy=getattr(plan, "weight_policy", None),
+                               k_rotation=getattr(plan, "k_rotation", None),
                                ratio=peer / us, weight_gbs=weight_bytes / us / 1e3,
                                tflops=2 * m * n * k / us / 1e6, rel_err=err,
                                heuristic=(plan.config == chosen.config and plan.splits == chosen.splits))
