@@ -9,7 +9,7 @@ import pytest
 
 from cutefi.gemm import launch
 from cutefi.gemm.launch import EVICT_FIRST, EVICT_NORMAL, Sm90Config
-from cutefi.gemm.plan import K_ROTATION, SkinnyPlan, launch_plan, override
+from cutefi.gemm.plan import K_ROTATION, SkinnyPlan, launch_plan, override, takes_skinny
 
 from conftest import requires_dsl
 
@@ -94,5 +94,6 @@ def test_9_16_tokens_on_a_long_k_take_64row_tiles():
         assert plan.config == Sm90Config(64, 32, 1, True, 2) and plan.splits == 2, (m, n, k)
     for m, n, k in ((16, 3584, 14336), (16, 4096, 8192), (16, 2048, 14336), (16, 4096, 4096)):
         assert isinstance(launch_plan(m, n, k, 1, H200_SMS, True, l2_bytes=H200_L2), SkinnyPlan), (m, n, k)
+    assert takes_skinny(16, 4096, 1, True, True, 14336) and not takes_skinny(16, 4096, 1, True, True, 14336, H200_SMS)
     # up to 8 tokens on a long K keep the 16-token tiles (at 1 token the 32-token tile's zero rows cost)
     assert launch_plan(8, 4096, 14336, 1, H200_SMS, True).config == Sm90Config(128, 16, 1, True, 2)

@@ -284,8 +284,8 @@ def _long_k_in_64row_wave(m: int, n: int, k: int, sms: int) -> bool:
     kernel. H200, in-process (session 35, ``gemm_decode_9_16_tokens_h200_session35.json``):
     9/16 x 4096 x 10240-28672 1-6% faster (16 x 4096 x 14336 30.9 against 32.3 µs), 3840 rows
     1-5%; from 3584 rows down (112 CTAs and fewer) the decode-sized kernel is as fast or faster
-    (3328 rows: 0-4%)."""
-    return 8 < m <= 16 and k > SKINNY_MAX_K_HOPPER and 2 * -(-n // 64) >= LONG_K_64ROW_FILL * sms
+    (3328 rows: 0-4%). ``sms`` 0 (unknown): no."""
+    return 8 < m <= 16 and k > SKINNY_MAX_K_HOPPER and 0 < sms and 2 * -(-n // 64) >= LONG_K_64ROW_FILL * sms
 
 
 def _wave_use(waves: float) -> float:
