@@ -15,6 +15,8 @@ Batch strides are free. M, N, K, b are runtime arguments: no new build per shape
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .._capability import declare
@@ -31,8 +33,6 @@ _PLANS = PlanCache()
 _TORCH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 BACKENDS = ("auto", "cutefi")
 _FLASHINFER_BACKENDS = ("cudnn", "cutlass", "tgv", "cublas", "trtllm_low_latency")
-_SMS: dict[int, int] = {}
-_L2_BYTES: dict[int, int] = {}
 _current_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") \
     else (lambda device: torch.cuda.current_stream(device).cuda_stream)
 # split-K scratch per (device, stream): fp32 partial tiles and per-tile arrival counters
@@ -43,18 +43,17 @@ _current_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda
 _SCRATCH: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
 
+@functools.lru_cache(maxsize=None)
+def _properties(device: int):
+    return torch.cuda.get_device_properties(device)
+
+
 def _sms(device: int) -> int:
-    count = _SMS.get(device)
-    if count is None:
-        count = _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
-    return count
+    return _properties(device).multi_processor_count
 
 
 def _l2_bytes(device: int) -> int:
-    size = _L2_BYTES.get(device)
-    if size is None:
-        size = _L2_BYTES[device] = torch.cuda.get_device_properties(device).L2_cache_size
-    return size
+    return _properties(device).L2_cache_size
 
 
 def _check_backend(backend: object) -> None:
