@@ -26,7 +26,7 @@ MUTATIONS = {
     "rmsnorm_quant": {"out"}, "fused_add_rmsnorm_quant": {"out", "residual"}, "layernorm_quant": {"out"},
     "merge_state_out": {"v_out", "s_out"}, "merge_state_in_place": {"v", "s"}, "merge_states_out": {"v_out", "s_out"},
     "append_paged_kv_cache": {"k_cache", "v_cache"}, "append_paged_kv_cache_fused": {"paged_kv_cache"},
-    "batch_decode_out": {"out", "lse", "workspace"},
+    "batch_decode_out": {"out", "lse", "workspace", "counters"},
     "gemm_mm_into": {"out"}, "gemm_fp8_into": {"out"}, "gemm_fp8_groupwise_into": {"out"},
     "segment_gemm_into": {"out"}, "group_gemm_fp8_into": {"out"},
     "prefill_out": {"out", "lse", "counter"}, "single_prefill_out": {"out", "lse"},

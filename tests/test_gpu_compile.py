@@ -172,7 +172,7 @@ def _decode_args(device):
 
     q = torch.randn(2, 8, 128, device=device, dtype=torch.bfloat16)
     return (q, k_cache, v_cache, torch.empty_like(q), torch.empty(2, 8, device=device), None, wrapper._workspace,
-            plan["work"], plan["state_indptr"], plan["kv_indices"], "NHD",
+            plan["work"], plan["state_indptr"], plan["kv_indices"], plan["counters"], "NHD",
             [plan[key] for key in SIZES], [0.1275, 0.0, 1.0, 1.0, 0.0], False)
 
 

@@ -190,6 +190,35 @@ def test_decode_split_choices(split):
     run_decode([4096, 4095, 33, 0, 7], 8, 8, 128, 16, torch.float16, fixed_split=split, seed=3)
 
 
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("qo_heads, kv_heads", [(4, 4), (12, 4), (32, 8), (3, 1), (64, 2)])
+def test_decode_split_requests_merged_in_kernel(head_dim, qo_heads, kv_heads):
+    """Split requests are merged by the last CTA of each (request, kv head, row block) to finish:
+    up to 79 parts (64 tokens a split), groups of 1, 3, 4 and 8 heads (a row's pieces shared by
+    up to 8 threads) and of 32 (two wide row blocks), attention sinks, lse. Run
+    twice on fresh poisoned outputs: the second run matches the first bit for bit (the
+    counters are back at zero after each run, so its last CTA is the right one)."""
+    lengths = [5000, 1, 700, 16]
+    kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, 16, kv_heads, head_dim, torch.bfloat16,
+                                                             seed=head_dim + qo_heads)
+    q = torch.randn(len(lengths), qo_heads, head_dim, device="cuda").to(torch.bfloat16)
+    sinks = torch.randn(qo_heads, device="cuda") * 3
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"))
+    wrapper.plan(indptr, indices, last, qo_heads, kv_heads, head_dim, 16, q_data_type=torch.bfloat16,
+                 fixed_split_size=1)
+    assert wrapper._plan["partial_rows"] > 80
+    ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD", sinks=sinks)
+    results = []
+    for _ in range(2):
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full(q.shape[:2], float("nan"), device="cuda")
+        wrapper.run(q, kv, out=out, lse=lse, sinks=sinks)
+        check(out, lse, ref_out, ref_lse, torch.bfloat16)
+        results.append((out, lse))
+        assert not wrapper._plan["counters"].any()
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+
+
 def test_decode_no_split_and_empty_request():
     run_decode([0, 4000, 1], 8, 1, 64, 16, torch.bfloat16, disable_split=True)
 

@@ -4,8 +4,8 @@
 
 ``plan`` partitions the batch's KV into work items (``decode_plan.py``) and uploads them
 with one host-to-device copy; ``run`` launches the CuTe DSL decode kernel
-(``decode_mma_kernel.py``) and, when some request was split over several CTAs, the merge
-kernel's ragged mode to fold its partial states. Scores and log-sum-exps are base 2, as in
+(``decode_mma_kernel.py``), one kernel: where a request is split over several CTAs, the last of
+them to finish (for each kv head) merges the partial states. Scores and log-sum-exps are base 2, as in
 FlashInfer (``lse`` merges with :func:`cutefi.merge_state`). FP8 caches (e4m3, e5m2) are
 widened in the kernel, their ``k_scale``/``v_scale`` folded into the fp32 scales;
 ``pos_encoding_mode="ROPE_LLAMA"`` picks the kernel builds that rotate q and K themselves.
@@ -179,6 +179,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         self._launches = PlanCache(64)  # prepared launches of this plan, by call layout
         self._statics = PlanCache(16)  # checked plan arguments other than the page table
         self._staging = Int32Staging(self.device, fixed=self._use_cuda_graph)
+        self._counters: torch.Tensor | None = None  # split requests' arrival counters (_split_counters)
 
     @property
     def is_cuda_graph_enabled(self) -> bool:
@@ -232,6 +233,20 @@ class BatchDecodeWithPagedKVCacheWrapper:
         self._launches.clear()
         self._plan = dict(static.plan, batch=batch, stages=stages, items=part.items, partial_rows=part.partial_rows)
         self._upload(part, indptr, indices, last_page_len, bool(non_blocking), ctas_per_item, slots)
+        self._plan["counters"] = self._split_counters()
+
+    def _split_counters(self) -> torch.Tensor:
+        """The planned batch's arrival counters: int32, one per (request, kv head, row block) of a
+        split request (the kernel's last CTA of each merges and puts it back to zero, so they are
+        zero between launches). Made, zeroed, at plan time, on the current stream, and kept
+        while big enough: never during a run, so a captured graph keeps its address."""
+        plan = self._plan
+        needed = 1
+        if plan["partial_rows"] or self._use_cuda_graph:
+            needed = plan["batch"] * plan["num_kv_heads"] * decode_ops.row_blocks(plan["group"], bool(plan["narrow"]))
+        if self._counters is None or self._counters.numel() < needed:
+            self._counters = torch.zeros(max(needed, 1024), dtype=torch.int32, device=f"cuda:{self.device}")
+        return self._counters
 
     def _static_plan(self, num_qo_heads, num_kv_heads, head_dim, page_size, pos_encoding_mode, window_left,
                      logits_soft_cap, q_data_type, kv_data_type, data_type, sm_scale, rope_scale, rope_theta,
@@ -394,11 +409,11 @@ class BatchDecodeWithPagedKVCacheWrapper:
             sizes = [plan[key] for key in decode_ops.SIZES]
             if compiling():  # torch.compile traces this: one cutefi op in the graph
                 _OP(q, layout.k_cache, layout.v_cache, out, lse, sinks, self._workspace, plan["work"],
-                    plan["state_indptr"], plan["kv_indices"], self._kv_layout, sizes,
+                    plan["state_indptr"], plan["kv_indices"], plan["counters"], self._kv_layout, sizes,
                     [q_mult, cap_scale, out_scale, plan["rope_rcp_scale"], plan["rope_log2_step"]], pdl)
             else:
                 prepared = decode_ops.DecodeLaunch(q, layout, out, lse, sinks is not None, self._workspace, plan["work"],
-                                                   plan["state_indptr"], plan["kv_indices"], sizes,
+                                                   plan["state_indptr"], plan["kv_indices"], plan["counters"], sizes,
                                                    q_mult, cap_scale, out_scale, plan["rope_rcp_scale"],
                                                    plan["rope_log2_step"], pdl)
                 self._launches.put(key, prepared)

@@ -1,5 +1,5 @@
 """Launching batch decode: the paged cache's checked layout, the prepared launch of the decode
-kernel and the merge of split requests, and the ``cutefi::batch_decode_out`` torch op torch.compile records for a
+kernel (which merges split requests itself), and the ``cutefi::batch_decode_out`` torch op torch.compile records for a
 wrapper's ``run`` (its plan's tensors and sizes are the op's arguments)."""
 
 from __future__ import annotations
@@ -53,13 +53,14 @@ class Layout:
 
 class DecodeLaunch:
     """Everything of a run that the call's data pointers do not change, computed once: the
-    decode kernel, its grid and scalars, and the merge of split requests (or a CUDA-graph
-    plan's merge, whose splits may change between replays). Calling it launches both."""
+    decode kernel, its grid and scalars. Split requests are merged inside it (the last CTA of
+    each request's kv head, counted in ``counters``: int32, zero between launches). Calling
+    it launches the kernel."""
 
     def __init__(self, q: torch.Tensor, layout: Layout, out: torch.Tensor, lse: torch.Tensor | None,
                  has_sinks: bool, workspace: torch.Tensor, work: torch.Tensor, state_indptr: torch.Tensor,
-                 kv_indices: torch.Tensor, sizes: list[int], q_mult: float, cap_scale: float, out_scale: float,
-                 rope_rcp_scale: float, rope_log2_step: float, pdl: bool) -> None:
+                 kv_indices: torch.Tensor, counters: torch.Tensor, sizes: list[int], q_mult: float, cap_scale: float,
+                 out_scale: float, rope_rcp_scale: float, rope_log2_step: float, pdl: bool) -> None:
         p = dict(zip(SIZES, sizes))
         self.device = device = q.get_device()
         self.pdl = pdl
@@ -76,50 +77,40 @@ class DecodeLaunch:
         self.tmp_s = tmp_v + rows * heads * d * 2 if rows else tmp_v
         step = launch.mma_decode_step()
         self.args = dict(items=p["items"], kv_heads=p["num_kv_heads"], group=p["group"],
-                         row_blocks=-(-p["group"] // launch.mma_decode_rows(bool(p["narrow"]))), num_qo_heads=heads,
+                         row_blocks=row_blocks(p["group"], bool(p["narrow"])), num_qo_heads=heads,
                          page_size=p["page_size"], tile_pages=step // p["page_size"], tile_rem=step % p["page_size"],
                          num_pages=layout.k_cache.shape[0], write_lse=int(lse is not None), has_sinks=int(has_sinks), q_scale=q_mult,
                          cap_scale=cap_scale, out_scale=out_scale, rope_rcp_scale=rope_rcp_scale,
                          rope_log2_step=rope_log2_step, q_stride_batch=q.stride(0),
                          q_stride_head=q.stride(1), out_stride_batch=out.stride(0), out_stride_head=out.stride(1),
                          lse_stride_batch=lse.stride(0) if lse is not None else 0, tmp_v=tmp_v, tmp_s=self.tmp_s,
-                         work=work.data_ptr(), kv_indices=kv_indices.data_ptr(),
-                         **layout.strides)
+                         work=work.data_ptr(), kv_indices=kv_indices.data_ptr(), state_indptr=state_indptr.data_ptr(),
+                         counters=counters.data_ptr(), **layout.strides)
         self.grid = self.kernel.contract.grid(self.args)
-        self.merge = None
-        if p["partial_rows"] or p["graph"]:
-            lanes, chunks = launch.merge_shape(d)
-            self.merge = get_kernel(launch.MERGE_SPECS[(name_of(q.dtype), lanes, chunks,
-                                                         launch.STATES_IN_FLIGHT[-1])], device)
-            self.merge_args = dict(
-                seq_len=p["batch"], states=0, heads=heads, head_dim=d, has_mask=0, write_lse=int(lse is not None),
-                has_indptr=1, v_stride_pos=0, v_stride_state=heads * d, v_stride_head=d, s_stride_pos=0,
-                s_stride_state=heads, s_stride_head=1, v_out_stride_pos=out.stride(0), v_out_stride_head=out.stride(1),
-                s_out_stride_pos=lse.stride(0) if lse is not None else 0,
-                s_out_stride_head=lse.stride(1) if lse is not None else 0, v=tmp_v, s=self.tmp_s, mask=self.tmp_s,
-                state_indptr=state_indptr.data_ptr())
-            self.merge_grid = self.merge.contract.grid(self.merge_args)
 
     def __call__(self, q: int, k_cache: int, v_cache: int, out: int, lse: int | None, sinks: int | None) -> None:
         """Launch on the tensors at these addresses (laid out as when this was built)."""
         lse = self.tmp_s if lse is None else lse
         self.kernel.launch(self.grid, self.device, None, self.pdl, q=q, out=out, k_cache=k_cache, v_cache=v_cache,
                            lse=lse, sinks=self.tmp_s if sinks is None else sinks, **self.args)
-        if self.merge is not None:
-            self.merge.launch(self.merge_grid, self.device, None, self.pdl, v_out=out, s_out=lse, **self.merge_args)
 
 
-def _op_impl(q, k_cache, v_cache, out, lse, sinks, workspace, work, state_indptr, kv_indices, kv_layout, sizes,
-             scales, pdl) -> None:
+def row_blocks(group: int, narrow: bool) -> int:
+    """CTAs a kv head's q heads take (``launch.mma_decode_rows`` heads each)."""
+    return -(-group // launch.mma_decode_rows(narrow))
+
+
+def _op_impl(q, k_cache, v_cache, out, lse, sinks, workspace, work, state_indptr, kv_indices, counters, kv_layout,
+             sizes, scales, pdl) -> None:
     p = dict(zip(SIZES, sizes))
     layout = Layout((k_cache, v_cache), kv_layout, p["num_kv_heads"], p["head_dim"], p["page_size"], k_cache.dtype)
-    DecodeLaunch(q, layout, out, lse, sinks is not None, workspace, work, state_indptr, kv_indices,
+    DecodeLaunch(q, layout, out, lse, sinks is not None, workspace, work, state_indptr, kv_indices, counters,
                  list(sizes), *scales, pdl)(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
                                             lse.data_ptr() if lse is not None else None,
                                             sinks.data_ptr() if sinks is not None else None)
 
 
 OP = define("batch_decode_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor(a!) out, Tensor(b!)? lse, Tensor? sinks, "
-            "Tensor(c!) workspace, Tensor work, Tensor state_indptr, Tensor kv_indices, "
+            "Tensor(c!) workspace, Tensor work, Tensor state_indptr, Tensor kv_indices, Tensor(d!) counters, "
             "str kv_layout, int[] sizes, float[] scales, bool pdl) -> ()",
             _op_impl, lambda *args: None)

@@ -150,7 +150,12 @@ DECODE_STRIDES = ("q_stride_batch", "q_stride_head", "cache_stride_page", "cache
 # Four warps each stream their own 16-token tiles (tile j of the item goes to warp j % 4)
 # through a private ring of ``stages`` K/V buffers (cp.async, addressed through the page table,
 # pieces of a row XOR-swizzled for ldmatrix: ``kv_swizzle``), with their own online softmax; the warps' states are merged
-# through shared memory at the end. ``tile_pages``/``tile_rem``: a step of 4 tiles (64 tokens)
+# through shared memory at the end. A split request's CTAs write partial states (``tmp_v``,
+# ``tmp_s``: rows ``state_indptr[request] ..`` of the request) and count themselves in
+# ``counters[request * kv_heads * row_blocks + the CTA's (kv head, row block)]`` (int32, zero
+# between launches): the last to arrive merges the request's partial states for its q heads
+# and writes the output (``decode_mma_kernel._merge_parts``), no merge kernel after it.
+# ``tile_pages``/``tile_rem``: a step of 4 tiles (64 tokens)
 # in pages and entries. Launch: grid = (items * kv_heads * row_blocks), block = 128, where
 # row_blocks = ceil(group / 16): the CTAs of one item (its kv heads) are adjacent in launch
 # order, so an NHD page's rows are read by CTAs running at the same time (DRAM locality).
@@ -264,7 +269,7 @@ def mma_decode_contract(dtype: str, kv_dtype: str, head_dim: int, stages: int, r
             *pointers("q", "out", "tmp_v", dtype=dtype),
             *pointers("k_cache", "v_cache", dtype=kv_dtype),
             *pointers("lse", "tmp_s", "sinks", dtype="fp32", align=4),
-            *pointers("work", "kv_indices", dtype="i32", align=4),
+            *pointers("work", "kv_indices", "state_indptr", "counters", dtype="i32", align=4),
             *scalars("i32", "items", "kv_heads", "group", "row_blocks", "num_qo_heads", "page_size", "tile_pages",
                      "tile_rem", "num_pages", "write_lse", "has_sinks"),
             *scalars("f32", "q_scale", "cap_scale", "out_scale", "rope_rcp_scale", "rope_log2_step"),

@@ -46,6 +46,27 @@ def merge_state_update(acc: cute.Tensor, md: cute.Tensor, lse: Float32, values: 
     md[0] = m_new
 
 
+def merge_states_update(acc: cute.Tensor, md: cute.Tensor, lses: list, values: list):
+    """:func:`merge_state_update` of several states at once: one running-max update and one
+    rescale for all of them, their weights independent of each other (no chain of
+    exponentials from one state to the next)."""
+    m = md[0]
+    m_new = m
+    for lse in lses:
+        m_new = cutlass.max(m_new, lse)
+    ref = cutlass.select_(m_new == Float32(NEG_INF), Float32(0.0), m_new)
+    old = cute.math.exp2(m - ref, fastmath=True)
+    weights = [cute.math.exp2(lse - ref, fastmath=True) for lse in lses]
+    total = acc.load() * old
+    d = md[1] * old
+    for weight, value in zip(weights, values):
+        total = total + value * weight
+        d = d + weight
+    acc.store(total)
+    md[1] = d
+    md[0] = m_new
+
+
 @cute.jit
 def merge_state_finish(acc: cute.Tensor, md: cute.Tensor):
     """(the merged row, normalised, as fp32 values; its base-2 log-sum-exp)."""
