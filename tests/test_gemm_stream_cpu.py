@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from cutefi.gemm import launch
+from cutefi.gemm import launch, plan
 from cutefi.gemm.launch import EVICT_FIRST, EVICT_NORMAL, Sm90Config
 from cutefi.gemm.plan import K_ROTATION, SkinnyPlan, launch_plan, override, takes_skinny
 
@@ -15,6 +15,13 @@ from conftest import requires_dsl
 
 H200_SMS = 132
 H200_L2 = 50 * 1024 * 1024
+
+
+@pytest.fixture(autouse=True)
+def _no_gemv(monkeypatch):
+    """One or two tokens go to the GEMV builds on Hopper (``plan.takes_gemv``); these tests
+    are about the swapped builds' rule, which still serves them with the GEMV builds off."""
+    monkeypatch.setattr(plan, "GEMV", False)
 
 
 def _stream(m: int, n: int, k: int, l2: int = H200_L2, k_tile: int = 64):

@@ -2,7 +2,7 @@
 Hopper wgmma kernel (``sm90_kernel.py``), the mma.sync multistage kernel on every other GPU
 from sm_80 on (``sm80_kernel.py``), and for decode-sized M <= 16 with an nn.Linear weight the
 mma.sync weight-streaming kernel everywhere (``skinny_kernel.py``; on Hopper up to 4096 weight
-rows); contracts and builds:
+rows), and on Hopper for one or two tokens the GEMV builds (``gemv_kernel.py``); contracts and builds:
 ``launch.py``; heuristic: ``plan.py``.
 
 Layouts taken without a copy (rows of 16 bytes' multiple, base addresses 16-byte aligned):
@@ -27,7 +27,7 @@ from ..jit.logs import api_log
 from ..jit.lookup import device_cc, get_kernel
 from ..jit.policy import Family
 from . import launch
-from .plan import GENERATION, SkinnyPlan, Sm80Plan, launch_plan
+from .plan import GENERATION, GemvPlan, SkinnyPlan, Sm80Plan, launch_plan
 
 _PLANS = PlanCache()
 _TORCH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -137,7 +137,9 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, bias: torc
                                  f"(16 bytes), got {tensor.stride(0)}")
     plan = launch_plan(m, n, k, batch, _sms(device), b_major == "k", wgmma=device_cc(device) == (9, 0),
                        l2_bytes=_l2_bytes(device))
-    if isinstance(plan, SkinnyPlan):
+    if isinstance(plan, GemvPlan):
+        spec = launch.GEMV_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], plan.config.tokens)]
+    elif isinstance(plan, SkinnyPlan):
         spec = launch.SKINNY_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], plan.config)]
     elif isinstance(plan, Sm80Plan):
         spec = launch.SM80_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], b_major, plan.config)]
@@ -230,6 +232,11 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
     m, n, k = shape[-2], shape[-1], a.shape[-1]
     common = dict(bias=bias_ptr, workspace=workspace, counters=counters, m=m, n=n, k=k,
                   has_bias=0 if bias is None else 1, splits=grid.splits)
+    if isinstance(grid, GemvPlan):
+        kernel.launch((grid.blocks, 1, 1), device, stream, pdl, a=a.data_ptr(), b=b_ptr, c=out.data_ptr(),
+                      bias=bias_ptr, m=m, n=n, k=k, has_bias=common["has_bias"], lda=a.stride(-2) if m > 1 else k,
+                      ldb=b.stride(-1), ldc=out.stride(-2) if m > 1 else n)
+        return out
     if isinstance(grid, SkinnyPlan):
         # (a stride of a single row is never multiplied by a row index: pass a harmless one)
         kernel.launch((grid.blocks, grid.splits, 1), device, stream, pdl, a=a.data_ptr(), b=b_ptr,

@@ -538,3 +538,10 @@ SM80_GROUPED_SPECS.update({
     for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in SM80_BLOCK_SCALED_CONFIGS
 })
 register(*SM80_SPECS.values(), *SM80_BLOCK_SCALED_SPECS.values(), *SM80_GROUPED_SPECS.values())
+
+
+# the GEMV builds' contract and specs live in their own module; importing it registers them
+# with the family's (``cutefi aot`` and the tests import only this one)
+from . import gemv_launch  # noqa: E402
+
+GEMV_SPECS = gemv_launch.GEMV_SPECS

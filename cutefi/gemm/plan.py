@@ -41,6 +41,11 @@ other GPUs from sm_89 on take the FP8 mma.sync builds (``SM80_FP8_CONFIGS``, ``s
 choice; where ptxas emulates the FP8 MMA (sm_100a/103a, and a Hopper forced onto them) the
 64 x 64 one, the one that does not spill there).
 
+One or two tokens on Hopper (one matrix, B K-major) take the GEMV builds (``gemv_kernel.py``:
+the weight streamed through a cp.async ring in shared memory) where ``gemv_pays``: one token
+on every weight but the L2-held one the decode-sized kernel fills the SMs with, two where K
+is 8192 or more or the weight 16 MB or less (``GemvPlan``: ``v1``/``v2``/``v4`` builds).
+
 Decode-sized problems (one matrix, M <= 16, B K-major: the nn.Linear weight; on Hopper up
 to ``SKINNY_MAX_N_HOPPER`` weight rows, and K up to ``SKINNY_MAX_K_HOPPER`` below 9 tokens, or
 for 9-16 tokens where 64-row weight tiles would not fill the SMs, ``_long_k_in_64row_wave``)
@@ -55,7 +60,7 @@ wave, else 64 x 64; no split-K yet.
 
 ``override(config=..., group_m=..., splits=...)`` replaces the heuristic for experiments
 (``cutefi-bench`` sweeps it); ``CUTEFI_GEMM_CONFIG=128x256c2`` (a Hopper build) or
-``CUTEFI_GEMM_CONFIG=t2r2w8u4g1`` (a decode-sized one) or ``128x128x32s4`` (an mma.sync one,
+``CUTEFI_GEMM_CONFIG=t2r2w8u4g1`` (a decode-sized one) or ``v2`` (a GEMV one, any GPU) or ``128x128x32s4`` (an mma.sync one,
 which Hopper runs too) does the same from the environment.
 """
 
@@ -71,6 +76,7 @@ from .launch import (
     BLOCK_SCALED_CONFIGS, CONFIGS, EVICT_FIRST, EVICT_NORMAL, FP8_CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M,
     SM80_BLOCK_SCALED_CONFIGS, SM80_CONFIGS, SM80_FP8_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles,
 )
+from .gemv_launch import GEMV_ROWS, GEMV_TOKENS
 
 SKINNY_MAX_N_HOPPER = 4096
 SKINNY_MAX_K_HOPPER = 8192
@@ -86,6 +92,10 @@ K_ROTATION = 13
 SKINNY_DEFAULT = (2, 4, 1)  # (row_tiles, unroll, row_groups) of the decode-sized build
 SKINNY_CTAS_PER_SM = 1  # (the builds take over 128 registers a thread: one CTA of 256 an SM)
 MIN_SKINNY_STEPS = 2  # K steps each warp keeps at the least
+GEMV = True  # (experiments and tests: False leaves M <= GEMV_MAX_M to the other kernels)
+GEMV_MAX_M = 2  # tokens up to which Hopper takes the GEMV builds (gemv_pays)
+GEMV_SMALL_WEIGHT = 16 << 20  # bytes of weight up to which two tokens take them at any K
+SKINNY_FILL = 0.9  # share of the SMs the decode-sized kernel's row blocks fill where it keeps a weight the L2 holds
 _OVERRIDE: dict[str, object] = {}
 GENERATION = [0]  # bumped on every override change: part of the API's plan-cache key
 
@@ -135,7 +145,33 @@ class SkinnyPlan:
         return 0 if self.splits == 1 else self.blocks
 
 
-Config = Sm90Config | SkinnyConfig | Sm80Config
+@dataclass(frozen=True)
+class GemvConfig:
+    """A GEMV build (``gemv_kernel.py``): it multiplies up to ``tokens`` token rows."""
+
+    tokens: int = 1
+
+    def __post_init__(self) -> None:
+        if self.tokens not in GEMV_TOKENS:
+            raise ValueError(f"GEMV builds take {', '.join(map(str, GEMV_TOKENS))} tokens; got {self.tokens}")
+
+    @property
+    def name(self) -> str:
+        return f"v{self.tokens}"
+
+
+@dataclass(frozen=True)
+class GemvPlan:
+    """A GEMV launch: ``blocks`` CTAs of ``GEMV_ROWS`` weight rows."""
+
+    config: GemvConfig
+    blocks: int
+    splits = 1
+    workspace_elems = 0
+    counter_elems = 0
+
+
+Config = Sm90Config | SkinnyConfig | Sm80Config | GemvConfig
 
 
 @dataclass(frozen=True)
@@ -152,10 +188,13 @@ class Sm80Plan:
 
 
 def parse_config(text: str) -> Config:
-    """``"128x256c2"`` -> Sm90Config(128, 256, 2); ``"t2r2w8u4g1"`` -> SkinnyConfig(2, 2, 8, 4, 1);
+    """``"128x256c2"`` -> Sm90Config(128, 256, 2); ``"t2r2w8u4g1"`` -> SkinnyConfig(2, 2, 8, 4, 1); ``"v1"`` ->
+    GemvConfig(1);
     ``"128x128x32s4"`` -> the mma.sync build of that tile, K tile and stage count."""
     if text.lower().startswith("t"):
         return _parse_skinny(text)
+    if text.lower().startswith("v") and text[1:].isdigit():
+        return GemvConfig(int(text[1:]))
     if text.lower().count("x") == 2:
         built = SM80_CONFIGS + SM80_FP8_CONFIGS + SM80_BLOCK_SCALED_CONFIGS
         found = [c for c in built if c.name == text.lower()]
@@ -308,6 +347,42 @@ def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config, k_tile:
     return -(-k_tiles // per_split)  # no split left without K tiles
 
 
+def takes_gemv(m: int, n: int, k: int, batch: int, b_k_major: bool, wgmma: bool, sms: int = 0,
+               l2_bytes: int = 0) -> bool:
+    """Whether the GEMV builds take the problem: one matrix, a K-major weight, at most
+    ``GEMV_MAX_M`` tokens, on Hopper (measured there; elsewhere the decode-sized kernel
+    keeps them), where ``gemv_pays`` (or ``override(config="v1")`` forces it)."""
+    forced = forced_config()
+    fits = batch == 1 and b_k_major
+    if isinstance(forced, GemvConfig):
+        if not fits or m > forced.tokens:
+            raise ValueError(f"GEMM config {forced.name} takes one matrix with M <= {forced.tokens} and a K-major b "
+                             f"(an nn.Linear weight's w.t()); got M={m}, batch={batch}, "
+                             f"b {'K' if b_k_major else 'N'}-major")
+        return True
+    return forced is None and GEMV and fits and wgmma and m <= GEMV_MAX_M and gemv_pays(m, n, k, sms, l2_bytes)
+
+
+def gemv_pays(m: int, n: int, k: int, sms: int, l2_bytes: int) -> bool:
+    """Where the GEMV builds ran faster than the kernels that took these shapes before them
+    (H200, warm L2, in one process: benchmarks/results/gemm_gemv_ab_h200_session36.json):
+    one token on every weight but those the decode-sized kernel's 32-row blocks fill the SMs
+    with and the L2 holds (1 x 4096 x 4096: 6.8 against 7.8 µs); two tokens where K is 8192 or
+    more, or the weight is small (16 MB or less; 1.02-1.32x there, 0.98-1.0x at 6144 and 14336
+    x 4096). Three or four tokens were slower (0.65-1.03x)."""
+    fills = -(-n // (16 * SKINNY_DEFAULT[0] * SKINNY_DEFAULT[2])) >= SKINNY_FILL * sms
+    held = n * k * 2 <= l2_bytes if l2_bytes else True  # (an unknown L2: as before the GEMV builds)
+    if n <= SKINNY_MAX_N_HOPPER and k <= SKINNY_MAX_K_HOPPER and fills and held:
+        return False
+    return m == 1 or k >= 8192 or n * k * 2 <= GEMV_SMALL_WEIGHT
+
+
+def gemv_plan(m: int, n: int) -> GemvPlan:
+    forced = forced_config()
+    config = forced if isinstance(forced, GemvConfig) else GemvConfig(next(t for t in GEMV_TOKENS if t >= m))
+    return GemvPlan(config, -(-n // GEMV_ROWS))
+
+
 def takes_skinny(m: int, n: int, batch: int, b_k_major: bool, wgmma: bool, k: int = 4096, sms: int = 0) -> bool:
     """Whether the decode-sized kernel can take the problem, and the heuristic or override picks
     it (on Hopper only up to ``SKINNY_MAX_N_HOPPER`` rows of weight, and for up to 8 tokens only
@@ -383,11 +458,14 @@ def launch_plan(m: int, n: int, k: int, batch: int, sms: int, b_k_major: bool,
     fp8 = k_tile != 64
     if fp8:
         forced = forced_config()
-        if isinstance(forced, SkinnyConfig) or (isinstance(forced, Sm80Config) and forced not in SM80_FP8_CONFIGS):
+        if isinstance(forced, (SkinnyConfig, GemvConfig)) or (isinstance(forced, Sm80Config)
+                                                             and forced not in SM80_FP8_CONFIGS):
             raise ValueError(f"GEMM config {forced.name} takes 16-bit inputs; FP8 runs on the Hopper builds or "
                              f"the FP8 mma.sync ones ({', '.join(c.name for c in SM80_FP8_CONFIGS)})")
         if isinstance(forced, Sm80Config) or not wgmma:
             return sm80_plan(m, n, batch, sms, SM80_FP8_CONFIGS, small_only=not native_fp8)
+    if not fp8 and takes_gemv(m, n, k, batch, b_k_major, wgmma, sms, l2_bytes):
+        return gemv_plan(m, n)
     if not fp8 and takes_skinny(m, n, batch, b_k_major, wgmma, k, sms):
         return skinny_plan(m, n, k, sms)
     forced = forced_config()
