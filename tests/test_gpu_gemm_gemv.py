@@ -12,7 +12,7 @@ import cutefi
 from cutefi.gemm import gemv_launch, plan
 from cutefi.gemm.plan import GemvPlan, launch_plan, override
 
-from test_gpu_gemm import assert_gemm, poisoned, reference, weight_t
+from test_gpu_gemm import _graph_side_stream_pdl, assert_gemm, poisoned, reference, weight_t
 
 pytestmark = pytest.mark.gpu
 
@@ -73,20 +73,4 @@ def test_gemv_graph_side_stream_pdl():
     a = torch.randn(2, 8192, device="cuda", dtype=torch.bfloat16)
     b = weight_t(8192, 3000, torch.bfloat16)
     with override(config="v2"):
-        plain = cutefi.mm_bf16(a, b)
-        assert_gemm(plain, reference(a, b), torch.bfloat16, torch.bfloat16)
-        torch.testing.assert_close(cutefi.mm_bf16(a, b, pdl=True), plain, rtol=0, atol=0)
-        stream = torch.cuda.Stream()
-        with torch.cuda.stream(stream):
-            side = cutefi.mm_bf16(a, b)
-        stream.synchronize()
-        torch.testing.assert_close(side, plain, rtol=0, atol=0)
-        out = torch.empty_like(plain)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            cutefi.mm_bf16(a, b, out=out)
-    for _ in range(3):
-        out.fill_(float("nan"))
-        graph.replay()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(out, plain, rtol=0, atol=0)
+        _graph_side_stream_pdl(a, b, split_k=False)
