@@ -627,3 +627,32 @@ def test_grouped_build_stores_rows_from_registers(key):
     assert re.search(r"\bSHFL\.UP\b", sass)
     assert {"c_rows", "seg_indptr", "weight_indices", "groups", "ldc"} <= set(names) and "tile_prefix" not in names
     assert spec.launch_contract().smem_bytes <= launch.SMEM_LIMIT
+
+
+def test_split_k_scratch_grows_without_freeing(monkeypatch):
+    """A stream's split-K scratch grows (at least doubling) and its old tensors stay alive: a
+    CUDA graph captured on them keeps their addresses (freed, they could be handed to other
+    tensors and the graph's replays would write into those)."""
+    import torch
+
+    from cutefi.gemm import api
+
+    made = []
+    real_empty, real_zeros = torch.empty, torch.zeros
+
+    def fake(real):
+        def make(size, dtype, device):
+            made.append(device)
+            return real(size, dtype=dtype)
+        return make
+
+    monkeypatch.setattr(torch, "empty", fake(real_empty))
+    monkeypatch.setattr(torch, "zeros", fake(real_zeros))
+    monkeypatch.setattr(api, "_SCRATCH", {})
+    monkeypatch.setattr(api, "_RETIRED", [])
+    first = api._scratch(0, 7, 10, 10)
+    assert api._scratch(0, 7, 1 << 20, 1024) is first  # (big enough already: no new tensors)
+    grown = api._scratch(0, 7, (1 << 20) + 1, 5)
+    assert grown[0].numel() == 2 << 20 and grown[1].numel() == 2048
+    assert api._RETIRED == [first] and made == ["cuda:0"] * 4
+    assert api._scratch(0, 8, 1, 1) is not grown  # another stream, its own scratch

@@ -39,8 +39,10 @@ _current_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda
 # (zeroed when made, on that stream; the last split of each tile resets its counter), so
 # split-K GEMMs on two streams never share one; launches on one stream run in order. Made on
 # a stream's first split-K launch (during CUDA-graph capture: from the graph's pool, zeroed
-# by a captured memset). Grown, never shrunk.
+# by a captured memset). Grown, never shrunk, never freed: a CUDA graph captured on the old
+# scratch keeps its addresses, so a grown stream's old tensors stay alive (_RETIRED).
 _SCRATCH: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+_RETIRED: list[tuple[torch.Tensor, torch.Tensor]] = []
 
 
 @functools.lru_cache(maxsize=None)
@@ -153,10 +155,17 @@ def _scratch(device: int, stream: int, workspace_elems: int,
     """(workspace, counters) of ``stream`` on ``device``, big enough for one split-K launch."""
     found = _SCRATCH.get((device, stream))
     if found is None or found[0].numel() < workspace_elems or found[1].numel() < counter_elems:
-        # the old counters are all zero between launches, so replacing them loses nothing
+        # the old counters are all zero between launches, so replacing them loses nothing; the
+        # old tensors are kept, not freed (a captured graph may still use them)
+        # (at least twice the old sizes: a few growths at most, so few retired tensors)
+        workspace_elems, counter_elems = max(workspace_elems, 1 << 20), max(counter_elems, 1024)
+        if found is not None:
+            _RETIRED.append(found)
+            workspace_elems = max(workspace_elems, 2 * found[0].numel())
+            counter_elems = max(counter_elems, 2 * found[1].numel())
         found = _SCRATCH[(device, stream)] = (
-            torch.empty(max(workspace_elems, 1 << 20), dtype=torch.float32, device=f"cuda:{device}"),
-            torch.zeros(max(counter_elems, 1024), dtype=torch.int32, device=f"cuda:{device}"))
+            torch.empty(workspace_elems, dtype=torch.float32, device=f"cuda:{device}"),
+            torch.zeros(counter_elems, dtype=torch.int32, device=f"cuda:{device}"))
     return found
 
 
