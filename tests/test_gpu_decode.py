@@ -621,6 +621,35 @@ def test_decode_fp8_kv_split_sinks_cap_page1(kv_dtype):
                kv_dtype=kv_dtype, v_scale=0.5, window_left=1000)
 
 
+def test_single_decode_in_a_cuda_graph():
+    """single_decode captured in a CUDA graph (after a first call with these shapes made its
+    plan) replays with new q values; an unseen length during capture is refused clearly."""
+    torch.manual_seed(9)
+    kv_len, qo_heads, kv_heads, d = 9000, 32, 8, 128
+    q = torch.randn(qo_heads, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(kv_len, kv_heads, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(kv_len, kv_heads, d, device="cuda", dtype=torch.bfloat16)
+    cutefi.single_decode_with_kv_cache(q, k, v)  # (the plan, outside the capture)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            out = cutefi.single_decode_with_kv_cache(q, k, v)
+        with pytest.raises(RuntimeError, match="call it once with them before capturing"):
+            with torch.cuda.graph(torch.cuda.CUDAGraph(), stream=stream):
+                cutefi.single_decode_with_kv_cache(q, k[:77], v[:77])
+    torch.cuda.current_stream().wait_stream(stream)
+    for _ in range(2):
+        q.copy_(torch.randn_like(q))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        s = torch.einsum("hd,nhd->hn", q.float(), k.float().repeat_interleave(4, dim=1)) / math.sqrt(d)
+        ref = torch.einsum("hn,nhd->hd", torch.softmax(s, -1), v.float().repeat_interleave(4, dim=1))
+        check(out[None], None, ref[None], None, torch.bfloat16)
+
+
 def test_single_decode_fp8():
     torch.manual_seed(1)
     q = torch.randn(32, 128, device="cuda", dtype=torch.bfloat16)

@@ -180,6 +180,10 @@ class BatchDecodeWithPagedKVCacheWrapper:
         self._statics = PlanCache(16)  # checked plan arguments other than the page table
         self._staging = Int32Staging(self.device, fixed=self._use_cuda_graph)
         self._counters: torch.Tensor | None = None  # split requests' arrival counters (_split_counters)
+        # single_decode's wrappers: planned once, never re-planned, so a CUDA graph may capture
+        # their runs (``_captured``: one did, so the wrapper must outlive its cache entry)
+        self._plan_fixed = False
+        self._captured = False
 
     @property
     def is_cuda_graph_enabled(self) -> bool:
@@ -393,8 +397,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
             raise TypeError(f"q dtype {q.dtype} differs from the planned q_data_type {plan['q_dtype']}")
         if q.stride(2) != 1 or (not compiling() and q.data_ptr() % 16) or any((q.stride(d) * 2) % 16 for d in (0, 1)):
             raise ValueError(f"q rows must start on 16-byte boundaries with head_dim contiguous; got strides {q.stride()}")
-        if not self._use_cuda_graph and not compiling() and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("run() captured in a CUDA graph needs a wrapper built with use_cuda_graph=True")
+        if not compiling():
+            self._check_capture()
         layout = Layout(paged_kv_cache, self._kv_layout, plan["num_kv_heads"], plan["head_dim"], plan["page_size"],
                         plan["kv_dtype"], check_pointers=not compiling())
         out = self._output("out", out, shape, q.dtype, q)
@@ -439,13 +443,20 @@ class BatchDecodeWithPagedKVCacheWrapper:
             lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device)
         if (q.data_ptr() | k_cache.data_ptr() | v_cache.data_ptr() | out.data_ptr()) % 16:
             raise ValueError("q, the paged KV cache and out must start on 16-byte boundaries")
-        if not self._use_cuda_graph and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("run() captured in a CUDA graph needs a wrapper built with use_cuda_graph=True")
+        self._check_capture()
         prepared(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
                  lse.data_ptr() if lse is not None else None, sinks.data_ptr() if sinks is not None else None)
         return (out, lse) if return_lse else out
 
     forward = run
+
+    def _check_capture(self) -> None:
+        """A run being captured in a CUDA graph needs a wrapper whose plan's buffers keep their
+        meaning at replay: a CUDA-graph wrapper, or single_decode's (planned once)."""
+        if not self._use_cuda_graph and torch.cuda.is_current_stream_capturing():
+            if not self._plan_fixed:
+                raise RuntimeError("run() captured in a CUDA graph needs a wrapper built with use_cuda_graph=True")
+            self._captured = True
 
     @staticmethod
     def _output(name: str, tensor, shape, dtype, q) -> torch.Tensor:
@@ -472,6 +483,8 @@ class CUDAGraphBatchDecodeWithPagedKVCacheWrapper(BatchDecodeWithPagedKVCacheWra
 
 
 _SINGLE: dict[tuple, BatchDecodeWithPagedKVCacheWrapper] = {}
+_SINGLE_LIMIT = 64  # single_decode wrappers kept (a generation loop makes one per KV length)
+_SINGLE_CAPTURED: list[BatchDecodeWithPagedKVCacheWrapper] = []  # evicted, but a graph runs them
 
 
 @api_log
@@ -516,9 +529,18 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
            pos_encoding_mode, rope_scale, rope_theta)
     wrapper = _SINGLE.get(key)
     if wrapper is None:
-        if len(_SINGLE) > 64:
-            _SINGLE.clear()
-        workspace = torch.empty(64 << 20, dtype=torch.uint8, device=q.device)
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(f"single_decode_with_kv_cache: no plan for kv_len={kv_len} (and these shapes) yet, "
+                               "and none can be made during CUDA graph capture: call it once with them before "
+                               "capturing")
+        if len(_SINGLE) >= _SINGLE_LIMIT:  # the oldest goes (kept alive if a graph captured it)
+            evicted = _SINGLE.pop(next(iter(_SINGLE)))
+            if evicted._captured:
+                _SINGLE_CAPTURED.append(evicted)
+        # the partial states of one request: at most a part a 256-token chunk (decode_plan.MIN_CHUNK)
+        # and a few waves of CTAs' worth (choose_chunk aims at one)
+        parts = min(-(-max(kv_len, 1) // decode_plan.MIN_CHUNK), 8 * device_info(device).sms) + 1
+        workspace = torch.empty(parts * q.shape[0] * (2 * q.shape[1] + 4), dtype=torch.uint8, device=q.device)
         wrapper = BatchDecodeWithPagedKVCacheWrapper(workspace, kv_layout)
         page = max(kv_len, 1)
         wrapper.plan(torch.tensor([0, 1], dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
@@ -526,6 +548,7 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
                      pos_encoding_mode=pos_encoding_mode, window_left=window_left, logits_soft_cap=logits_soft_cap,
                      q_data_type=q.dtype, kv_data_type=k.dtype, sm_scale=sm_scale, rope_scale=rope_scale,
                      rope_theta=rope_theta)
+        wrapper._plan_fixed = True
         _SINGLE[key] = wrapper
     if kv_len == 0:
         raise ValueError("k and v must hold at least one token")
