@@ -39,7 +39,7 @@ def _launch(plan: MergePlan, v: torch.Tensor, s: torch.Tensor, v_out: torch.Tens
                                                             "s_stride_state": s_state}
     plan.kernel.launch(plan.grid, plan.device, v=v.data_ptr(), v_out=v_out.data_ptr(), s=s.data_ptr(),
                        s_out=s_out.data_ptr(), mask=mask.data_ptr() if mask is not None else s.data_ptr(),
-                       state_indptr=s.data_ptr(), has_mask=int(mask is not None), write_lse=1, has_indptr=0, **sizes)
+                       has_mask=int(mask is not None), write_lse=1, **sizes)
 
 
 def _fresh(t: torch.Tensor) -> torch.Tensor:

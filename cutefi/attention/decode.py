@@ -287,7 +287,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
                     rope_log2_step=rope_log2_step, kv_dtype=kv_dtype, window_left=window_left,
                     logits_soft_cap=logits_soft_cap, sm_scale=sm_scale, graph=int(self._use_cuda_graph))
         return _StaticPlan(plan, page_size, stages, ctas_per_sm, full if full and full[1] > ctas_per_sm else None,
-                           num_kv_heads * -(-group // launch.mma_decode_rows(narrow)), device_info(self.device).sms,
+                           num_kv_heads * decode_ops.row_blocks(group, narrow), device_info(self.device).sms,
                            fixed_chunk, bool(disable_split_kv))
 
     @staticmethod

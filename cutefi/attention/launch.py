@@ -17,10 +17,7 @@ position, state and head; ``v_out``/``s_out`` with strides per position and head
 may alias state 0's ``v``); ``mask`` (u8 per position; rows of a position whose mask is 0 are
 left untouched) with ``has_mask``; ``write_lse`` (0: ``s_out`` is not written). Two separate
 state tensors (``merge_state``) are one ``v`` whose state stride is the distance between them.
-``has_indptr`` (the split-KV decode's merge): position p's states are the rows
-``state_indptr[p] .. state_indptr[p + 1]`` of the state dimension (``states`` and the position
-strides of ``v``/``s`` unused), and positions with fewer than 2 states are left untouched (the
-decode kernel wrote them whole).
+(The split-KV decode merges its parts itself: ``decode_mma_kernel._merge_parts``.)
 
 Launch: grid = (seq_len, ceil(heads / rows_per_cta)), block = 128, no shared memory: a CTA
 holds ``rows_per_cta`` heads of one position (no division to find a row's position and head).
@@ -76,14 +73,13 @@ def merge_contract(dtype: str, lanes: int, chunks: int, in_flight: int) -> Launc
             *pointers("v", "v_out", dtype=dtype),
             *pointers("s", "s_out", dtype="fp32", align=4),
             Param("mask", "ptr", "u8", 1),
-            Param("state_indptr", "ptr", "i32", 4),
-            *scalars("i32", "seq_len", "states", "heads", "head_dim", "has_mask", "write_lse", "has_indptr"),
+            *scalars("i32", "seq_len", "states", "heads", "head_dim", "has_mask", "write_lse"),
             *scalars("i64", *MERGE_STRIDES),
         ),
         block=(MERGE_THREADS, 1, 1),
         grid=lambda p: (p["seq_len"], ceil_div(p["heads"], rows_per_cta), 1),
         sample={"seq_len": 1000, "states": 2, "heads": 32, "head_dim": VEC * lanes * chunks, "has_mask": 0,
-                "write_lse": 1, "has_indptr": 0, **{name: 1 for name in MERGE_STRIDES}},
+                "write_lse": 1, **{name: 1 for name in MERGE_STRIDES}},
         min_ctas_per_sm=MERGE_CTAS_PER_SM.get(in_flight, 0),
         entry=merge_entry(dtype, lanes, chunks, in_flight),
         pdl=True,

@@ -60,17 +60,10 @@ class MergeStatesKernel:
         active = head < a.heads
         if a.has_mask != 0 and active:
             active = cute.make_tensor(a.mask, cute.make_layout(a.seq_len))[pos] != 0
-        # this position's states: all `states` of it, or its rows of a ragged stack
+        # this position's states
         states = a.states
         v_row = Int64(pos) * a.v_stride_pos + Int64(head) * a.v_stride_head
         s_row = Int64(pos) * a.s_stride_pos + Int64(head) * a.s_stride_head
-        if a.has_indptr != 0:
-            indptr = cute.make_tensor(a.state_indptr, cute.make_layout(a.seq_len + 1))
-            first_state = indptr[pos]
-            states = indptr[pos + 1] - first_state
-            active = active and states > 1
-            v_row = Int64(first_state) * a.v_stride_state + Int64(head) * a.v_stride_head
-            s_row = Int64(first_state) * a.s_stride_state + Int64(head) * a.s_stride_head
 
         # ---- stage 1: this thread's chunks of the row ---------------------
         copy = cute.make_tiled_copy_tv(
