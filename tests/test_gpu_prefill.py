@@ -283,3 +283,32 @@ def test_single_under_cuda_graph_capture():
     with pytest.raises(RuntimeError, match="before capturing"):
         with torch.cuda.graph(torch.cuda.CUDAGraph()):
             cutefi.single_prefill_with_kv_cache(q[:5], k, v, causal=True)
+
+
+def test_single_captured_arrays_outlive_cache_eviction(monkeypatch):
+    """The work array and unit counter a captured single prefill uses stay alive when newer
+    lengths and streams evict them from their caches: freed, their memory could be handed to
+    other tensors (poisoned here) and every replay would read those."""
+    from cutefi.prefill import api, ops
+
+    monkeypatch.setattr(api._SINGLE_WORK._arrays, "limit", 2)
+    monkeypatch.setattr(ops._COUNTERS, "limit", 2)
+    q, k, v = _qkv(77, 333, 4, 2, 128, torch.bfloat16, seed=82)
+    expected = cutefi.single_prefill_with_kv_cache(q, k, v, causal=True)
+    stream = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        cutefi.single_prefill_with_kv_cache(q, k, v, causal=True)  # this stream's counter, outside the capture
+        with torch.cuda.graph(graph, stream=stream):
+            captured = cutefi.single_prefill_with_kv_cache(q, k, v, causal=True)
+    for n in (5, 6, 7):  # other lengths on other streams: the captured entries are evicted
+        with torch.cuda.stream(torch.cuda.Stream()):
+            cutefi.single_prefill_with_kv_cache(q[:n], k, v, causal=True)
+    torch.cuda.synchronize()
+    poison = [torch.full((n,), -7, dtype=torch.int32, device="cuda")  # takes freed blocks of every small size
+              for n in (1, 32, 64, 128, 256, 512, 1024) for _ in range(16)]
+    captured.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, expected)
+    del poison

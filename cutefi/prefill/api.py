@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from .._capability import declare
+from .._graph_cache import GraphSafeCache
 from .._checks import require_cuda, require_flag, require_int, require_same_device
 from .._library import compiling, define
 from ..jit.logs import api_log
@@ -42,29 +43,28 @@ from .wrapper import PrefillWrapperBase
 
 # ---- single request ----------------------------------------------------------------------------------
 class _WorkCache:
-    """Device work arrays of single-request plans, by (device, lengths, mask, head_dim)."""
+    """Device work arrays of single-request plans, by (device, lengths, mask, head_dim): the
+    oldest of 256 goes when a new one comes, unless a captured graph reads it (kept alive)."""
 
     def __init__(self) -> None:
-        self._arrays: dict[tuple, tuple[torch.Tensor, int, torch.Tensor]] = {}
+        self._arrays: GraphSafeCache[tuple[torch.Tensor, int, torch.Tensor]] = GraphSafeCache(256)
 
     def get(self, device: int, qo_len: int, kv_len: int, causal: bool, window_left: int,
             head_dim: int) -> tuple[torch.Tensor, int, torch.Tensor]:
         """(work array, pairs, ``rotate.rope_index``) on the device."""
-        key = (device, qo_len, kv_len, causal, window_left, head_dim)
-        found = self._arrays.get(key)
-        if found is None:
+
+        def upload() -> tuple[torch.Tensor, int, torch.Tensor]:
             if torch.cuda.is_current_stream_capturing():
-                raise RuntimeError(f"single_prefill_with_kv_cache: no work array for qo_len={qo_len}, kv_len={kv_len} "
-                                   "yet, and none can be uploaded during CUDA graph capture: call it once with "
-                                   "these lengths before capturing")
+                raise RuntimeError(f"single_prefill_with_kv_cache: no work array for qo_len={qo_len}, "
+                                   f"kv_len={kv_len} yet, and none can be uploaded during CUDA graph capture: call it "
+                                   "once with these lengths before capturing")
             qo_indptr, kv_indptr = np.array([0, qo_len]), np.array([0, kv_len])
             part = plan.partition(qo_indptr, kv_indptr, causal, window_left, head_dim)
             arrays = np.concatenate([part.work.reshape(-1), rope_index(qo_indptr, kv_indptr)])
             both = torch.from_numpy(arrays.astype(np.int32)).to(f"cuda:{device}")
-            if len(self._arrays) > 256:
-                self._arrays.clear()
-            found = self._arrays[key] = (both[:part.work.size], part.pairs, both[part.work.size:])
-        return found
+            return both[:part.work.size], part.pairs, both[part.work.size:]
+
+        return self._arrays.get((device, qo_len, kv_len, causal, window_left, head_dim), upload)
 
 
 _SINGLE_WORK = _WorkCache()

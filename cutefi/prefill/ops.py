@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from .._checks import require_flag, require_int, require_real, require_same_device, require_tensor
+from .._graph_cache import GraphSafeCache
 from .._library import compiling, define
 from ..dtypes import name_of
 from ..jit.driver import device_info
@@ -284,19 +285,15 @@ PAGED_OP = define("paged_prefill_out(Tensor q, Tensor k_cache, Tensor v_cache, T
                   "Tensor? rope_index, str kv_layout, int page_size, int[] sizes, float[] scales, bool pdl) -> ()",
                   launch_paged,
                   lambda *args: None)
-_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
+# (kept alive past eviction where a captured graph uses them)
+_COUNTERS: GraphSafeCache[torch.Tensor] = GraphSafeCache(1024)
 
 
 def stream_counter(device: int) -> torch.Tensor:
     """The unit counter of single-request launches on this device's current stream (one a
     stream: launches on one stream never overlap)."""
-    key = (device, torch._C._cuda_getCurrentRawStream(device))
-    counter = _COUNTERS.get(key)
-    if counter is None:
-        if len(_COUNTERS) > 1024:
-            _COUNTERS.clear()
-        counter = _COUNTERS[key] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{device}")
-    return counter
+    return _COUNTERS.get((device, torch._C._cuda_getCurrentRawStream(device)),
+                         lambda: torch.zeros(1, dtype=torch.int32, device=f"cuda:{device}"))
 
 
 def host_indptr(name: str, indptr) -> np.ndarray:
