@@ -152,3 +152,25 @@ def test_narrow_decode_sass(arch, kv_dtype):
     assert hmma[0] > 0 and 2 * hmma[0] <= hmma[1] + 8, hmma  # (+8: the wide build's one-time Q loads aside)
     assert re.search(r"\bMOVM\b", narrow_sass)
     assert not re.search(r"\b(LDL|STL)\b", narrow_sass)
+
+
+@pytest.mark.parametrize("group, kv_heads, kv_dtype, head_dim, shift", [
+    (4, 8, "bf16", 128, 1), (1, 8, "fp8e4m3", 128, 3), (2, 8, "fp8e5m2", 128, 2), (3, 8, "bf16", 128, 1),
+    (2, 6, "bf16", 128, 1), (4, 1, "bf16", 128, 0), (8, 8, "fp8e4m3", 128, 0), (4, 8, "fp8e4m3", 64, 0),
+    (4, 8, "bf16", 256, 1), (5, 8, "bf16", 128, 0),
+])
+def test_pack_shift(group, kv_heads, kv_dtype, head_dim, shift):
+    """kv heads a narrow CTA may pack: the most (a power of two) whose q heads fit 8 columns and
+    that divide the kv heads; none at head_dim 64 or on the wide builds."""
+    from cutefi.attention import decode
+
+    assert decode.pack_shift(group, kv_heads, True, kv_dtype, head_dim) == shift
+    assert decode.pack_shift(group, kv_heads, False, kv_dtype, head_dim) == 0
+
+
+def test_pack_shift_switch(monkeypatch):
+    from cutefi.attention import decode
+
+    monkeypatch.setitem(decode.PACK_KV, "fp8", False)
+    assert decode.pack_shift(4, 8, True, "fp8e4m3") == 0
+    assert decode.pack_shift(4, 8, True, "bf16") == 1

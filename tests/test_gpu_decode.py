@@ -285,7 +285,11 @@ def test_decode_back_to_back_plans_keep_each_table(non_blocking):
         check(out, None, ref_out, None, torch.bfloat16)
 
 
-def test_decode_cuda_graph_replay_with_new_lengths():
+@pytest.mark.parametrize("pack", [False, True])
+def test_decode_cuda_graph_replay_with_new_lengths(monkeypatch, pack):
+    from cutefi.attention import decode
+
+    monkeypatch.setattr(decode, "PACK_FILL", 0.0 if pack else float("inf"))  # kv heads packed or not
     qo_heads, kv_heads, head_dim, page_size, batch = 32, 8, 128, 16, 4
     kv, k_cache, v_cache, indptr, indices, last = make_batch([4000] * batch, page_size, kv_heads, head_dim,
                                                              torch.bfloat16)
@@ -318,6 +322,7 @@ def test_decode_cuda_graph_replay_with_new_lengths():
         graph.replay()
         ref_out, _ = reference(q, k_cache, v_cache, new_indptr, new_indices, lengths, "NHD")
         check(out, None, ref_out, None, torch.bfloat16)
+        assert wrapper._plan["pack_shift"] == (1 if pack else 0)
 
 
 GRAPH_CASES = [  # kv cache dtype (None: q's), q dtype, rope (rope_scale, rope_theta), layout, wrapper form
@@ -438,10 +443,49 @@ def test_decode_narrow_rings(monkeypatch, kv_dtype, head_dim, qo_heads, kv_heads
                    kv_dtype=kv_dtype, **(FP8_SCALES if kv_dtype else {}))
 
 
+PACKED_CASES = [  # (qo_heads, kv_heads, head_dim, page_size, layout): groups 1-4 pack 8-2 kv heads a CTA
+    (32, 8, 128, 16, "NHD"), (8, 8, 128, 16, "NHD"), (16, 8, 128, 1, "HND"), (24, 8, 128, 5, "NHD"),
+    (12, 6, 128, 16, "HND"), (16, 4, 256, 16, "NHD"),
+]
+
+
+@pytest.mark.parametrize("kv_dtype", [None, *FP8])
+@pytest.mark.parametrize("qo_heads, kv_heads, head_dim, page_size, layout", PACKED_CASES)
+def test_decode_packed_kv_heads(monkeypatch, kv_dtype, qo_heads, kv_heads, head_dim, page_size, layout):
+    """Narrow plans with kv heads packed into a CTA's tiles (forced for any batch: PACK_FILL 0),
+    against the reference: ragged lengths ending mid-tile and mid-page, split requests, sinks,
+    soft cap and a window."""
+    from cutefi.attention import decode
+
+    monkeypatch.setattr(decode, "PACK_FILL", 0.0)
+    name = {None: "bf16", torch.float8_e4m3fn: "fp8e4m3", torch.float8_e5m2: "fp8e5m2"}[kv_dtype]
+    shift = decode.pack_shift(qo_heads // kv_heads, kv_heads, True, name, head_dim)
+    assert shift > 0
+    for extra in ({"sinks": True}, {"cap": 30.0, "window_left": 700}):
+        wrapper = run_decode([4100, 1, 77, 640, 33, 9], qo_heads, kv_heads, head_dim, page_size, torch.bfloat16,
+                             layout, seed=qo_heads + page_size, kv_dtype=kv_dtype, return_wrapper=True, **extra,
+                             **(FP8_SCALES if kv_dtype else {}))
+        assert wrapper._plan["pack_shift"] == shift
+
+
+def test_decode_pack_only_where_the_batch_fills_the_gpu():
+    """Packing is planned for a batch whose packed CTAs fill the GPU, not for a small one (it
+    would split requests more); both against the reference."""
+    from cutefi.attention import decode
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    _, ctas = decode.decode_build(torch.cuda.current_device(), 128, "bf16")
+    big = -(-int(decode.PACK_FILL * ctas * sms) // 4)  # requests x 4 packed CTAs (32/8 heads)
+    for batch, shift in ((big, 1), (8, 0)):
+        lengths = [int(n) for n in torch.randint(1, 300, (batch,), generator=torch.Generator().manual_seed(batch))]
+        wrapper = run_decode(lengths, 32, 8, 128, 16, torch.bfloat16, seed=batch, return_wrapper=True)
+        assert wrapper._plan["pack_shift"] == shift
+
+
 def test_decode_full_batch_ring():
     """A batch whose CTAs fill the GPU at the narrow FP8 head_dim 128 full-batch ring (4 CTAs an
     SM) takes it, and one that does not keeps the plan's usual ring; both against the reference."""
-    from cutefi.attention import decode, launch
+    from cutefi.attention import decode, decode_ops, launch
 
     full = decode.decode_build(torch.cuda.current_device(), 128, "fp8e4m3", full_batch=True)
     usual = decode.decode_build(torch.cuda.current_device(), 128, "fp8e4m3")
@@ -449,7 +493,8 @@ def test_decode_full_batch_ring():
     if full == usual:
         pytest.skip(f"no full-batch ring fits this GPU ({full})")
     assert full == launch.MMA_DECODE_FULL_BATCH_RINGS[True, 128]
-    big = -(-int(decode.FULL_BATCH * full[1] * sms) // 8)  # requests x 8 kv heads fill the slots
+    ctas = decode_ops.ctas_per_item(8, 4, True, decode.pack_shift(4, 8, True, "fp8e4m3"))  # a request's CTAs
+    big = -(-int(decode.FULL_BATCH * full[1] * sms) // ctas)  # requests x their CTAs fill the slots
     for batch, ring in ((big, full), (big // 4, usual)):
         lengths = [int(n) for n in torch.randint(1, 400, (batch,), generator=torch.Generator().manual_seed(batch))]
         wrapper = run_decode(lengths, 32, 8, 128, 16, torch.bfloat16, seed=batch, kv_dtype=torch.float8_e4m3fn,

@@ -60,6 +60,28 @@ def narrow_build(group: int, rope: bool) -> bool:
     return NARROW and group <= launch.MMA_DECODE_NARROW_ROWS and not rope
 
 
+# Narrow plans pack kv heads into a CTA's tiles (``launch``: a token's rows of those heads,
+# adjacent in an NHD page, are read by one load), head_dim >= 128: as many as leave CTAs
+# that fill the GPU (PACK_FILL of its slots: no more splitting). On the H200 (decode_pack_kv_heads_h200_session37.json), FP8 KV at
+# 64 x 4096 (32/8 heads, NHD) ran 2.0-2.4% faster, 128 x 1024 4.2%, ragged 64 x 512..32768
+# 4.1%, bf16 0.5-1.6%; where packing would split requests more (8 x 8192, 1 x 131072) it was
+# 2-3% slower, FP8 head_dim 64 (64-byte rows) 1.8% slower, HND and head_dim 256 level.
+PACK_KV = {"fp8": True, "16-bit": True}  # by KV type (tests and A/B runs switch them)
+PACK_FILL = 0.9  # share of the ring's CTA slots the packed CTAs fill to pack (tests: 0 packs every batch)
+
+
+def pack_shift(group: int, num_kv_heads: int, narrow: bool, kv_dtype: str, head_dim: int = 128) -> int:
+    """log2 of the kv heads a CTA may pack: the most (a power of two) whose q heads fit the
+    narrow tile's 8 columns and that divide ``num_kv_heads``; 0 where not taken (PACK_KV,
+    head_dim < 128). The plan packs only batches that fill the GPU unpacked (``plan``)."""
+    if not narrow or head_dim < 128 or not PACK_KV["fp8" if kv_dtype in launch.KV_FP8 else "16-bit"]:
+        return 0
+    shift = 0
+    while (group << (shift + 1)) <= launch.MMA_DECODE_NARROW_ROWS and num_kv_heads % (1 << (shift + 1)) == 0:
+        shift += 1
+    return shift
+
+
 FULL_BATCH = 0.9  # share of a full-batch ring's CTA slots a batch fills to take it
 
 
@@ -134,7 +156,8 @@ class _StaticPlan(NamedTuple):
     stages: int  # ring stages and resident CTAs an SM of the build ...
     ctas_per_sm: int
     full: tuple[int, int] | None  # ... and of the full-batch ring, where it holds more CTAs
-    ctas_per_item: int  # CTAs a work item takes (kv heads x q-head tiles)
+    packed_ctas: tuple[int, ...]  # CTAs a work item takes (kv heads x q-head tiles) with 2^i kv
+    # heads a CTA, i = 0 .. the most it may pack
     sms: int
     fixed_chunk: int | None  # tokens a split (fixed_split_size), None: chosen per batch
     disable_split: bool
@@ -227,7 +250,11 @@ class BatchDecodeWithPagedKVCacheWrapper:
         lengths = decode_plan.kv_lengths(indptr_h, last_h, static.page_size, pages, fewest_pages == 0)
         window_left = static.plan["window_left"]
         starts = np.maximum(lengths - 1 - window_left, 0) if window_left >= 0 else None
-        stages, ctas_per_sm, ctas_per_item, sms = static.stages, static.ctas_per_sm, static.ctas_per_item, static.sms
+        stages, ctas_per_sm, sms = static.stages, static.ctas_per_sm, static.sms
+        shift = len(static.packed_ctas) - 1  # the most kv heads a CTA whose CTAs still fill the GPU
+        while shift and batch * static.packed_ctas[shift] < PACK_FILL * ctas_per_sm * sms:
+            shift -= 1
+        ctas_per_item = static.packed_ctas[shift]
         if static.full is not None and batch * ctas_per_item >= FULL_BATCH * static.full[1] * sms:
             stages, ctas_per_sm = static.full  # more CTAs an SM where the batch fills them
         slots = ctas_per_sm * sms  # CTAs the GPU holds at once
@@ -235,7 +262,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
                                          launch.mma_decode_step(), static.disable_split, static.fixed_chunk)
         part = decode_plan.partition(lengths, starts, indptr_h, chunk, slots // ctas_per_item)
         self._launches.clear()
-        self._plan = dict(static.plan, batch=batch, stages=stages, items=part.items, partial_rows=part.partial_rows)
+        self._plan = dict(static.plan, batch=batch, stages=stages, items=part.items, partial_rows=part.partial_rows,
+                          pack_shift=shift)
         self._upload(part, indptr, indices, last_page_len, bool(non_blocking), ctas_per_item, slots)
         self._plan["counters"] = self._split_counters()
 
@@ -247,7 +275,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
         plan = self._plan
         needed = 1
         if plan["partial_rows"] or self._use_cuda_graph:
-            needed = plan["batch"] * plan["num_kv_heads"] * decode_ops.row_blocks(plan["group"], bool(plan["narrow"]))
+            needed = plan["batch"] * decode_ops.ctas_per_item(plan["num_kv_heads"], plan["group"], bool(plan["narrow"]),
+                                                              plan["pack_shift"])
         if self._counters is None or self._counters.numel() < needed:
             self._counters = torch.zeros(max(needed, 1024), dtype=torch.int32, device=f"cuda:{self.device}")
         return self._counters
@@ -280,6 +309,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         fixed_chunk = None if fixed_split_size is None else require_int("fixed_split_size", fixed_split_size) * page_size
         rope, rope_rcp_scale, rope_log2_step = _rope(pos_encoding_mode, rope_scale, rope_theta, head_dim)
         narrow = narrow_build(group, rope)
+        shift = pack_shift(group, num_kv_heads, narrow, name_of(kv_dtype), head_dim)
         stages, ctas_per_sm = decode_build(self.device, head_dim, name_of(kv_dtype))
         full = decode_build(self.device, head_dim, name_of(kv_dtype), full_batch=True) if narrow else None
         plan = dict(num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size,
@@ -287,7 +317,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
                     rope_log2_step=rope_log2_step, kv_dtype=kv_dtype, window_left=window_left,
                     logits_soft_cap=logits_soft_cap, sm_scale=sm_scale, graph=int(self._use_cuda_graph))
         return _StaticPlan(plan, page_size, stages, ctas_per_sm, full if full and full[1] > ctas_per_sm else None,
-                           num_kv_heads * decode_ops.row_blocks(group, narrow), device_info(self.device).sms,
+                           tuple(decode_ops.ctas_per_item(num_kv_heads, group, narrow, i) for i in range(shift + 1)),
+                           device_info(self.device).sms,
                            fixed_chunk, bool(disable_split_kv))
 
     @staticmethod

@@ -39,7 +39,7 @@ from cutefi.cute.attention_state import (NEG_INF, merge_state_finish, merge_stat
                                          merge_states_update)
 from cutefi.cute.cp_async import cp_async_16
 from cutefi.cute.dtypes import cute_dtype
-from cutefi.cute.fp8_widen import widen_factor, widen_pair
+from cutefi.cute.fp8_widen import widen_factor, widen_interleaved, widen_pair
 from cutefi.cute.mma_frag import acc_as_a, rows_view
 from cutefi.cute.pdl import wait_for_inputs
 
@@ -69,6 +69,7 @@ class BatchDecodeMmaKernel(RopeStages):
     def _configure(self, dtype: str, kv_dtype: str, head_dim: int, stages: int, rope: bool, software_fp8: bool):
         """The build's constants (shared with the narrow builds, ``decode_narrow_kernel.py``)."""
         self.rows = ROWS  # q heads a CTA holds
+        self.packed = False  # kv heads packed into a tile's rows (``pack_shift``): the narrow builds
         # two tiles a warp step: their S chains are independent and one softmax round covers 32
         # tokens (stages - 2 tiles stay in flight during a step's wait instead of stages - 1)
         self.pair_tiles = launch.mma_decode_pair_tiles(kv_dtype, stages)
@@ -132,10 +133,19 @@ class BatchDecodeMmaKernel(RopeStages):
         # the request's attention sink (a logit in every head's denominator) rides on one item
         with_sink = a.has_sinks != 0 and work[4, item] != 0
         page_base = work[6, item]  # kv_indptr[request], put there by the plan: one dependent load fewer
-        tiles = cutlass.select_(live, cute.ceil_div(cutlass.max(kv_end - kv_start, 0), TILE), 0)
+        # 2^shift kv heads a CTA (packed builds): tile row r is token r >> shift of kv head
+        # kv_head * 2^shift + (r & (2^shift - 1)), so a token's rows of those heads (adjacent in
+        # an NHD page) are read together; the CTA's q heads are their groups', in order
+        shift, pack, tile_tokens = 0, 1, TILE
+        if const_expr(self.packed):
+            shift = a.pack_shift
+            pack = Int32(1) << shift
+            tile_tokens = Int32(TILE) >> shift
+        cta_group = a.group * pack
+        first_head = kv_head * cta_group + row_block * self.rows
+        heads_here = cutlass.min(cta_group - row_block * self.rows, self.rows)
+        tiles = cutlass.select_(live, cute.ceil_div(cutlass.max(kv_end - kv_start, 0), tile_tokens), 0)
         my_tiles = cutlass.max(tiles - warp_id + WARPS - 1, 0) // WARPS  # tiles warp_id, +4, +8, ...
-        first_head = kv_head * a.group + row_block * self.rows
-        heads_here = cutlass.min(a.group - row_block * self.rows, self.rows)
 
         # ---- shared memory: per-warp K/V rings, then the Q tile ------------------
         smem = cute.arch.get_dyn_smem(self.mma_dtype, alignment=128)
@@ -145,8 +155,9 @@ class BatchDecodeMmaKernel(RopeStages):
 
         # ---- stage 2 starts first: the ring's first tiles are in flight while Q is staged;
         # lane j keeps the page of row j % 16 of each tile ----------------------------------
-        head_offset = Int64(kv_head) * a.cache_stride_head
-        first_token = kv_start + warp_id * TILE + lane % TILE
+        head_offset = Int64(kv_head * pack + (lane % TILE & (pack - 1))) * a.cache_stride_head
+        first_token = kv_start + warp_id * tile_tokens + (lane % TILE >> shift)
+        step_tokens = WARPS * tile_tokens
         page_slot = cute.make_rmem_tensor(cute.make_layout(1), Int32)
         entry = cute.make_rmem_tensor(cute.make_layout(1), Int32)
         page = cute.make_rmem_tensor(cute.make_layout(1), Int32)
@@ -159,7 +170,7 @@ class BatchDecodeMmaKernel(RopeStages):
         ahead = self.stages - (2 if const_expr(self.pair_tiles) else 1)  # tiles in flight during a wait
         for step in cutlass.range_constexpr(ahead):
             self._issue(a, step, my_tiles, ring, first_token, kv_end, page_slot, entry, page, page_base,
-                        head_offset, lane, indices)
+                        head_offset, lane, indices, step_tokens)
 
 
         # ---- stage 1: Q tile (zero rows past the group) ---------------------------
@@ -180,6 +191,9 @@ class BatchDecodeMmaKernel(RopeStages):
         cute.arch.barrier()
 
         mma, acc_o, row_max, row_sum = self._mma_setup(q_smem, lane)
+        same_head = None  # (packed builds) whether this thread's scores pair a q head with its kv head
+        if const_expr(self.packed):
+            same_head = tuple((lane // 4 & (pack - 1)) == self._head_index(h, lane) // a.group for h in range(2))
         per_step = 2 if const_expr(self.pair_tiles) else 1
         for pass_ in cutlass.range((my_tiles + per_step - 1) // per_step, unroll=1):
             step = pass_ * per_step
@@ -189,7 +203,7 @@ class BatchDecodeMmaKernel(RopeStages):
             cute.arch.sync_warp()
             for t in cutlass.range_constexpr(per_step):
                 self._issue(a, step + ahead + t, my_tiles, ring, first_token, kv_end, page_slot, entry, page,
-                            page_base, head_offset, lane, indices)
+                            page_base, head_offset, lane, indices, step_tokens)
             cute.arch.cp_async_wait_group(ahead)
             cute.arch.sync_warp()  # every lane's pieces of this step's tiles have landed
             # ---- stage 3: one step's tiles -------------------------------------------------
@@ -197,9 +211,9 @@ class BatchDecodeMmaKernel(RopeStages):
             tiles_here = []
             for t in cutlass.range_constexpr(per_step):
                 stage_base = ring + cute.assume(((step + t) % self.stages) * 2 * self.tile_elems, divby=128)
-                tile_start = kv_start + ((step + t) * WARPS + warp_id) * TILE
+                tile_start = kv_start + ((step + t) * WARPS + warp_id) * tile_tokens
                 tiles_here.append((self._tile_scores(a, mma, stage_base, tile_start, lane), stage_base, tile_start))
-            self._softmax_step(a, tiles_here, lane, acc_o, row_max, row_sum, kv_end)
+            self._softmax_step(a, tiles_here, lane, acc_o, row_max, row_sum, kv_end, shift, tile_tokens, same_head)
             for t in cutlass.range_constexpr(per_step):
                 acc_s, stage_base, _ = tiles_here[t]
                 if const_expr(t == 0):
@@ -388,9 +402,9 @@ class BatchDecodeMmaKernel(RopeStages):
         for t in cutlass.range_constexpr(cute.size(raw, mode=[1])):
             for v in cutlass.range_constexpr(2):
                 word = raw_words[raw.layout(((0, v), t, 0)) // 2]
+                pairs = widen_interleaved(word, self.kv_format, self.software_fp8)  # (bytes 0, 2), (1, 3)
                 for odd in cutlass.range_constexpr(2):
-                    out_words[r_v.layout(((0, v), 2 * t + odd, 0)) // 2] = widen_pair(
-                        word, odd, odd + 2, self.kv_format, self.software_fp8)
+                    out_words[r_v.layout(((0, v), 2 * t + odd, 0)) // 2] = pairs[odd]
 
     def _o_layout(self):
         """(rows, O column) -> offset in a row-major (ROWS, head_dim) buffer. FP8 V: O column
@@ -402,12 +416,12 @@ class BatchDecodeMmaKernel(RopeStages):
 
     @cute.jit
     def _issue(self, a, step, my_tiles, ring, first_token, kv_end, page_slot, entry, page, page_base, head_offset,
-               lane, indices):
+               lane, indices, step_tokens):
         """Start this lane's loads of the warp's tile ``step`` into its stage, move its token
-        a step on (4 tiles) and load that token's page id; commit a group either way."""
+        a step on (4 tiles, ``step_tokens``) and load that token's page id; commit a group either way."""
         if step < my_tiles:
             stage_base = ring + cute.assume((step % self.stages) * 2 * self.tile_elems, divby=128)
-            token = first_token + step * launch.mma_decode_step()
+            token = first_token + step * step_tokens
             valid = token < kv_end and page[0] >= 0 and page[0] < a.num_pages
             self._load_rows(a, stage_base, valid, head_offset, lane, page[0], entry[0])
             entry[0] = entry[0] + a.tile_rem
@@ -415,7 +429,7 @@ class BatchDecodeMmaKernel(RopeStages):
             if entry[0] >= a.page_size:
                 entry[0] = entry[0] - a.page_size
                 page_slot[0] = page_slot[0] + 1
-            if token + launch.mma_decode_step() < kv_end:
+            if token + step_tokens < kv_end:
                 page[0] = indices[page_base + page_slot[0]]
         cute.arch.cp_async_commit_group()
 
@@ -472,12 +486,15 @@ class BatchDecodeMmaKernel(RopeStages):
         return lane % 4 == 0
 
     @cute.jit
-    def _softmax_step(self, a, tiles_here: list, lane, acc_o: cute.Tensor, row_max, row_sum, kv_end):
+    def _softmax_step(self, a, tiles_here: list, lane, acc_o: cute.Tensor, row_max, row_sum, kv_end, shift,
+                      tile_tokens, same_head):
         """The online softmax of one step's tiles (``(acc_s, stage, tile_start)`` each) on this
         thread's two heads. Scores become base-2 logits ``t * mult``: t the raw score and mult =
         q_scale, or with a soft cap t = cap_scale * tanh(score * q_scale) and mult = 1 (so the
-        scale rides in the exp2's FFMA). Tokens past the range are masked; O is rescaled only
-        when some head of the warp has a new maximum."""
+        scale rides in the exp2's FFMA). Tokens past the range are masked (a tile holds
+        ``tile_tokens``; row r is token r >> shift), and in packed builds the scores of a q head
+        against another kv head's rows (``same_head``); O is rescaled only when some head of the
+        warp has a new maximum."""
         views = [self._by_head(acc_s) for acc_s, _, _ in tiles_here]
         o_heads = self._by_head(acc_o)
         columns = cute.size(views[0], mode=[1])
@@ -494,11 +511,15 @@ class BatchDecodeMmaKernel(RopeStages):
         for t in cutlass.range_constexpr(len(views)):
             s_heads = views[t]
             tile_start = tiles_here[t][2]
-            if tile_start + TILE > kv_end:
+            if tile_start + tile_tokens > kv_end:
                 for h in cutlass.range_constexpr(2):
                     for c in cutlass.range_constexpr(columns):
-                        valid = tile_start + self._token_offset(c, lane) < kv_end
+                        valid = tile_start + (self._token_offset(c, lane) >> shift) < kv_end
                         s_heads[h, c] = cutlass.select_(valid, s_heads[h, c], Float32(NEG_INF))
+            if const_expr(self.packed):
+                for h in cutlass.range_constexpr(2):
+                    for c in cutlass.range_constexpr(columns):
+                        s_heads[h, c] = cutlass.select_(same_head[h], s_heads[h, c], Float32(NEG_INF))
         rescale = cute.make_rmem_tensor(cute.make_layout(2), Float32)
         changed = False
         for h in cutlass.range_constexpr(2):

@@ -27,7 +27,7 @@ from cutlass.cute.nvgpu import warp
 from cutefi.attention import launch
 from cutefi.attention.decode_mma_kernel import BatchDecodeMmaKernel
 from cutefi.cute.attention_state import NEG_INF
-from cutefi.cute.fp8_widen import widen_pair
+from cutefi.cute.fp8_widen import widen_interleaved, widen_pair
 from cutefi.cute.mma_frag import rows_view, transpose_8x8
 
 HEADS = launch.MMA_DECODE_NARROW_ROWS  # the MMAs' N
@@ -42,6 +42,7 @@ class BatchDecodeNarrowKernel(BatchDecodeMmaKernel):
         self.contract = launch.mma_decode_narrow_contract(dtype, kv_dtype, head_dim, stages)
         self._configure(dtype, kv_dtype, head_dim, stages, rope=False, software_fp8=False)
         self.rows = HEADS
+        self.packed = True
 
     # ------------------------------------------------------------------ #
     # where a thread's heads sit: columns 2 (lane % 4) + {0, 1} of every C fragment
@@ -178,6 +179,6 @@ class BatchDecodeNarrowKernel(BatchDecodeMmaKernel):
             for m in cutlass.range_constexpr(2):
                 for k in cutlass.range_constexpr(2):
                     word = raw_words[raw.layout(((0, m, k), b, 0)) // 2]
+                    pairs = widen_interleaved(word, self.kv_format)  # (bytes 0, 2), (1, 3)
                     for e in cutlass.range_constexpr(2):
-                        out_words[r_v.layout(((0, m, k), 2 * b + e, 0)) // 2] = widen_pair(
-                            word, e, e + 2, self.kv_format)
+                        out_words[r_v.layout(((0, m, k), 2 * b + e, 0)) // 2] = pairs[e]

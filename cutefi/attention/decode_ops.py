@@ -14,7 +14,7 @@ from .plan import split_cache
 
 # the plan's sizes the launch needs, in the order the op's ``int[] sizes`` carries them
 SIZES = ("batch", "num_qo_heads", "num_kv_heads", "group", "head_dim", "page_size", "stages", "items",
-         "partial_rows", "graph", "rope", "narrow")
+         "partial_rows", "graph", "rope", "narrow", "pack_shift")
 
 
 class Layout:
@@ -75,9 +75,10 @@ class DecodeLaunch:
         rows = p["items"] if p["graph"] else p["partial_rows"]
         tmp_v = workspace.data_ptr()
         self.tmp_s = tmp_v + rows * heads * d * 2 if rows else tmp_v
-        step = launch.mma_decode_step()
-        self.args = dict(items=p["items"], kv_heads=p["num_kv_heads"], group=p["group"],
-                         row_blocks=row_blocks(p["group"], bool(p["narrow"])), num_qo_heads=heads,
+        shift = p["pack_shift"]
+        step = launch.mma_decode_step() >> shift
+        self.args = dict(items=p["items"], kv_heads=p["num_kv_heads"] >> shift, group=p["group"], pack_shift=shift,
+                         row_blocks=row_blocks(p["group"] << shift, bool(p["narrow"])), num_qo_heads=heads,
                          page_size=p["page_size"], tile_pages=step // p["page_size"], tile_rem=step % p["page_size"],
                          num_pages=layout.k_cache.shape[0], write_lse=int(lse is not None), has_sinks=int(has_sinks), q_scale=q_mult,
                          cap_scale=cap_scale, out_scale=out_scale, rope_rcp_scale=rope_rcp_scale,
@@ -98,6 +99,11 @@ class DecodeLaunch:
 def row_blocks(group: int, narrow: bool) -> int:
     """CTAs a kv head's q heads take (``launch.mma_decode_rows`` heads each)."""
     return -(-group // launch.mma_decode_rows(narrow))
+
+
+def ctas_per_item(num_kv_heads: int, group: int, narrow: bool, pack_shift: int) -> int:
+    """CTAs a work item takes: its kv heads (2^pack_shift a CTA) times their q heads' row blocks."""
+    return (num_kv_heads >> pack_shift) * row_blocks(group << pack_shift, narrow)
 
 
 def _op_impl(q, k_cache, v_cache, out, lse, sinks, workspace, work, state_indptr, kv_indices, counters, kv_layout,

@@ -151,7 +151,11 @@ DECODE_STRIDES = ("q_stride_batch", "q_stride_head", "cache_stride_page", "cache
 # ``counters[request * kv_heads * row_blocks + the CTA's (kv head, row block)]`` (int32, zero
 # between launches): the last to arrive merges the request's partial states for its q heads
 # and writes the output (``decode_mma_kernel._merge_parts``), no merge kernel after it.
-# ``tile_pages``/``tile_rem``: a step of 4 tiles (64 tokens)
+# Narrow builds may pack 2^pack_shift kv heads into a CTA (their q heads, up to 8, in one
+# tile's N; tile row r is token r >> pack_shift of the CTA's kv head r % 2^pack_shift): a
+# token's rows of those heads, adjacent in an NHD page, are read by one load (DRAM locality
+# for 128-byte FP8 rows); ``kv_heads`` is then the CTAs an item takes.
+# ``tile_pages``/``tile_rem``: a step of 4 tiles (64 >> pack_shift tokens)
 # in pages and entries. Launch: grid = (items * kv_heads * row_blocks), block = 128, where
 # row_blocks = ceil(group / 16): the CTAs of one item (its kv heads) are adjacent in launch
 # order, so an NHD page's rows are read by CTAs running at the same time (DRAM locality).
@@ -267,14 +271,14 @@ def mma_decode_contract(dtype: str, kv_dtype: str, head_dim: int, stages: int, r
             *pointers("lse", "tmp_s", "sinks", dtype="fp32", align=4),
             *pointers("work", "kv_indices", "state_indptr", "counters", dtype="i32", align=4),
             *scalars("i32", "items", "kv_heads", "group", "row_blocks", "num_qo_heads", "page_size", "tile_pages",
-                     "tile_rem", "num_pages", "write_lse", "has_sinks"),
+                     "tile_rem", "num_pages", "write_lse", "has_sinks", "pack_shift"),
             *scalars("f32", "q_scale", "cap_scale", "out_scale", "rope_rcp_scale", "rope_log2_step"),
             *scalars("i64", *DECODE_STRIDES),
         ),
         block=(MMA_DECODE_WARPS * 32, 1, 1),
         grid=lambda p: (p["items"] * p["kv_heads"] * p["row_blocks"], 1, 1),
         sample={"items": 64, "kv_heads": 8, "group": 4, "row_blocks": 1, "num_qo_heads": 32, "page_size": 16,
-                "tile_pages": 4, "tile_rem": 0, "num_pages": 1000, "write_lse": 1, "has_sinks": 0,
+                "tile_pages": 4, "tile_rem": 0, "num_pages": 1000, "write_lse": 1, "has_sinks": 0, "pack_shift": 0,
                 "q_scale": 0.1, "cap_scale": 0.0, "out_scale": 1.0, "rope_rcp_scale": 1.0, "rope_log2_step": -0.2, **{name: 16 for name in DECODE_STRIDES}},
         smem_bytes=mma_decode_smem_bytes(head_dim, stages, kv_dtype),
         min_ctas_per_sm=mma_decode_min_ctas(kv_dtype, head_dim, stages, narrow),

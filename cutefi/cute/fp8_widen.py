@@ -60,6 +60,17 @@ def widen_pair(codes: Uint32, lo: int, hi: int, kv_format: str, software: bool =
     return ((placed >> 1) & Uint32(0x3F803F80)) | (placed & Uint32(_SIGNS))
 
 
+def widen_interleaved(codes: Uint32, kv_format: str, software: bool = False) -> tuple[Uint32, Uint32]:
+    """(bytes 0 and 2, bytes 1 and 3) of ``codes`` as f16x2 pairs: ``widen_pair(codes, 0, 2)``
+    and ``widen_pair(codes, 1, 3)``, with one PRMT for both where the hardware converts (bytes
+    to 0, 2, 1, 3: each pair in one half) instead of one each (FP8 V from ldmatrix.trans)."""
+    if const_expr(kv_format == "fp8e4m3" and has_fp8_convert() and not software):
+        paired = _select(codes, 0x3120)
+        return tuple(_asm_u32("{ .reg .b16 l, h; mov.b32 {l, h}, $1; cvt.rn.f16x2.e4m3x2 $0, " + half + "; }", paired)
+                     for half in ("l", "h"))
+    return widen_pair(codes, 0, 2, kv_format, software), widen_pair(codes, 1, 3, kv_format, software)
+
+
 def f16x2_to_bf16x2(pair: Uint32) -> Uint32:
     """An f16x2 pair as a bf16x2 pair (exact for widened FP8 values: 3 mantissa bits)."""
     return _asm_u32("{ .reg .b16 l, h; .reg .f32 fl, fh; mov.b32 {l, h}, $1; cvt.f32.f16 fl, l; cvt.f32.f16 fh, h; "
