@@ -322,7 +322,7 @@ def test_decode_cuda_graph_replay_with_new_lengths(monkeypatch, pack):
         graph.replay()
         ref_out, _ = reference(q, k_cache, v_cache, new_indptr, new_indices, lengths, "NHD")
         check(out, None, ref_out, None, torch.bfloat16)
-        assert wrapper._plan["pack_shift"] == (1 if pack else 0)
+        assert wrapper._plan["pack_shift"] == (1 if pack and _packs() else 0)
 
 
 GRAPH_CASES = [  # kv cache dtype (None: q's), q dtype, rope (rope_scale, rope_theta), layout, wrapper form
@@ -443,6 +443,11 @@ def test_decode_narrow_rings(monkeypatch, kv_dtype, head_dim, qo_heads, kv_heads
                    kv_dtype=kv_dtype, **(FP8_SCALES if kv_dtype else {}))
 
 
+def _packs() -> bool:
+    """Whether plans pack kv heads on this GPU (Hopper: where it was measured)."""
+    return torch.cuda.get_device_capability()[0] == 9
+
+
 PACKED_CASES = [  # (qo_heads, kv_heads, head_dim, page_size, layout): groups 1-4 pack 8-2 kv heads a CTA
     (32, 8, 128, 16, "NHD"), (8, 8, 128, 16, "NHD"), (16, 8, 128, 1, "HND"), (24, 8, 128, 5, "NHD"),
     (12, 6, 128, 16, "HND"), (16, 4, 256, 16, "NHD"),
@@ -457,6 +462,8 @@ def test_decode_packed_kv_heads(monkeypatch, kv_dtype, qo_heads, kv_heads, head_
     soft cap and a window."""
     from cutefi.attention import decode
 
+    if not _packs():
+        pytest.skip("kv heads are packed on Hopper only")
     monkeypatch.setattr(decode, "PACK_FILL", 0.0)
     name = {None: "bf16", torch.float8_e4m3fn: "fp8e4m3", torch.float8_e5m2: "fp8e5m2"}[kv_dtype]
     shift = decode.pack_shift(qo_heads // kv_heads, kv_heads, True, name, head_dim)
@@ -473,6 +480,8 @@ def test_decode_pack_only_where_the_batch_fills_the_gpu():
     would split requests more); both against the reference."""
     from cutefi.attention import decode
 
+    if not _packs():
+        pytest.skip("kv heads are packed on Hopper only")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     _, ctas = decode.decode_build(torch.cuda.current_device(), 128, "bf16")
     big = -(-int(decode.PACK_FILL * ctas * sms) // 4)  # requests x 4 packed CTAs (32/8 heads)
@@ -666,9 +675,14 @@ def test_decode_fp8_kv_split_sinks_cap_page1(kv_dtype):
                kv_dtype=kv_dtype, v_scale=0.5, window_left=1000)
 
 
-def test_single_decode_in_a_cuda_graph():
+def test_single_decode_in_a_cuda_graph(monkeypatch):
     """single_decode captured in a CUDA graph (after a first call with these shapes made its
-    plan) replays with new q values; an unseen length during capture is refused clearly."""
+    plan) replays with new q values, also after newer lengths evicted its plan from the cache
+    (the captured wrapper and its buffers stay alive: freed blocks are poisoned here); an unseen
+    length during capture is refused clearly."""
+    from cutefi.attention import decode
+
+    monkeypatch.setattr(decode._SINGLE, "limit", 2)
     torch.manual_seed(9)
     kv_len, qo_heads, kv_heads, d = 9000, 32, 8, 128
     q = torch.randn(qo_heads, d, device="cuda", dtype=torch.bfloat16)
@@ -685,6 +699,11 @@ def test_single_decode_in_a_cuda_graph():
             with torch.cuda.graph(torch.cuda.CUDAGraph(), stream=stream):
                 cutefi.single_decode_with_kv_cache(q, k[:77], v[:77])
     torch.cuda.current_stream().wait_stream(stream)
+    for n in (100, 200, 300):  # evict the captured plan
+        cutefi.single_decode_with_kv_cache(q, k[:n], v[:n])
+    torch.cuda.synchronize()
+    poison = [torch.full((n,), -7, dtype=torch.int32, device="cuda")  # takes freed blocks of many sizes
+              for n in (1, 64, 1024, 16384, 131072) for _ in range(8)]
     for _ in range(2):
         q.copy_(torch.randn_like(q))
         out.fill_(float("nan"))
@@ -693,6 +712,7 @@ def test_single_decode_in_a_cuda_graph():
         s = torch.einsum("hd,nhd->hn", q.float(), k.float().repeat_interleave(4, dim=1)) / math.sqrt(d)
         ref = torch.einsum("hn,nhd->hd", torch.softmax(s, -1), v.float().repeat_interleave(4, dim=1))
         check(out[None], None, ref[None], None, torch.bfloat16)
+    del poison
 
 
 def test_single_decode_fp8():

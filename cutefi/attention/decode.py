@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from .._checks import require_cuda, require_int, require_real, require_same_device, require_tensor
+from .._graph_cache import GraphSafeCache
 from ..dtypes import name_of
 from ..jit import libcuda
 from ..jit.driver import device_info
@@ -61,11 +62,13 @@ def narrow_build(group: int, rope: bool) -> bool:
 
 
 # Narrow plans pack kv heads into a CTA's tiles (``launch``: a token's rows of those heads,
-# adjacent in an NHD page, are read by one load), head_dim >= 128: as many as leave CTAs
-# that fill the GPU (PACK_FILL of its slots: no more splitting). On the H200 (decode_pack_kv_heads_h200_session37.json), FP8 KV at
-# 64 x 4096 (32/8 heads, NHD) ran 2.0-2.4% faster, 128 x 1024 4.2%, ragged 64 x 512..32768
-# 4.1%, bf16 0.5-1.6%; where packing would split requests more (8 x 8192, 1 x 131072) it was
-# 2-3% slower, FP8 head_dim 64 (64-byte rows) 1.8% slower, HND and head_dim 256 level.
+# adjacent in an NHD page, are read by one load), head_dim >= 128, on Hopper (where measured):
+# as many as leave CTAs that fill the GPU (PACK_FILL of its slots: no more splitting). On the
+# H200 (benchmarks/results/decode_pack_kv_heads_h200_session37.json, one process, alternated),
+# FP8 KV at 64 x 4096 (32/8 heads, d128, NHD) ran 2.7-3.3% faster, 128 x 1024 4.6%, ragged
+# 64 x 512..32768 5.1%, bf16 0.3-1.4%, HND level. Forced everywhere (..._forced_...json), it
+# was 2-3% slower where it split requests more (8 x 8192, 1 x 131072) and 1.8% slower on FP8
+# head_dim 64 (64-byte rows).
 PACK_KV = {"fp8": True, "16-bit": True}  # by KV type (tests and A/B runs switch them)
 PACK_FILL = 0.9  # share of the ring's CTA slots the packed CTAs fill to pack (tests: 0 packs every batch)
 
@@ -203,10 +206,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
         self._statics = PlanCache(16)  # checked plan arguments other than the page table
         self._staging = Int32Staging(self.device, fixed=self._use_cuda_graph)
         self._counters: torch.Tensor | None = None  # split requests' arrival counters (_split_counters)
-        # single_decode's wrappers: planned once, never re-planned, so a CUDA graph may capture
-        # their runs (``_captured``: one did, so the wrapper must outlive its cache entry)
+        # single_decode's wrappers: planned once, never re-planned, so a CUDA graph may capture their runs
         self._plan_fixed = False
-        self._captured = False
 
     @property
     def is_cuda_graph_enabled(self) -> bool:
@@ -310,6 +311,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
         rope, rope_rcp_scale, rope_log2_step = _rope(pos_encoding_mode, rope_scale, rope_theta, head_dim)
         narrow = narrow_build(group, rope)
         shift = pack_shift(group, num_kv_heads, narrow, name_of(kv_dtype), head_dim)
+        if device_info(self.device).cc[0] != 9:  # (the kernels pack on every target; measured on Hopper)
+            shift = 0
         stages, ctas_per_sm = decode_build(self.device, head_dim, name_of(kv_dtype))
         full = decode_build(self.device, head_dim, name_of(kv_dtype), full_batch=True) if narrow else None
         plan = dict(num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size,
@@ -487,7 +490,6 @@ class BatchDecodeWithPagedKVCacheWrapper:
         if not self._use_cuda_graph and torch.cuda.is_current_stream_capturing():
             if not self._plan_fixed:
                 raise RuntimeError("run() captured in a CUDA graph needs a wrapper built with use_cuda_graph=True")
-            self._captured = True
 
     @staticmethod
     def _output(name: str, tensor, shape, dtype, q) -> torch.Tensor:
@@ -513,9 +515,9 @@ class CUDAGraphBatchDecodeWithPagedKVCacheWrapper(BatchDecodeWithPagedKVCacheWra
                          last_page_len_buffer)
 
 
-_SINGLE: dict[tuple, BatchDecodeWithPagedKVCacheWrapper] = {}
-_SINGLE_LIMIT = 64  # single_decode wrappers kept (a generation loop makes one per KV length)
-_SINGLE_CAPTURED: list[BatchDecodeWithPagedKVCacheWrapper] = []  # evicted, but a graph runs them
+# single_decode's wrappers, 64 kept (a generation loop makes one per KV length); evicted ones a
+# CUDA graph captured stay alive
+_SINGLE: GraphSafeCache[BatchDecodeWithPagedKVCacheWrapper] = GraphSafeCache(64)
 
 
 @api_log
@@ -558,16 +560,12 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
     device = require_cuda("q", q)
     key = (device, q.shape, k.shape, kv_layout, q.dtype, k.dtype, window_left, logits_soft_cap, sm_scale,
            pos_encoding_mode, rope_scale, rope_theta)
-    wrapper = _SINGLE.get(key)
-    if wrapper is None:
+
+    def planned() -> BatchDecodeWithPagedKVCacheWrapper:
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError(f"single_decode_with_kv_cache: no plan for kv_len={kv_len} (and these shapes) yet, "
                                "and none can be made during CUDA graph capture: call it once with them before "
                                "capturing")
-        if len(_SINGLE) >= _SINGLE_LIMIT:  # the oldest goes (kept alive if a graph captured it)
-            evicted = _SINGLE.pop(next(iter(_SINGLE)))
-            if evicted._captured:
-                _SINGLE_CAPTURED.append(evicted)
         # the partial states of one request: at most a part a 256-token chunk (decode_plan.MIN_CHUNK)
         # and a few waves of CTAs' worth (choose_chunk aims at one)
         parts = min(-(-max(kv_len, 1) // decode_plan.MIN_CHUNK), 8 * device_info(device).sms) + 1
@@ -580,7 +578,9 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
                      q_data_type=q.dtype, kv_data_type=k.dtype, sm_scale=sm_scale, rope_scale=rope_scale,
                      rope_theta=rope_theta)
         wrapper._plan_fixed = True
-        _SINGLE[key] = wrapper
+        return wrapper
+
+    wrapper = _SINGLE.get(key, planned)
     if kv_len == 0:
         raise ValueError("k and v must hold at least one token")
     result = wrapper.run(q.unsqueeze(0), (k.unsqueeze(0), v.unsqueeze(0)), q_scale=q_scale, k_scale=k_scale,
