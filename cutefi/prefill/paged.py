@@ -20,6 +20,7 @@ from .._library import compiling
 from ..attention.decode_ops import Layout
 from ..attention.plan import check_i32
 from ..jit.logs import api_log
+from ..jit.staging import Int32Staging
 from . import launch, plan
 from .masks import plan_mask
 from .ops import (PAGED_OP, SIZES, _check_options, _output, _rows_aligned, check_sinks, fp8_widen, host_indptr,
@@ -43,6 +44,7 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
                  custom_mask_buf=None, mask_indptr_buf=None, backend="auto", jit_args=None):
         self._setup(float_workspace_buffer, kv_layout, use_cuda_graph, custom_mask_buf, backend)
         self._fixed_indices = None
+        self._indices_staging: Int32Staging | None = None  # host page tables go up through it
         if self._buffer.use_cuda_graph:
             if paged_kv_indices_buf is None:
                 raise ValueError("use_cuda_graph=True needs paged_kv_indices_buf (a device int32 tensor that keeps "
@@ -129,7 +131,9 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
             return self._fixed_indices
         if indices.is_cuda:
             return indices
-        return indices.pin_memory().to(f"cuda:{self.device}", non_blocking=non_blocking)
+        if self._indices_staging is None:  # (one reused pinned buffer and a driver copy a plan)
+            self._indices_staging = Int32Staging(self.device)
+        return self._indices_staging.send([indices.contiguous().numpy().reshape(-1)], non_blocking)[0]
 
     @api_log
     def run(self, q, paged_kv_cache, *args, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None,

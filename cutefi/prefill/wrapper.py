@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from .._checks import require_cuda, require_flag, require_tensor
+from ..jit.staging import Int32Staging
 from . import launch, plan
 from .masks import check_mask_buffer
 from .ops import KV_LAYOUTS, _check_options
@@ -38,7 +39,9 @@ class PrefillWrapperBase:
 class WorkBuffer:
     """A wrapper's device work array (and unit counter). ``use_cuda_graph``: the array keeps
     its address and size, set by the first plan (padded with empty units: a request adds at
-    most one partial q tile), so a captured run replays after later plans."""
+    most one partial q tile), so a captured run replays after later plans. Both tables go up
+    through ``Int32Staging`` (one reused pinned buffer and one driver copy each, not a fresh
+    pinned tensor and torch's copy every plan)."""
 
     def __init__(self, device: int, use_cuda_graph: bool) -> None:
         self.device = device
@@ -47,6 +50,8 @@ class WorkBuffer:
         self.counter = torch.zeros(1, dtype=torch.int32, device=f"cuda:{device}")  # (runs must not overlap)
         self.capacity = 0
         self.rope: torch.Tensor | None = None  # (``rotate.rope_index`` of plans with RoPE)
+        self._work_staging = Int32Staging(device, fixed=use_cuda_graph)
+        self._rope_staging = Int32Staging(device, fixed=use_cuda_graph)
 
     def upload(self, part: plan.PrefillPartition, batch: int, total_q: int, non_blocking: bool) -> int:
         """Copy the partition's work array to the device; returns the pairs the kernel walks."""
@@ -60,20 +65,16 @@ class WorkBuffer:
             padded = np.zeros((launch.WORK_ROWS, self.capacity), dtype=np.int32)  # empty units: nothing stored
             padded[:, :part.pairs] = work
             work = padded
-        staged = torch.from_numpy(np.ascontiguousarray(work).reshape(-1))
-        if self.work is None or (self.work.numel() != staged.numel() and not self.use_cuda_graph):
-            self.work = torch.empty(staged.numel(), dtype=torch.int32, device=f"cuda:{self.device}")
-        self.work.copy_(staged.pin_memory() if non_blocking else staged, non_blocking=bool(non_blocking))
+        flat = np.ascontiguousarray(work, dtype=np.int32).reshape(-1)
+        self.work = self._work_staging.send([flat], bool(non_blocking))[0]
         return work.shape[1]
 
     def upload_rope(self, index: np.ndarray, non_blocking: bool) -> torch.Tensor:
         """The plan's ``rotate.rope_index`` on the device (CUDA graphs: one address, so every
         plan must have the first one's batch size)."""
-        staged = torch.from_numpy(index)
-        if self.rope is None or self.rope.numel() != staged.numel():
-            if self.use_cuda_graph and self.rope is not None:
-                raise ValueError(f"this plan's batch differs from the first plan's ({(self.rope.numel() - 2) // 4} "
-                                 "requests): a CUDA-graph wrapper keeps its batch size")
-            self.rope = torch.empty(staged.numel(), dtype=torch.int32, device=f"cuda:{self.device}")
-        self.rope.copy_(staged.pin_memory() if non_blocking else staged, non_blocking=bool(non_blocking))
+        index = np.ascontiguousarray(index, dtype=np.int32).reshape(-1)
+        if self.use_cuda_graph and self.rope is not None and self.rope.numel() != index.size:
+            raise ValueError(f"this plan's batch differs from the first plan's ({(self.rope.numel() - 2) // 4} "
+                             "requests): a CUDA-graph wrapper keeps its batch size")
+        self.rope = self._rope_staging.send([index], bool(non_blocking))[0]
         return self.rope
