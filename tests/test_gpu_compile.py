@@ -156,7 +156,44 @@ def _samples():
                                 torch.rand(2, 1, -(-x.shape[1] // 128), device=x.device) + 0.5,
                                 torch.tensor([0, 5, 24], dtype=torch.int32, device=x.device), "K",
                                 torch.empty(24, w2.shape[0], dtype=x.dtype, device=x.device)),
+        **_prefill_args(),
     }
+
+
+def _op_args(module, op_name: str, call) -> tuple:
+    """The arguments a public call hands its torch op, as torch.compile records them: ``call()``
+    runs with ``module``'s ``compiling()`` true and the op replaced by a recorder."""
+    seen = {}
+    op, compiling = getattr(module, op_name), module.compiling
+    setattr(module, op_name, lambda *args: seen.setdefault("args", args))
+    module.compiling = lambda: True
+    try:
+        call()
+    finally:
+        setattr(module, op_name, op)
+        module.compiling = compiling
+    return seen["args"]
+
+
+def _prefill_args() -> dict[str, tuple]:
+    """The three prefill ops' arguments: a single request (77 q over 333 kv tokens), a ragged
+    batch and a paged one (16-token pages), causal, 4 q heads on 2 kv heads, head_dim 128."""
+    from cutefi.prefill import api, paged
+    from test_gpu_prefill import _qkv, _ragged
+    from test_gpu_prefill_paged import _paged
+
+    q, k, v = _qkv(77, 333, 4, 2, 128, torch.bfloat16, seed=5)
+    single = _op_args(api, "_SINGLE_OP", lambda: cutefi.single_prefill_with_kv_cache(q, k, v, causal=True,
+                                                                                     return_lse=True))
+    rq, rk, rv, qo_indptr, kv_indptr = _ragged([40, 37], [150, 183], 4, 2, 128, torch.bfloat16, seed=6)
+    ragged = cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    ragged.plan(qo_indptr, kv_indptr, 4, 2, 128, causal=True, q_data_type=torch.bfloat16)
+    ragged_args = _op_args(api, "RAGGED_OP", lambda: ragged.run(rq, rk, rv, return_lse=True))
+    pq, _, _, qo_indptr, _, cache, page_indptr, indices, last = _paged([17, 30], [40, 301], 4, 2, 128, 16, "NHD", 7)
+    wrapper = cutefi.BatchPrefillWithPagedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    wrapper.plan(qo_indptr, page_indptr, indices, last, 4, 2, 128, 16, causal=True, q_data_type=torch.bfloat16)
+    paged_args = _op_args(paged, "PAGED_OP", lambda: wrapper.run(pq, cache, return_lse=True))
+    return {"single_prefill_out": single, "prefill_out": ragged_args, "paged_prefill_out": paged_args}
 
 
 def _decode_args(device):
