@@ -32,9 +32,10 @@ class GraphSafeCache(Generic[Value]):
         when full); marked as captured when asked for during a CUDA graph capture."""
         found = self._entries.get(key)
         if found is None:
+            found = make()  # (first: a refused make evicts nothing)
             if len(self._entries) >= self.limit:
                 self._evict_oldest()
-            found = self._entries[key] = make()
+            self._entries[key] = found
         if torch.cuda.is_current_stream_capturing():  # (used on CUDA builds of torch only)
             self._captured.add(key)
         return found

@@ -61,3 +61,15 @@ def test_made_before_and_used_during_capture_is_kept(capturing):
 def test_limit_must_be_positive():
     with pytest.raises(ValueError, match="limit"):
         GraphSafeCache(0)
+
+
+def test_a_refused_make_evicts_nothing(capturing):
+    cache = GraphSafeCache(1)
+    cache.get("kept", lambda: _Array("kept"))
+
+    def refuse():
+        raise RuntimeError("no plan during capture")
+
+    with pytest.raises(RuntimeError, match="no plan"):
+        cache.get("new", refuse)
+    cache.get("kept", lambda: pytest.fail("kept was evicted by a refused make"))
