@@ -76,7 +76,7 @@ PACK_FILL = 0.9  # share of the ring's CTA slots the packed CTAs fill to pack (t
 def pack_shift(group: int, num_kv_heads: int, narrow: bool, kv_dtype: str, head_dim: int = 128) -> int:
     """log2 of the kv heads a CTA may pack: the most (a power of two) whose q heads fit the
     narrow tile's 8 columns and that divide ``num_kv_heads``; 0 where not taken (PACK_KV,
-    head_dim < 128). The plan packs only batches that fill the GPU unpacked (``plan``)."""
+    head_dim < 128). ``plan`` takes the most of these whose packed CTAs still fill the GPU."""
     if not narrow or head_dim < 128 or not PACK_KV["fp8" if kv_dtype in launch.KV_FP8 else "16-bit"]:
         return 0
     shift = 0
@@ -269,8 +269,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
         self._plan["counters"] = self._split_counters()
 
     def _split_counters(self) -> torch.Tensor:
-        """The planned batch's arrival counters: int32, one per (request, kv head, row block) of a
-        split request (the kernel's last CTA of each merges and puts it back to zero, so they are
+        """The planned batch's arrival counters: int32, one per (request, CTA of its item: kv heads
+        and row blocks) of a split request (the kernel's last CTA of each merges and puts it back to zero, so they are
         zero between launches). Made, zeroed, at plan time, on the current stream, and kept
         while big enough: never during a run, so a captured graph keeps its address."""
         plan = self._plan
