@@ -61,8 +61,15 @@ def test_heuristic():
     assert (plan.config, plan.splits) == (Sm90Config(128, 128, 1), 1)
     plan = launch_plan(256, 8192, 8192, 1, H200_SMS, True)  # 128 narrow tiles: one wave, no split
     assert (plan.config, plan.splits) == (Sm90Config(128, 128, 1), 1)
-    # wave use: 1024 x 14336 is 3.4 waves of wide tiles (85% used), 6.8 of narrow ones (97%)
-    assert choose_config(1024, 14336, 1, H200_SMS, True) == Sm90Config(128, 128, 1)
+    # whole waves times a tile's time: 1024 x 14336 is 3.4 waves of wide tiles (4 x 1.0), 3.9
+    # of 224-wide ones (4 x 0.875 x 1.01), 6.8 of narrow ones (7 x 0.5 x 1.05)
+    assert choose_config(1024, 14336, 1, H200_SMS, True) == Sm90Config(128, 224, 1)
+    assert choose_config(1024, 14336, 1, H200_SMS, False) == Sm90Config(128, 128, 1)  # (no N-major 224 build)
+    assert choose_config(1024, 14336, 1, H200_SMS, True, fp8=True) == Sm90Config(128, 128, 1)  # (nor FP8)
+    # 256 x 14336: 112 wide tiles (0.85 of a wave) or 128 224-wide ones (0.97)
+    assert choose_config(256, 14336, 1, H200_SMS, True) == Sm90Config(128, 224, 1)
+    assert choose_config(2048, 14336, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # 27.2 / 31.0 waves: a tie
+    assert choose_config(8192, 8192, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # (N not a multiple of 224)
     assert choose_config(1024, 28672, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # 6.8 waves of wide tiles
     assert choose_config(4096, 14336, 1, H200_SMS, True) == Sm90Config(128, 256, 1)  # 13.6 against 27.2: 97 vs 99%
     with override(config="128x64c1"):  # (M <= 16 takes the decode-sized kernel by default)
@@ -78,6 +85,21 @@ def test_heuristic():
     with override(config="128x256c2"):  # clusters: whole pairs of CTAs, groups in pairs of M tiles
         plan = launch_plan(8192, 8192, 8192, 1, H200_SMS, True)
         assert plan.ctas == 132 and plan.ctas % 2 == 0 and plan.group_m == 4
+
+
+def test_224_wide_tiles_take_a_k_major_b_only():
+    """The 128 x 224 build exists for a K-major B only (an N-major B tile is whole 64-column
+    swizzle atoms): forced on an N-major one, a clear error; FP8 and cluster_k have none."""
+    assert ("bf16", "bf16", "k", Sm90Config(128, 224, 1)) in launch.SM90_SPECS
+    assert ("bf16", "bf16", "n", Sm90Config(128, 224, 1)) not in launch.SM90_SPECS
+    assert Sm90Config(128, 224, 1) not in launch.FP8_CONFIGS
+    with override(config="128x224c1"):
+        with pytest.raises(ValueError, match="K-major B only"):
+            launch_plan(1024, 14336, 4096, 1, H200_SMS, False)
+        plan = launch_plan(100, 14336, 8192, 1, H200_SMS, True)  # (split-K under a wave: no cluster pair)
+        assert plan.config == Sm90Config(128, 224, 1) and plan.splits >= 1
+    with pytest.raises(ValueError, match="cluster_k=2 needs tile_n a multiple of 64"):
+        Sm90Config(128, 224, 1, False, 2)
 
 
 def test_decode_sized_plan():
@@ -166,8 +188,8 @@ def test_specs_cover_the_api():
         for out_dtype in launch.OUT_DTYPES:
             for config in launch.CONFIGS:
                 assert (dtype, out_dtype, "k", config) in launch.SM90_SPECS
-                assert ((dtype, out_dtype, "n", config) in launch.SM90_SPECS) == (config.cluster_m == 1
-                                                                                  and not config.swap)
+                assert ((dtype, out_dtype, "n", config) in launch.SM90_SPECS) == (
+                    config.cluster_m == 1 and not config.swap and config.tile_n % 64 == 0)
             for config in launch.SKINNY_CONFIGS:
                 assert (dtype, out_dtype, config) in launch.SKINNY_SPECS
             for config in launch.SM80_CONFIGS:
@@ -232,7 +254,9 @@ def test_hopper_build_is_hgmma_fed_by_tma():
     ptx, sass = _build(spec, "9.0a")
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in ptx
     assert "multicast::cluster" in ptx
-    assert len(re.findall(r"\bHGMMA\.64x256x16\.F32\.BF16\b", sass)) == 4  # one 64-wide K step of 16
+    # (one 64-wide K step of 16 in each copy of the unrolled main loop: one wait a copy)
+    copies = len(re.findall(r"\bWARPGROUP\.DEPBAR\.LE gsb0, 0x1\b", sass))
+    assert copies >= 4 and len(re.findall(r"\bHGMMA\.64x256x16\.F32\.BF16\b", sass)) == 4 * copies
     assert re.search(r"\bUTMALDG\b", sass) and re.search(r"\bUTMASTG\b", sass)
     assert not re.search(r"\b(LDL|STL)\b", sass), "the Hopper GEMM spills"
 
@@ -250,15 +274,17 @@ def test_hopper_build_is_hgmma_fed_by_tma():
 ], ids=lambda spec: "-".join(str(v) for _, v in spec.options))
 def test_main_loop_keeps_a_k_step_of_wgmmas_in_flight(spec):
     """The main loop issues a K step's four wgmmas back to back and waits only for the step
-    before (one ``DEPBAR gsb0, 0x1``; the other wait drains the last step). Several
+    before (one ``DEPBAR gsb0, 0x1`` in each copy of the step: the loop is unrolled 4 times,
+    with its remainder; the other wait drains the last step). Several
     accumulator sets, one a wgmma (tried for the narrow tiles), made ptxas wait for each
     wgmma before the next: a ``DEPBAR gsb0, 0x0`` after every one (ncu, H100, 64 x 4096 x 4096:
     a third of the consumers' stall samples; 10-13% slower at M = 16-256 on 4096 x 4096)."""
     _, sass = _build(spec, "9.0a")
     gmma = re.findall(r"\b[HQ]GMMA\.64x\d+x(?:16|32)\.", sass)
     waits = re.findall(r"\bWARPGROUP\.DEPBAR\.LE gsb0, 0x(\d)\b", sass)
-    assert len(gmma) == 4, gmma  # (one 128-byte K step: four wgmmas)
-    assert sorted(waits) == ["0", "1"], waits
+    copies = waits.count("1")
+    assert copies >= 4 and len(gmma) == 4 * copies, gmma  # (one 128-byte K step: four wgmmas)
+    assert waits.count("0") == 1 and len(waits) == copies + 1, waits
     options = dict(spec.options)
     if options["tile_m"] == 64:  # (64-row tiles: the two warpgroups take half the tokens each)
         assert all(f"GMMA.64x{options['tile_n'] // 2}x" in g for g in gmma), gmma

@@ -70,8 +70,8 @@ def test_mm_row_major_b(dtype, m, n, k):
 @pytest.mark.parametrize("config", [c.name for c in launch.CONFIGS if not c.swap])
 @pytest.mark.parametrize("b_layout", ["col", "row"])
 def test_every_config(config, b_layout):
-    if b_layout == "row" and config.endswith("c2"):
-        pytest.skip("multicast builds take a K-major B only")
+    if b_layout == "row" and (config.endswith("c2") or config.startswith("128x224")):
+        pytest.skip("multicast and 224-wide builds take a K-major B only")
     torch.manual_seed(7)
     m, n, k = 777, 1160, 1032  # partial tiles in M, N and K; an odd number of M tiles
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -385,6 +385,24 @@ def test_swapped_default_plan(m):
     out = poisoned((m, 4096), torch.float16)
     cutefi.mm_fp16(a, b, out=out)
     assert_gemm(out, reference(a, b), torch.float16, torch.float16)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,k", [(200, 1032), (777, 520)])
+def test_224_wide_default_plan(dtype, m, k):
+    """A weight of 14336 rows under a few waves of 128 x 256 tiles: 128 x 224 tiles by default
+    (64 of them across N, none partial), partial M and K tiles; guard columns stay untouched."""
+    torch.manual_seed(m)
+    n = 14336
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if cutefi.gemm.plan.launch_plan(m, n, k, 1, sms, True).config != launch.Sm90Config(128, 224, 1):
+        pytest.skip(f"{sms} SMs: the plan takes another tile here")
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = weight_t(k, n, dtype)
+    buf = poisoned((m, n + 16), dtype)
+    MM[dtype](a, b, out=buf[:, 8:n + 8])
+    assert_gemm(buf[:, 8:n + 8], reference(a, b), dtype, dtype)
+    assert torch.isnan(buf[:, :8]).all() and torch.isnan(buf[:, n + 8:]).all(), "a write landed outside out"
 
 
 def test_split_k_on_two_streams_at_once():

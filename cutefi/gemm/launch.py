@@ -94,8 +94,10 @@ class Sm90Config:
         if self.tile_m not in (64, 128) or (self.tile_m == 64 and not self.swap):
             raise ValueError(f"tile_m must be 128 (two consumer warpgroups of 64 rows) or, in a swap build, 64 "
                              f"(the warpgroups take half the tokens each), got {self.tile_m}")
-        # (192: the block-scaled one-slice tile, two weight blocks wide)
-        widths = ((32, 64, 128) if self.tile_m == 64 else (16, 32, 64, 128, 256)) if self.swap else (64, 128, 192, 256)
+        # (192: the block-scaled one-slice tile, two weight blocks wide; 224: 16-bit, K-major B,
+        # for weights of 7 * 2^k rows, e.g. 14336 and 28672, that 256-row tiles fill badly)
+        widths = ((32, 64, 128) if self.tile_m == 64 else (16, 32, 64, 128, 256)) if self.swap \
+            else (64, 128, 192, 224, 256)
         if self.tile_n not in widths:
             raise ValueError(f"tile_n must be one of {widths}, got {self.tile_n}")
         if self.cluster_m not in (1, 2) or (self.swap and self.cluster_m != 1):
@@ -164,7 +166,8 @@ class Sm90Config:
                            self.scale_slot(block_scaled, grouped, out_dtype))
 
 
-CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 128, 1), Sm90Config(128, 64, 1),
+CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 224, 1), Sm90Config(128, 128, 1),
+           Sm90Config(128, 64, 1),
            *(Sm90Config(128, width, 1, True) for width in (16, 32, 64, 128, 256)),
            # split-K in clusters of two (clusters of four measured 1.5-3x slower at 128 CTAs: an
            # H200 GPC holds fewer than 32 of them, so the grid takes two waves)
@@ -280,12 +283,13 @@ def _sm90_spec(dtype: str, out_dtype: str, b_major: str, config: Sm90Config, blo
 SM90_SPECS = {
     (dtype, out_dtype, b_major, config): _sm90_spec(dtype, out_dtype, b_major, config)
     for dtype in DTYPES for out_dtype in OUT_DTYPES for b_major in B_MAJORS for config in CONFIGS
-    # multicast splits B's box: K-major only; a swapped build's B is the tokens (K-major)
-    if b_major == "k" or (config.cluster_m == 1 and not config.swap)
+    # multicast splits B's box: K-major only; a swapped build's B is the tokens (K-major); an
+    # N-major B tile is whole 64-column swizzle atoms (not 224)
+    if b_major == "k" or (config.cluster_m == 1 and not config.swap and config.tile_n % 64 == 0)
 }
 # FP8 (wgmma takes 8-bit operands K-major only): the builds the plan picks without a cluster
 # along M (B multicast measured slower at 16 bits)
-FP8_CONFIGS = tuple(c for c in CONFIGS if c.cluster_m == 1 and not (c.swap and c.tile_n > 64))
+FP8_CONFIGS = tuple(c for c in CONFIGS if c.cluster_m == 1 and not (c.swap and c.tile_n > 64) and c.tile_n != 224)
 SM90_SPECS.update({
     (dtype, out_dtype, "k", config): _sm90_spec(dtype, out_dtype, "k", config)
     for dtype in FP8_DTYPES for out_dtype in OUT_DTYPES for config in FP8_CONFIGS

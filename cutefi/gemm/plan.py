@@ -5,9 +5,10 @@
     (128 of its rows a tile; 64 for 17-64 tokens on up to about 4096 weight rows, so that twice
     the CTAs stream it), 16, 32 or 64 tokens B, so the weight is read once (decode sizes on up
     to 4096 weight rows take the mma.sync decode kernel instead, below);
-  - from 0.8 of a wave of 128 x 256 tiles, those, unless 128 x 128 tiles fill their last wave
-    more than ``NARROW_TILE_COST`` times better (they run about 5% slower a tile: 1024 x 14336 x
-    4096 is 3.4 waves of wide tiles, 6.8 of narrow ones: 162 against 178 µs); no cluster: B
+  - from 0.8 of a wave of 128 x 256 tiles, those, unless 128 x 224 tiles (16-bit, K-major B, N a
+    multiple of 224) or 128 x 128 tiles finish first, counting whole waves and a tile's cost
+    (``_first_done``: 1024 x 14336 x 4096 is 3.4 waves of wide tiles, 3.9 of 224-wide ones, 6.8
+    of narrow ones: 157 against 176 and 162 µs; narrow tiles run about 5% slower a tile); no cluster: B
     multicast in clusters of two (``128x256c2``, built, for experiments) measured 0-13% slower
     at M = 1024-16384 on 12 of 14 Llama shapes (benchmarks/results/gemm_cluster_h200.json);
   - else, for 129-256 tokens (one matrix, K-major B, K up to 8192) whose 128 x 64 tiles fill
@@ -73,7 +74,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from .launch import (
-    BLOCK_SCALED_CONFIGS, CONFIGS, EVICT_FIRST, EVICT_NORMAL, FP8_CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M,
+    BLOCK_SCALED_CONFIGS, CONFIGS, EPI_TILE_N, EVICT_FIRST, EVICT_NORMAL, FP8_CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M,
     SM80_BLOCK_SCALED_CONFIGS, SM80_CONFIGS, SM80_FP8_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles,
 )
 from .gemv_launch import GEMV_ROWS, GEMV_TOKENS
@@ -83,6 +84,7 @@ SKINNY_MAX_K_HOPPER = 8192
 SWAP_MAX_M = 64  # tokens up to which Hopper multiplies the weight by the tokens (one read of it)
 LONG_K_64ROW_FILL = 0.9  # SMs' share 64-row tile pairs fill for 9-16 tokens on a long K (_long_k_in_64row_wave)
 NARROW_TILE_COST = 1.05  # 128 x 256 tiles' rate over 128 x 128 ones' at equal wave use (4-6% measured)
+MID_TILE_COST = 1.01  # ... over 128 x 224 ones' (0.8-1.4% measured at 2048-16384 x 14336 x 4096)
 GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
 MIN_SPLIT_K_TILES = 8  # K tiles (of 64) a split keeps, so its pipeline fills
 MAX_SPLITS = 16
@@ -278,6 +280,9 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
     if forced is not None:
         if forced.cluster_m > 1 and not b_k_major:
             raise ValueError(f"GEMM config {forced.name} multicasts B, which needs a K-major B")
+        if forced.tile_n % 64 and not forced.swap and not b_k_major:
+            raise ValueError(f"GEMM config {forced.name} is built for a K-major B only (an N-major B tile is "
+                             f"whole 64-column swizzle atoms)")
         return forced  # type: ignore[return-value]
     if batch == 1 and b_k_major and m <= SWAP_MAX_M:
         if (m > 16 or _long_k_in_64row_wave(m, n, k, sms)) and sms // 2 < 2 * -(-n // 64) <= sms \
@@ -293,8 +298,8 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
     waves_wide = _tile_count(m, n, wide) * batch / sms
     waves_narrow = _tile_count(m, n, narrow) * batch / sms
     if waves_wide >= 0.8:
-        # (a persistent grid idles in its last wave: narrow tiles pay when they fill it better)
-        return narrow if _wave_use(waves_narrow) > NARROW_TILE_COST * _wave_use(waves_wide) else wide
+        # (a persistent grid idles in its last wave: narrower tiles pay when they fill it better)
+        return _first_done(m, n, batch, sms, b_k_major and not fp8 and n % 224 == 0)
     shared = Sm90Config(128, 64, 1, True, 1, 2)
     if batch == 1 and b_k_major and 128 < m <= 256 and k <= 8192 \
             and sms // 2 < _tile_count(n, m, shared) <= sms and "splits" not in _OVERRIDE:
@@ -325,6 +330,24 @@ def _long_k_in_64row_wave(m: int, n: int, k: int, sms: int) -> bool:
     1-5%; from 3584 rows down (112 CTAs and fewer) the decode-sized kernel is as fast or faster
     (3328 rows: 0-4%). ``sms`` 0 (unknown): no."""
     return 8 < m <= 16 and k > SKINNY_MAX_K_HOPPER and 0 < sms and 2 * -(-n // 64) >= LONG_K_64ROW_FILL * sms
+
+
+def _first_done(m: int, n: int, batch: int, sms: int, mid: bool) -> Sm90Config:
+    """Of 128 x 256, 128 x 224 (``mid``: 16-bit, K-major B, N a multiple of 224, as measured)
+    and 128 x 128 tiles, those whose persistent grid ends first: its whole waves times a tile's
+    time (its width, times its cost against a 256-wide tile's). H200, in-process (gemm_mid_tiles_h200_session38.json): 128 x 224
+    tiles against 128 x 256 / 128 x 128 at 256 x 14336 x 4096 41.5 against 44.6 / 46.0 µs, 256 x
+    28672 x 8192 165 / 180 / 190, 512 x 14336 x 4096 79.8 / 90.2 / 95.1, 1024 x 14336 x 4096 157 /
+    176 / 162; from 2048 tokens on, both fill their last wave and 224 is 0.8-1.4% slower."""
+    candidates = [(Sm90Config(128, 256, 1), 1.0), (Sm90Config(128, 224, 1), MID_TILE_COST),
+                  (Sm90Config(128, 128, 1), NARROW_TILE_COST)]
+    if not mid:
+        del candidates[1]
+
+    def finish(config: Sm90Config, cost: float) -> float:
+        return -(-_tile_count(m, n, config) * batch // sms) * config.tile_n / 256 * cost
+
+    return min(candidates, key=lambda candidate: finish(*candidate))[0]  # (ties: the wider)
 
 
 def _wave_use(waves: float) -> float:
@@ -598,7 +621,9 @@ def _split_plan(config: Sm90Config, total: int, k: int, sms: int, k_tile: int,
             raise ValueError(f"GEMM config {config.name} splits K in multiples of {config.cluster_k}, not {forced}")
         return launch_plan_in_cluster(config, total, forced)
     splits = choose_splits(total, k, sms, config, k_tile, min_split_tiles)
-    paired = Sm90Config(config.tile_m, config.tile_n, 1, config.swap, 2)
+    # (a 224-wide tile has no cluster_k build: its seven epilogue pieces do not halve)
+    paired = Sm90Config(config.tile_m, config.tile_n, 1, config.swap, 2) \
+        if config.swap or config.tile_n // EPI_TILE_N % 2 == 0 else None
     if splits >= 2 and (splits % 2 == 0 or splits >= odd_pairs) and config.cluster_m == 1 and paired in built \
             and forced_config() is None and "splits" not in _OVERRIDE:
         # (splits meet faster in pairs in a cluster: 3-7% measured for two; an odd count
