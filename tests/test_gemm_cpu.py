@@ -45,8 +45,8 @@ def test_heuristic():
     assert choose_config(16, 4096, 1, H200_SMS, False) == Sm90Config(128, 128, 1)  # 32 tiles: split-K fills
     assert choose_config(16, 8192, 1, H200_SMS, False) == Sm90Config(128, 256, 1)  # the weight streams
     assert choose_config(16, 28672, 1, H200_SMS, False) == Sm90Config(128, 256, 1)
-    # 129-256 tokens on 4096 weight rows, K up to 8192: 128 x 64 tiles, one wave, no split
-    for m, k in ((129, 4096), (200, 4096), (256, 8192)):
+    # 129-256 tokens on 4096 weight rows (any K, 16 bits): 128 x 64 tiles, one wave, no split
+    for m, k in ((129, 4096), (200, 4096), (256, 8192), (200, 14336), (256, 28672)):
         plan = launch_plan(m, 4096, k, 1, H200_SMS, True)
         assert (plan.config, plan.splits, plan.ctas) == (Sm90Config(128, 64, 1), 1, 128)
     # (FP8 keeps the weight multicast to 64-token tile pairs: not measured against those tiles)
@@ -54,9 +54,11 @@ def test_heuristic():
     assert (plan.config, plan.splits, plan.ctas) == (Sm90Config(128, 64, 1, True, 1, 2), 1, 128)
     # else from 65 rows under a wave of wide tiles: narrow ones (below a wave of them, two K
     # splits meeting in a cluster)
-    for m, n, k in ((200, 4096, 14336), (128, 8192, 8192)):
+    for m, n, k, splits in ((128, 8192, 8192, 2), (128, 4096, 14336, 4)):
         plan = launch_plan(m, n, k, 1, H200_SMS, True)
-        assert (plan.config, plan.splits) == (Sm90Config(128, 128, 1, False, 2), 2)
+        assert (plan.config, plan.splits) == (Sm90Config(128, 128, 1, False, 2), splits)
+    plan = launch_plan(200, 4096, 14336, 1, H200_SMS, False)  # (an N-major B: no 128 x 64 rule)
+    assert (plan.config, plan.splits) == (Sm90Config(128, 128, 1, False, 2), 2)
     plan = launch_plan(200, 4096, 4096, 2, H200_SMS, True)  # (a batch of two: no swapped build; one wave)
     assert (plan.config, plan.splits) == (Sm90Config(128, 128, 1), 1)
     plan = launch_plan(256, 8192, 8192, 1, H200_SMS, True)  # 128 narrow tiles: one wave, no split

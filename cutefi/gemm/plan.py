@@ -11,11 +11,12 @@
     of narrow ones: 157 against 176 and 162 µs; narrow tiles run about 5% slower a tile); no cluster: B
     multicast in clusters of two (``128x256c2``, built, for experiments) measured 0-13% slower
     at M = 1024-16384 on 12 of 14 Llama shapes (benchmarks/results/gemm_cluster_h200.json);
-  - else, for 129-256 tokens (one matrix, K-major B, K up to 8192) whose 128 x 64 tiles fill
-    half to one wave, those, unsplit (H200: 256 x 4096 x 4096 15.1-15.8 µs against 16.8-17.2
-    for the swapped build with the weight multicast to 64-token tile pairs, ``128x64c1n2t``,
-    which the H100 preferred to 128 x 128 tiles: 18.1 against 20.2 µs; FP8 keeps that build,
-    not measured against 128 x 64 tiles);
+  - else, for 129-256 tokens (one matrix, K-major B) whose 128 x 64 tiles fill half to one
+    wave, those, unsplit (H200: 256 x 4096 x 4096 15.1-15.8 µs against 16.8-17.2 for the
+    swapped build with the weight multicast to 64-token tile pairs, ``128x64c1n2t``, which the
+    H100 preferred to 128 x 128 tiles: 18.1 against 20.2 µs; 256 x 4096 x 14336 46.4 against
+    47.2 for 128 x 128 tiles in K pairs; FP8 keeps that build up to K 8192, not measured
+    against 128 x 64 tiles);
   - else, from 129 rows, or 65-128 from 8192 columns on, 128 x 128 tiles (with split-K below
     a wave: 256 x 8192 x 8192, one wave of them, 55 against 66 µs for 128 x 256 tiles and two
     splits; 128 x 8192 x 8192, two splits in clusters, 51 against 66 for wide tiles and four);
@@ -301,7 +302,7 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
         # (a persistent grid idles in its last wave: narrower tiles pay when they fill it better)
         return _first_done(m, n, batch, sms, b_k_major and not fp8 and n % 224 == 0)
     shared = Sm90Config(128, 64, 1, True, 1, 2)
-    if batch == 1 and b_k_major and 128 < m <= 256 and k <= 8192 \
+    if batch == 1 and b_k_major and 128 < m <= 256 \
             and sms // 2 < _tile_count(n, m, shared) <= sms and "splits" not in _OVERRIDE:
         columns = Sm90Config(128, 64, 1)
         if not fp8 and sms // 2 < _tile_count(m, n, columns) <= sms:
@@ -309,8 +310,11 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
             # split. H200, weights warm or rotated past L2: 160/192/256 x 4096 x 4096 14.9-15.8
             # µs against 16.5-17.2 for the multicast build below and 15.0-16.6 for 128 x 128
             # tiles with K in two in clusters; x 8192 K 27.7-28.3 against 29.1-29.5,
-            # gemm_129_256_tokens_h200_session34.json. FP8 was not measured against them)
+            # gemm_129_256_tokens_h200_session34.json; 256 x 4096 x 14336 46.4 against 47.2,
+            # gemm_129_256_tokens_h200_session38.json. FP8 was not measured against them)
             return columns
+    if batch == 1 and b_k_major and 128 < m <= 256 and k <= 8192 \
+            and sms // 2 < _tile_count(n, m, shared) <= sms and "splits" not in _OVERRIDE:
         # (129-256 tokens on about 4096 weight rows, K up to 8192: the weight as A in 64-token
         # tiles, multicast to each pair of them, no split: 256 x 4096 x 4096 18.1 against 20.2
         # µs for 128 x 128 tiles and K in two in clusters, gemm_cluster_n_h100_session22.json)
