@@ -68,17 +68,23 @@ which Hopper runs too) does the same from the environment.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 from dataclasses import dataclass
-from typing import Iterator
 
+from . import configs
+from .configs import _OVERRIDE, MAX_SPLITS, GemvConfig, forced_config
 from .launch import (
-    BLOCK_SCALED_CONFIGS, CONFIGS, EPI_TILE_N, EVICT_FIRST, EVICT_NORMAL, FP8_CONFIGS, SKINNY_CONFIGS, SKINNY_MAX_M,
+    BLOCK_SCALED_CONFIGS, CONFIGS, EPI_TILE_N, EVICT_FIRST, EVICT_NORMAL, FP8_CONFIGS, SKINNY_MAX_M,
     SM80_BLOCK_SCALED_CONFIGS, SM80_CONFIGS, SM80_FP8_CONFIGS, SkinnyConfig, Sm80Config, Sm90Config, tiles,
 )
 from .gemv_launch import GEMV_ROWS, GEMV_TOKENS
+
+# (the builds' names and the experiments' overrides live in configs.py; the API, benchmarks
+# and tests reach them here)
+Config = configs.Config
+GENERATION = configs.GENERATION
+override = configs.override
+parse_config = configs.parse_config
 
 SKINNY_MAX_N_HOPPER = 4096
 SKINNY_MAX_K_HOPPER = 8192
@@ -88,7 +94,6 @@ NARROW_TILE_COST = 1.05  # 128 x 256 tiles' rate over 128 x 128 ones' at equal w
 MID_TILE_COST = 1.01  # ... over 128 x 224 ones' (0.8-1.4% measured at 2048-16384 x 14336 x 4096)
 GROUP_M = 8  # M tiles per raster group: 8 x 128 rows of A stay hot in L2 while B streams
 MIN_SPLIT_K_TILES = 8  # K tiles (of 64) a split keeps, so its pipeline fills
-MAX_SPLITS = 16
 # swapped builds on a weight larger than the L2: K steps a weight tile starts after the one
 # before (``stream_weight``); 13 is odd, so the starts cover every step of a power-of-two count
 K_ROTATION = 13
@@ -99,8 +104,6 @@ GEMV = True  # (experiments and tests: False leaves M <= GEMV_MAX_M to the other
 GEMV_MAX_M = 2  # tokens up to which Hopper takes the GEMV builds (gemv_pays)
 GEMV_SMALL_WEIGHT = 16 << 20  # bytes of weight up to which two tokens take them at any K
 SKINNY_FILL = 0.9  # share of the SMs the decode-sized kernel's row blocks fill where it keeps a weight the L2 holds
-_OVERRIDE: dict[str, object] = {}
-GENERATION = [0]  # bumped on every override change: part of the API's plan-cache key
 
 
 @dataclass(frozen=True)
@@ -149,21 +152,6 @@ class SkinnyPlan:
 
 
 @dataclass(frozen=True)
-class GemvConfig:
-    """A GEMV build (``gemv_kernel.py``): it multiplies up to ``tokens`` token rows."""
-
-    tokens: int = 1
-
-    def __post_init__(self) -> None:
-        if self.tokens not in GEMV_TOKENS:
-            raise ValueError(f"GEMV builds take {', '.join(map(str, GEMV_TOKENS))} tokens; got {self.tokens}")
-
-    @property
-    def name(self) -> str:
-        return f"v{self.tokens}"
-
-
-@dataclass(frozen=True)
 class GemvPlan:
     """A GEMV launch: ``blocks`` CTAs of ``GEMV_ROWS`` weight rows."""
 
@@ -172,9 +160,6 @@ class GemvPlan:
     splits = 1
     workspace_elems = 0
     counter_elems = 0
-
-
-Config = Sm90Config | SkinnyConfig | Sm80Config | GemvConfig
 
 
 @dataclass(frozen=True)
@@ -188,89 +173,6 @@ class Sm80Plan:
 
     workspace_elems = 0
     counter_elems = 0
-
-
-def parse_config(text: str) -> Config:
-    """``"128x256c2"`` -> Sm90Config(128, 256, 2); ``"t2r2w8u4g1"`` -> SkinnyConfig(2, 2, 8, 4, 1); ``"v1"`` ->
-    GemvConfig(1);
-    ``"128x128x32s4"`` -> the mma.sync build of that tile, K tile and stage count."""
-    if text.lower().startswith("t"):
-        return _parse_skinny(text)
-    if text.lower().startswith("v") and text[1:].isdigit():
-        return GemvConfig(int(text[1:]))
-    if text.lower().count("x") == 2:
-        built = SM80_CONFIGS + SM80_FP8_CONFIGS + SM80_BLOCK_SCALED_CONFIGS
-        found = [c for c in built if c.name == text.lower()]
-        if not found:
-            raise ValueError(f"mma.sync GEMM config {text!r} is not built; built: "
-                             f"{', '.join(c.name for c in built)}")
-        return found[0]
-    try:
-        swap = text.lower().endswith("t")
-        tile, cluster = text.lower().rstrip("t").split("c")
-        cluster, _, cluster_n = cluster.partition("n")
-        cluster_m, _, cluster_k = cluster.partition("k")
-        tile_m, tile_n = (int(v) for v in tile.split("x"))
-        config = Sm90Config(tile_m, tile_n, int(cluster_m), swap, int(cluster_k or 1), int(cluster_n or 1))
-    except ValueError as exc:
-        raise ValueError(f"a GEMM config reads like 128x256c2 (tile_m x tile_n, cluster along M; k2 or k4: "
-                         f"K split over a cluster of 2 or 4; n2: the weight multicast to two token tiles; a "
-                         f"final t: the weight-as-A build for a few tokens, e.g. 128x64c1k4t); got {text!r}: "
-                         f"{exc}") from None
-    built = CONFIGS + tuple(c for c in BLOCK_SCALED_CONFIGS if c not in CONFIGS)
-    if config not in built:
-        raise ValueError(f"GEMM config {text!r} is not built; built: {', '.join(c.name for c in built)}")
-    return config
-
-
-def _parse_skinny(text: str) -> SkinnyConfig:
-    import re
-
-    found = re.fullmatch(r"t(\d+)r(\d+)w(\d+)u(\d+)g(\d+)", text.lower())
-    try:
-        if not found:
-            raise ValueError("not of the form t<token tiles>r<row tiles>w<warps>u<unroll>g<row groups>")
-        config = SkinnyConfig(*(int(v) for v in found.groups()))
-    except ValueError as exc:
-        raise ValueError(f"a decode-sized GEMM config reads like t2r2w8u4g1; got {text!r}: {exc}") from None
-    if config not in SKINNY_CONFIGS:
-        raise ValueError(f"GEMM config {text!r} is not built; built: {', '.join(c.name for c in SKINNY_CONFIGS)}")
-    return config
-
-
-@contextlib.contextmanager
-def override(config: Config | str | None = None, group_m: int | None = None,
-             splits: int | None = None, weight_policy: int | None = None,
-             k_rotation: int | None = None) -> Iterator[None]:
-    """Use ``config`` / ``group_m`` / ``splits`` (and for swapped builds the weight's L2
-    ``weight_policy`` and ``k_rotation``) instead of the heuristic inside the block."""
-    saved = dict(_OVERRIDE)
-    GENERATION[0] += 1
-    if weight_policy is not None:
-        _OVERRIDE["weight_policy"] = weight_policy
-    if k_rotation is not None:
-        _OVERRIDE["k_rotation"] = k_rotation
-    if config is not None:
-        _OVERRIDE["config"] = parse_config(config) if isinstance(config, str) else config
-    if group_m is not None:
-        if group_m < 1:
-            raise ValueError(f"group_m must be >= 1, got {group_m}")
-        _OVERRIDE["group_m"] = group_m
-    if splits is not None:
-        if not 1 <= splits <= MAX_SPLITS:
-            raise ValueError(f"splits must be in [1, {MAX_SPLITS}], got {splits}")
-        _OVERRIDE["splits"] = splits
-    try:
-        yield
-    finally:
-        _OVERRIDE.clear()
-        _OVERRIDE.update(saved)
-        GENERATION[0] += 1
-
-
-def forced_config() -> Config | None:
-    """The configuration ``override(config=...)`` or ``CUTEFI_GEMM_CONFIG`` forces (None: the plan's)."""
-    return _OVERRIDE.get("config") or _env_config()  # type: ignore[return-value]
 
 
 def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int = 4096,
@@ -648,8 +550,3 @@ def launch_plan_in_cluster(config: Sm90Config, tiles_total: int, splits: int) ->
     units = tiles_total * splits
     group_m = int(_OVERRIDE.get("group_m", GROUP_M))  # type: ignore[arg-type]
     return LaunchPlan(config, units, group_m, splits, units)
-
-
-def _env_config() -> Config | None:
-    text = os.environ.get("CUTEFI_GEMM_CONFIG")
-    return parse_config(text) if text else None
