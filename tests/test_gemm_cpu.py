@@ -104,6 +104,23 @@ def test_224_wide_tiles_take_a_k_major_b_only():
         Sm90Config(128, 224, 1, False, 2)
 
 
+def test_paired_k_stages():
+    """The 16-bit dense swapped 64-row builds hold two K tiles a ring stage (not the 128-row
+    ones, FP8, block-scaled or grouped builds); their ring still fits and keeps at least four
+    stages."""
+    paired = [c for c in launch.CONFIGS if c.k_tiles_a_stage("bf16") == 2]
+    assert set(paired) == {Sm90Config(64, 64, 1, True, 2), Sm90Config(64, 32, 1, True, 2),
+                           Sm90Config(64, 32, 1, True, 1, 2)}
+    for config in paired:
+        assert config.k_tiles_a_stage("fp8e4m3") == 1 and config.k_tiles_a_stage("bf16", block_scaled=True) == 1
+        assert config.k_tiles_a_stage("bf16", grouped=True) == 1
+        assert config.stages("bf16", "bf16") >= 4 and config.smem_bytes("bf16", "bf16") <= launch.SMEM_LIMIT
+        # (a stage's bytes: two K tiles of A and B)
+        unpaired = config.head_bytes(config.stages("bf16", "bf16"), False, 0) \
+            + config.stages("bf16", "bf16") * config.tile_bytes()
+        assert config.smem_bytes("bf16", "bf16") == unpaired + config.stages("bf16", "bf16") * config.tile_bytes()
+
+
 def test_decode_sized_plan():
     """M <= 16 with a K-major b, one matrix: the mma.sync weight-streaming kernel (on Hopper up
     to 4096 weight rows, and K up to 8192 below 9 tokens; else the swapped wgmma build)."""
@@ -284,10 +301,14 @@ def test_main_loop_keeps_a_k_step_of_wgmmas_in_flight(spec):
     _, sass = _build(spec, "9.0a")
     gmma = re.findall(r"\b[HQ]GMMA\.64x\d+x(?:16|32)\.", sass)
     waits = re.findall(r"\bWARPGROUP\.DEPBAR\.LE gsb0, 0x(\d)\b", sass)
-    copies = waits.count("1")
-    assert copies >= 4 and len(gmma) == 4 * copies, gmma  # (one 128-byte K step: four wgmmas)
-    assert waits.count("0") == 1 and len(waits) == copies + 1, waits
     options = dict(spec.options)
+    config = Sm90Config(options["tile_m"], options["tile_n"], options["cluster_m"], options["swap"],
+                        options.get("cluster_k", 1), options.get("cluster_n", 1))
+    # (a ring stage of the 16-bit 64-row swapped builds holds two K tiles: eight wgmmas a step)
+    pair = config.k_tiles_a_stage(options["dtype"], options.get("block_scaled", False), options.get("grouped", False))
+    copies = waits.count("1")
+    assert copies >= 4 and len(gmma) == 4 * pair * copies, gmma  # (one 128-byte K tile: four wgmmas)
+    assert waits.count("0") == 1 and len(waits) == copies + 1, waits
     if options["tile_m"] == 64:  # (64-row tiles: the two warpgroups take half the tokens each)
         assert all(f"GMMA.64x{options['tile_n'] // 2}x" in g for g in gmma), gmma
 

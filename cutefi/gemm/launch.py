@@ -151,19 +151,33 @@ class Sm90Config:
         head = HEAD_FLAG_BYTES + 16 * stages + prefix + 4 * max(self.exchange_elems, 4) + 4 * max(1, stages * slot)
         return -(-head // BARRIER_BYTES) * BARRIER_BYTES
 
-    def _bytes(self, stages: int, out_dtype: str, grouped: bool, slot: int) -> int:
-        return self.head_bytes(stages, grouped, slot) + stages * self.tile_bytes() + self.epi_bytes(out_dtype, grouped)
+    def k_tiles_a_stage(self, dtype: str, block_scaled: bool = False, grouped: bool = False) -> int:
+        """K tiles (128-byte rows) a ring stage holds: two for the 16-bit dense swapped 64-row
+        tiles (half the ring's barrier waits, releases and bookkeeping a byte; H200, alternated
+        processes, gemm_paired_k_stages_h200_session38.json: 64 x 4096 x 4096 8.96 -> 8.64 µs,
+        64x32c1n2t there 13.25 -> 10.5, 17 x 128 x 8200 22.4 -> 17.2), else one: the 128-row
+        swapped tiles gained 0-1.5% where they take one wave but lost 8-12% on the 28672-row
+        weights they cross in 1.7 waves (16 x 28672 x 8192 110.4 -> 119.4), and their multicast
+        pair 13% (its ring falls to four stages). FP8 was not measured."""
+        return 2 if (self.swap and self.tile_m == 64 and not block_scaled and not grouped and dtype in DTYPES) else 1
 
-    def _deepest(self, out_dtype: str, grouped: bool, slot: int) -> int:
+    def _bytes(self, stages: int, out_dtype: str, grouped: bool, slot: int, pair: int = 1) -> int:
+        return self.head_bytes(stages, grouped, slot) + stages * pair * self.tile_bytes() \
+            + self.epi_bytes(out_dtype, grouped)
+
+    def _deepest(self, out_dtype: str, grouped: bool, slot: int, pair: int = 1) -> int:
         """The deepest ring (up to ``MAX_STAGES``) that fits ``SMEM_LIMIT``."""
-        return next(s for s in range(MAX_STAGES, 0, -1) if self._bytes(s, out_dtype, grouped, slot) <= SMEM_LIMIT)
+        return next(s for s in range(MAX_STAGES, 0, -1)
+                    if self._bytes(s, out_dtype, grouped, slot, pair) <= SMEM_LIMIT)
 
     def stages(self, dtype: str, out_dtype: str, grouped: bool = False, block_scaled: bool = False) -> int:
-        return self._deepest(out_dtype, grouped, self.scale_slot(block_scaled, grouped, out_dtype))
+        return self._deepest(out_dtype, grouped, self.scale_slot(block_scaled, grouped, out_dtype),
+                             self.k_tiles_a_stage(dtype, block_scaled, grouped))
 
     def smem_bytes(self, dtype: str, out_dtype: str, grouped: bool = False, block_scaled: bool = False) -> int:
         return self._bytes(self.stages(dtype, out_dtype, grouped, block_scaled), out_dtype, grouped,
-                           self.scale_slot(block_scaled, grouped, out_dtype))
+                           self.scale_slot(block_scaled, grouped, out_dtype),
+                           self.k_tiles_a_stage(dtype, block_scaled, grouped))
 
 
 CONFIGS = (Sm90Config(128, 256, 1), Sm90Config(128, 256, 2), Sm90Config(128, 224, 1), Sm90Config(128, 128, 1),

@@ -7,10 +7,14 @@ ABI, configurations and launch: ``launch.py`` (``sm90_contract``). A CTA has thr
      cluster's CTAs when ``cluster_m`` is 2: they share the N tile, so each loads half; A
      multicast when ``cluster_n`` is 2: they share the M tile); a swapped build streaming a
      weight (``launch.streams_weight``) starts each weight tile's K steps at its own step
-     (``k_rotation``) and loads the weight under an L2 cache policy, both given at launch;
+     (``k_rotation``) and loads the weight under an L2 cache policy, both given at launch; a
+     slot of the 16-bit swapped 64-row builds holds two K tiles (``pair``: half the ring's
+     waits and bookkeeping a byte), an odd count's last one loaded from past K's end, which
+     TMA fills with zeros;
   1-2. consumers: each owns 64 rows of the 128-row tile and, per K
      step, waits for the slot to fill, issues the wgmmas on it and frees the slot of the step
-     before once those wgmmas are done (one step of MMAs stays in flight);
+     before once those wgmmas are done (one step of MMAs stays in flight; both loops are
+     unrolled 4 times);
   then the epilogue: bias added to the fp32 accumulators, converted to the output dtype,
   written to shared memory with stmatrix in ``EPI_TILE_N``-column pieces and stored by TMA
   from a ring of ``EPI_STAGES`` buffers (one consumer warp issues the stores).
@@ -110,6 +114,7 @@ class GemmSm90(Sm90Stores, Sm90Segments):
         self.scale_slot = config.scale_slot(block_scaled, grouped, out_dtype)
         self.staged_scales = self.scale_slot > 0
         self.stages = config.stages(dtype, out_dtype, grouped, block_scaled)
+        self.pair = config.k_tiles_a_stage(dtype, block_scaled, grouped)  # (K tiles a ring stage)
         self.epi_tile = (tile_m, launch.EPI_TILE_N)
 
     def _tiled_mma(self, width: int | None = None):
@@ -143,15 +148,17 @@ class GemmSm90(Sm90Stores, Sm90Segments):
         return cute.tile_to_shape(atom, (*shape, stages), order=order)
 
     def _smem_layouts(self):
-        """(A, B, C) staged swizzled layouts: A (tile_m, 64, stages) K-major; B (tile_n, 64,
-        stages) K- or N-major; C (epi rows, 32, EPI_STAGES) N-major."""
+        """(A, B, C) staged swizzled layouts: A (tile_m, 64, slots) K-major; B (tile_n, 64,
+        slots) K- or N-major (``pair`` K-tile slots a ring stage); C (epi rows, 32, EPI_STAGES)
+        N-major."""
         tile_m, tile_n, tile_k = self.tile_mnk
-        a = self._staged(warpgroup.SmemLayoutAtomKind.K_SW128, self.dtype, (tile_m, tile_k), self.stages, (0, 1, 2))
+        slots = self.stages * self.pair  # (a stage's K tiles are slots pair * stage + j)
+        a = self._staged(warpgroup.SmemLayoutAtomKind.K_SW128, self.dtype, (tile_m, tile_k), slots, (0, 1, 2))
         if const_expr(self.b_k_major):
-            b = self._staged(warpgroup.SmemLayoutAtomKind.K_SW128, self.b_dtype, (tile_n, tile_k), self.stages,
+            b = self._staged(warpgroup.SmemLayoutAtomKind.K_SW128, self.b_dtype, (tile_n, tile_k), slots,
                              (0, 1, 2))
         else:
-            b = self._staged(warpgroup.SmemLayoutAtomKind.MN_SW128, self.dtype, (tile_n, tile_k), self.stages,
+            b = self._staged(warpgroup.SmemLayoutAtomKind.MN_SW128, self.dtype, (tile_n, tile_k), slots,
                              (1, 0, 2))
         if const_expr(not self.staged_out):
             return a, b, None
@@ -237,8 +244,8 @@ class GemmSm90(Sm90Stores, Sm90Segments):
         if const_expr(self.cluster_k > 1):
             if tidx == 0:
                 cute.arch.mbarrier_init(exchange_full, 1)
-        stage_bytes = cute.size_in_bytes(self.dtype, cute.slice_(a_smem, (None, None, 0))) \
-            + cute.size_in_bytes(self.b_dtype, cute.slice_(b_smem, (None, None, 0)))
+        stage_bytes = (cute.size_in_bytes(self.dtype, cute.slice_(a_smem, (None, None, 0)))
+                       + cute.size_in_bytes(self.b_dtype, cute.slice_(b_smem, (None, None, 0)))) * self.pair
         # every consumer warp of each CTA that reads a slot releases it in every CTA that
         # wrote into it (the multicast peers)
         ring = pipeline.PipelineTmaAsync.create(
@@ -312,35 +319,56 @@ class GemmSm90(Sm90Stores, Sm90Segments):
             src_a = src_a[(None, 0, None, batch)]
             t_sb, src_b = self._b_tile(atom_b, tma_b, s_b, first_col, cluster_coord)
             src_b = src_b[(None, 0, None, batch)]
-            first_step = Int32(0)
-            if const_expr(self.streams_weight):
-                # a weight tile's K steps from (tile * k_rotation) mod steps, wrapping around: in
-                # lockstep, the CTAs' loads fall on addresses a multiple of the tile's rows apart
-                # (the cluster_n CTAs share m_tile: the same steps)
-                first_step = (m_tile * args.k_rotation) % cutlass.max(k_count, 1)
-            for k_iter in cutlass.range(k_count, unroll=4):  # (as the consumers' loop)
-                k_step = k_iter
-                if const_expr(self.streams_weight):
-                    k_step = k_iter + first_step
-                    if k_step >= k_count:
-                        k_step = k_step - k_count
+            stage_count = (k_count + self.pair - 1) // self.pair
+            first_stage = self._first_stage(args, m_tile, stage_count)
+            past_k = (args.k + self.tile_mnk[2] - 1) // self.tile_mnk[2] - k_begin  # (the first tile past K)
+            for s_iter in cutlass.range(stage_count, unroll=4):  # (as the consumers' loop)
+                s_step = self._rotated(s_iter, first_stage, stage_count)
                 ring.producer_acquire(state)
                 full = ring.producer_get_barrier(state)
-                if const_expr(self.staged_scales):  # (the stage's full barrier waits for both)
-                    staged_scales.stage(args, slots, state.index, full, first_row, first_col, self.tile_mnk[:2],
-                                        k_begin + k_step, cute.arch.lane_idx(), self.swap)
-                if const_expr(self.streams_weight):
-                    cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, state.index)], tma_bar_ptr=full,
-                              mcast_mask=a_mask, cache_policy=args.weight_policy)
-                else:
-                    cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, state.index)], tma_bar_ptr=full,
-                              mcast_mask=a_mask)
-                cute.copy(atom_b, src_b[(None, k_begin + k_step)], t_sb[(None, state.index)], tma_bar_ptr=full,
-                          mcast_mask=b_mask)
+                for j in cutlass.range_constexpr(self.pair):
+                    k_step = s_step * self.pair + j
+                    if const_expr(j > 0):
+                        # (an odd count's last stage: its second tile from past K's end, which
+                        # TMA fills with zeros, so the consumers' wgmmas add nothing)
+                        if k_step >= k_count:
+                            k_step = past_k
+                    slot = state.index * self.pair + j
+                    if const_expr(self.staged_scales):  # (the stage's full barrier waits for both)
+                        staged_scales.stage(args, slots, state.index, full, first_row, first_col,
+                                            self.tile_mnk[:2], k_begin + k_step, cute.arch.lane_idx(), self.swap)
+                    if const_expr(self.streams_weight):
+                        cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, slot)], tma_bar_ptr=full,
+                                  mcast_mask=a_mask, cache_policy=args.weight_policy)
+                    else:
+                        cute.copy(atom_a, src_a[(None, k_begin + k_step)], t_sa[(None, slot)], tma_bar_ptr=full,
+                                  mcast_mask=a_mask)
+                    cute.copy(atom_b, src_b[(None, k_begin + k_step)], t_sb[(None, slot)], tma_bar_ptr=full,
+                              mcast_mask=b_mask)
                 ring.producer_commit(state)
                 state.advance()
             linear += stride
         ring.producer_tail(state)
+
+    @cute.jit
+    def _first_stage(self, args, m_tile, stage_count) -> Int32:
+        """The ring stage a weight tile starts from: (tile * k_rotation) mod stages where the
+        build streams a weight (in lockstep, the CTAs' loads fall on addresses a multiple of
+        the tile's rows apart; the cluster_n CTAs share m_tile: the same steps), else 0."""
+        first = Int32(0)
+        if const_expr(self.streams_weight):
+            first = (m_tile * args.k_rotation) % cutlass.max(stage_count, 1)
+        return first
+
+    @cute.jit
+    def _rotated(self, s_iter, first_stage, stage_count) -> Int32:
+        """The stage of K tiles that iteration ``s_iter`` of a tile's loop holds."""
+        s_step = s_iter
+        if const_expr(self.streams_weight):
+            s_step = s_iter + first_stage
+            if s_step >= stage_count:
+                s_step = s_step - stage_count
+        return s_step
 
     @cute.jit
     def _first_row(self, args, m_tile) -> Int32:
@@ -463,11 +491,12 @@ class GemmSm90(Sm90Stores, Sm90Segments):
                 warpgroup.fence()
                 # (unrolled 4: the ring's bookkeeping between a step's wgmmas is most of a
                 # narrow tile's step; a few tokens on an L2-held weight gain 2-5%, H200)
-                for k_step in cutlass.range(k_count, unroll=4):
+                for k_step in cutlass.range((k_count + self.pair - 1) // self.pair, unroll=4):
                     ring.consumer_wait(read)
-                    for k_block in cutlass.range_constexpr(k_blocks):
-                        slot = (None, None, k_block, read.index)
-                        cute.gemm(tiled_mma, acc, frag_a[slot], frag_b[slot], acc)
+                    for j in cutlass.range_constexpr(self.pair):
+                        for k_block in cutlass.range_constexpr(k_blocks):
+                            slot = (None, None, k_block, read.index * self.pair + j)
+                            cute.gemm(tiled_mma, acc, frag_a[slot], frag_b[slot], acc)
                     warpgroup.commit_group()
                     warpgroup.wait_group(1)
                     if k_step > 0:
