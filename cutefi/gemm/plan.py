@@ -215,12 +215,11 @@ def choose_config(m: int, n: int, batch: int, sms: int, b_k_major: bool, k: int 
             # gemm_129_256_tokens_h200_session34.json; 256 x 4096 x 14336 46.4 against 47.2,
             # gemm_129_256_tokens_h200_session38.json. FP8 was not measured against them)
             return columns
-    if batch == 1 and b_k_major and 128 < m <= 256 and k <= 8192 \
-            and sms // 2 < _tile_count(n, m, shared) <= sms and "splits" not in _OVERRIDE:
-        # (129-256 tokens on about 4096 weight rows, K up to 8192: the weight as A in 64-token
-        # tiles, multicast to each pair of them, no split: 256 x 4096 x 4096 18.1 against 20.2
-        # µs for 128 x 128 tiles and K in two in clusters, gemm_cluster_n_h100_session22.json)
-        return shared
+        if k <= 8192:
+            # (129-256 tokens on about 4096 weight rows, K up to 8192: the weight as A in 64-token
+            # tiles, multicast to each pair of them, no split: 256 x 4096 x 4096 18.1 against
+            # 20.2 µs for 128 x 128 tiles and K in two in clusters, gemm_cluster_n_h100_session22.json)
+            return shared
     if m > 128:
         return narrow  # (from 0.8 of a wave of them without split-K, else K split in cluster pairs)
     if n >= 8192:  # (up to 64 tokens, a B that cannot be swapped: wide tiles, the weight streams)
