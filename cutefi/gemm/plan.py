@@ -255,11 +255,6 @@ def _first_done(m: int, n: int, batch: int, sms: int, mid: bool) -> Sm90Config:
     return min(candidates, key=lambda candidate: finish(*candidate))[0]  # (ties: the wider)
 
 
-def _wave_use(waves: float) -> float:
-    """The share of a persistent grid's SM time spent on tiles: ``waves`` over whole waves."""
-    return waves / -(-waves // 1)
-
-
 def choose_splits(tile_count: int, k: int, sms: int, config: Sm90Config, k_tile: int = 64,
                   min_split_tiles: int = MIN_SPLIT_K_TILES) -> int:
     forced = _OVERRIDE.get("splits")
