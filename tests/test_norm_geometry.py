@@ -5,6 +5,8 @@ that share a lead (its gamma and beta are read once in that row frame)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -122,7 +124,9 @@ def test_latency_builds_are_narrow_rows_of_aligned_classes():
         quant = out_dtype is not None
         fast = launch.geometry(kind, dtype, n_class, fused, aligned, out_dtype, latency=True)
         own = launch.geometry(kind, dtype, n_class, fused, aligned, out_dtype)
-        assert fast.threads_per_row > own.threads_per_row and not fast.delay_weight_load and not fast.prefetch
+        # (RMSNorm 8192: the same split, x held in registers where the class reads it twice)
+        assert fast.threads_per_row > own.threads_per_row or (own.reread and not fast.reread)
+        assert not fast.delay_weight_load and not fast.prefetch
         assert fast.chunks * fast.vec * fast.threads_per_row >= n_class
         most = launch.latency_rows(kind, fused, quant, n_class)
         assert takes_latency_build(kind, n_class, fused, quant, True, most)
@@ -148,3 +152,26 @@ def test_every_build_covers_its_rows_wherever_they_start():
         if shape.lead_chunk_alone:
             assert shape.shifted and not fused and shape.tile_n == n_class
             assert kind == "rms" or shape.prefetch  # LayerNorm: the ring holds the chunk
+
+
+@pytest.mark.parametrize("sm", ["9.0a", "8.0", "12.0a"])
+def test_reread_build_reads_x_twice_with_cache_priorities(sm):
+    """The RMSNorm class that reads x twice (launch._RMS_REREAD): x's first read is evict-last in
+    L1 (and L2, through the policy's descriptor), the second evict-first, the weight loaded
+    after the reduction; nothing spilled at 4 CTAs an SM. Its latency build holds x instead."""
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import disassemble
+    from cutefi.jit.targets import Target
+
+    spec = launch.norm_spec("rms", "bf16", 8192)
+    shape = launch.geometry("rms", "bf16", 8192)
+    assert shape.reread and shape.delay_weight_load and shape.min_ctas_per_sm == 4
+    sass = disassemble(build(spec, Target.parse(sm)).cubin)
+    chunks = shape.chunks
+    assert len(re.findall(r"\bLDG\.E\.EL\.128\b", sass)) == chunks
+    assert len(re.findall(r"\bLDG\.E\.EF\.128\b", sass)) == chunks
+    assert len(re.findall(r"\bLDG\.E\.128\b", sass)) == chunks  # the weight
+    assert not re.search(r"\b(LDL|STL)\b", sass)
+    latency = disassemble(build(launch.norm_spec("rms", "bf16", 8192, latency=True), Target.parse(sm)).cubin)
+    assert not re.search(r"\bLDG\.E\.E[LF]\b", latency)
+    assert not launch.geometry("rms", "bf16", 8192, latency=True).reread

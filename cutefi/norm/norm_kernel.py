@@ -22,7 +22,9 @@ shifted: rows start anywhere in their first 16-byte chunk, see ``shifted.py``) a
 ``out_dtype``; the geometry (``launch.geometry``) adds the row split and, for LayerNorm, the
 persistent form: a loop over ``row_iters`` rows a thread with the next rows of x in flight
 through a per-thread cp.async ring and gamma/beta read once into registers (shifted rows: in the
-row frame of a thread's rows, which share a lead), see ``_persistent_rows``.
+row frame of a thread's rows, which share a lead), see ``_persistent_rows``; and for some plain
+RMSNorm classes ``reread``: x read a second time after the reduction (an L1 hit, with cache
+priorities, ``cute/hinted_load``) instead of held in registers across it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.convert import store_fp8
 from cutefi.cute.dtypes import cute_dtype
+from cutefi.cute.hinted_load import l2_policy, load_chunks
 from cutefi.cute.pack16 import widen
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.cute.reduce import row_reduce_sum
@@ -80,6 +83,8 @@ class RowNormKernel:
         # (launch.geometry: plain RMSNorm, or the persistent LayerNorm whose ring holds the chunk)
         assert not self.lead_chunk or not (fused_add or (norm == "layer" and not shape.prefetch))
         self.prefetch = shape.prefetch
+        self.reread = shape.reread
+        assert not self.reread or not (self.prefetch or fused_add or self.shifted or self.layer)
         # the persistent FP8 LayerNorm holds gamma and beta in registers for all its rows: they
         # are multiplied by 1/scale once instead of every output element (RMSNorm folds it into
         # the row's factor)
@@ -339,7 +344,11 @@ class RowNormKernel:
         else:
             # with PDL the previous kernel may still be writing x (or reading out): wait here
             wait_for_inputs()
-            cute.copy(tiled_copy, tXgX, tXrX, pred=tXpX)
+            if const_expr(self.reread):
+                # (x is read again after the reduction: kept in L1 and L2 until then)
+                load_chunks(tXgX, tXrX, tXpX, l2_policy("evict_last"), "evict_last")
+            else:
+                cute.copy(tiled_copy, tXgX, tXrX, pred=tXpX)
         if const_expr(self.fused_add):
             cute.copy(tiled_copy, tXgR, tXrR, pred=tXpX)
         if const_expr(self.shifted):
@@ -449,6 +458,8 @@ class RowNormKernel:
         # Re-expand x (and for fused add s = x + residual, in fp32: the same sum as before)
         # from the 16-bit registers instead of keeping the fp32 copy live across the
         # reduction: halves the registers held across the barrier (no spills).
+        if const_expr(self.reread):  # x again (an L1 hit), its lines then the first to go
+            load_chunks(tXgX, tXrX, tXpX, l2_policy("evict_first"), "evict_first")
         x = self._widen(tXrX)
         if const_expr(self.fused_add):
             x = x + self._widen(tXrR)
