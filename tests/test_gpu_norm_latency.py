@@ -22,20 +22,30 @@ def _cases():
         for n_class, (*_, most_rows) in classes.items():
             for rows in (1, 7, most_rows, most_rows + 1):
                 for hidden in (n_class, n_class - 8 * 37):  # the class's width and a narrower aligned row
-                    yield pytest.param(kind, quant, n_class, rows, hidden,
-                                       id=f"{kind}{'_quant' if quant else ''}-N{hidden}-M{rows}")
+                    yield pytest.param(kind, fused, quant, n_class, rows, hidden,
+                                       id=f"{kind}{'_add' if fused else ''}{'_quant' if quant else ''}"
+                                          f"-N{hidden}-M{rows}")
 
 
-def _entry(kind, x, weight, bias, out, gemma, quant):
-    plan = check_and_plan(kind, x, weight, bias, out, None, gemma, "weight", quant, POINTERS_ALIGNED)
+def _entry(kind, x, weight, bias, out, gemma, quant, residual=None):
+    plan = check_and_plan(kind, x, weight, bias, out, residual, gemma, "weight", quant, POINTERS_ALIGNED)
     return plan.kernel.contract.entry
 
 
-@pytest.mark.parametrize("kind, quant, n_class, rows, hidden", list(_cases()))
+@pytest.mark.parametrize("kind, fused, quant, n_class, rows, hidden", list(_cases()))
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPES.values())
-def test_latency_build_matches_reference(kind, quant, n_class, rows, hidden, dtype):
-    latency = rows <= launch.latency_rows(kind, False, quant, n_class)
+def test_latency_build_matches_reference(kind, fused, quant, n_class, rows, hidden, dtype):
+    latency = rows <= launch.latency_rows(kind, fused, quant, n_class)
     x = torch.randn(rows, hidden, device="cuda", dtype=dtype) * 2 + 0.5
+    if fused:  # FlashInfer's numerics: residual = round(x + residual), x = rmsnorm of the fp32 sum
+        residual = torch.randn(rows, hidden, device="cuda", dtype=dtype)
+        weight = (torch.rand(hidden, device="cuda") + 0.5).to(dtype)
+        total = x.float() + residual.float()
+        assert _entry(kind, x, weight, None, x, False, False, residual).endswith("_lat") == latency
+        cutefi.fused_add_rmsnorm(x, residual, weight, eps=1e-6)
+        torch.testing.assert_close(residual, total.to(dtype), rtol=0, atol=0)
+        assert_close(x, reference(total, weight, 1e-6), dtype)
+        return
     if kind == "layer":
         gamma, beta = torch.randn(hidden, device="cuda"), torch.randn(hidden, device="cuda")
         assert _entry(kind, x, gamma, beta, torch.empty_like(x), False, False).endswith("_lat") == latency

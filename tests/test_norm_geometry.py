@@ -136,7 +136,7 @@ def test_latency_builds_are_narrow_rows_of_aligned_classes():
         assert launch.contract(kind, dtype, n_class, fused, gemma, aligned, out_dtype,
                                latency=True).entry.endswith("_lat")
     with pytest.raises(ValueError, match="no latency build"):
-        launch.geometry("rms", "bf16", 4096, True, True, None, latency=True)
+        launch.geometry("rms", "bf16", 16384, True, True, None, latency=True)
 
 
 def test_every_build_covers_its_rows_wherever_they_start():
@@ -154,24 +154,30 @@ def test_every_build_covers_its_rows_wherever_they_start():
             assert kind == "rms" or shape.prefetch  # LayerNorm: the ring holds the chunk
 
 
+REREAD_BUILDS = [(kind, fused, n) for (kind, fused, quant), classes in launch._REREAD_ROWS.items() for n in classes]
+
+
+@pytest.mark.parametrize("kind, fused, n_class", REREAD_BUILDS)
 @pytest.mark.parametrize("sm", ["9.0a", "8.0", "12.0a"])
-def test_reread_build_reads_x_twice_with_cache_priorities(sm):
-    """The RMSNorm class that reads x twice (launch._RMS_REREAD): x's first read is evict-last in
-    L1 (and L2, through the policy's descriptor), the second evict-first, the weight loaded
-    after the reduction; nothing spilled at 4 CTAs an SM. Its latency build holds x instead."""
+def test_reread_build_reads_x_twice_with_cache_priorities(kind, fused, n_class, sm):
+    """The classes that read x (and the fused add's residual) twice (launch._REREAD_ROWS): the
+    first read is evict-last in L1 (and L2, through the policy's descriptor), the second
+    evict-first, the weight loaded after the reduction; nothing spilled. Their latency builds
+    hold the row instead."""
     from cutefi.jit.compile import build
     from cutefi.jit.sass import disassemble
     from cutefi.jit.targets import Target
 
-    spec = launch.norm_spec("rms", "bf16", 8192)
-    shape = launch.geometry("rms", "bf16", 8192)
-    assert shape.reread and shape.delay_weight_load and shape.min_ctas_per_sm == 4
-    sass = disassemble(build(spec, Target.parse(sm)).cubin)
-    chunks = shape.chunks
-    assert len(re.findall(r"\bLDG\.E\.EL\.128\b", sass)) == chunks
-    assert len(re.findall(r"\bLDG\.E\.EF\.128\b", sass)) == chunks
-    assert len(re.findall(r"\bLDG\.E\.128\b", sass)) == chunks  # the weight
+    shape = launch.geometry(kind, "bf16", n_class, fused)
+    assert shape.reread and shape.delay_weight_load and not shape.prefetch
+    sass = disassemble(build(launch.norm_spec(kind, "bf16", n_class, fused), Target.parse(sm)).cubin)
+    reads = shape.chunks * (2 if fused else 1)  # x (and the residual)
+    assert len(re.findall(r"\bLDG\.E\.EL\.128\b", sass)) == reads
+    assert len(re.findall(r"\bLDG\.E\.EF\.128\b", sass)) == reads
+    assert len(re.findall(r"\bLDG\.E\.128\b", sass)) == shape.chunks  # the weight
     assert not re.search(r"\b(LDL|STL)\b", sass)
-    latency = disassemble(build(launch.norm_spec("rms", "bf16", 8192, latency=True), Target.parse(sm)).cubin)
-    assert not re.search(r"\bLDG\.E\.E[LF]\b", latency)
-    assert not launch.geometry("rms", "bf16", 8192, latency=True).reread
+    if launch.latency_rows(kind, fused, False, n_class):
+        assert not launch.geometry(kind, "bf16", n_class, fused, latency=True).reread
+        latency = disassemble(build(launch.norm_spec(kind, "bf16", n_class, fused, latency=True),
+                                    Target.parse(sm)).cubin)
+        assert not re.search(r"\bLDG\.E\.E[LF]\b", latency)

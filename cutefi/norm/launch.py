@@ -213,7 +213,7 @@ _LAYER_QUANT_SHIFTED_ROWS = {1024: (64, 128)}
 # tune_norm_h100_*.json files, CUPTI up to 512 rows, CUDA-graph replay above):
 # * plain 8192: one row a CTA of 512 threads, inductor's shape of the kernel: at 3 CTAs an SM
 #   2956 against 2908 GB/s at 16384 rows, 2805 against 2691 at 4096 (4 CTAs an SM and 256-thread
-#   rows spilled, holding x); since session 39 at 4 CTAs, reading x twice (_RMS_REREAD), the
+#   rows spilled, holding x); since session 39 at 4 CTAs, reading x twice (_REREAD_ROWS), the
 #   3-CTA build being its latency build.
 #   Plain 4096 at 128 threads: 8/15/7/4% faster at 1/32/128/512 rows, equal from 4096 up (2%
 #   behind at 2048, L2-resident); FP8 4096 the same: +6-13% small, +1-7% from 4096 rows up.
@@ -230,7 +230,7 @@ _LAYER_QUANT_SHIFTED_ROWS = {1024: (64, 128)}
 # 128 (fast below 512 rows, 1-11% slower from 4096 up), LayerNorm at 16 elements a thread with
 # gamma/beta loaded with x (+8-21% up to 512 rows, 1-16% slower from 4096 up).
 _RMS_WIDE_ROWS = {
-    (False, False): {4096: (128, 128, 512), 8192: (512, 512, 2048)},
+    (False, False): {4096: (128, 128, 512)},
     (False, True): {4096: (128, 128, 1024)},
     (True, False): {1024: (64, 128, 512), 2048: (128, 128, 512), 4096: (256, 256, 512), 8192: (512, 512, 1024),
                     16384: (1024, 1024, 1024)},
@@ -254,10 +254,11 @@ _RMS_WIDE_ROWS = {
 # +24/21/17/15/11% up to 512, 1% behind at 1024; 8192 +11/11/20/8% up to 256, equal from 512.
 # * RMSNorm 8192: the class's build held x in registers at 3 CTAs an SM until session 39; it
 #   stays as the latency build up to 2048 rows, where the build that reads x twice is no faster
-#   (H200, same file as _RMS_REREAD: 1.63 against 1.73-1.76 us at 1 row, 2.14 / 2.18 at 128,
+#   (H200, same file as _REREAD_ROWS: 1.63 against 1.73-1.76 us at 1 row, 2.14 / 2.18 at 128,
 #   7.05 / 7.2 at 1024, 18.0-18.2 / 18.2-18.4 at 2048; 4.45 / 4.32 at 512).
 _LATENCY_BUILDS = {
     ("rms", False, False): {2048: (128, 128, 512, 1024), 8192: (512, 512, 1536, 2048)},
+    ("rms", True, False): {4096: (256, 256, 512, 2048)},
     ("rms", False, True): {2048: (128, 128, 512, 256)},
     ("layer", False, False): {4096: (256, 256, 1024, 512), 8192: (512, 512, 1024, 256)},
 }
@@ -356,7 +357,7 @@ class Geometry:
     lead_chunk_alone: bool = False
     elem_bytes: int = 2
     # read x twice (for the statistics, then to scale it) instead of holding it in registers
-    # across the reduction (_RMS_REREAD)
+    # across the reductions (_REREAD_ROWS)
     reread: bool = False
 
     @property
@@ -392,38 +393,55 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
     _check(n_class, dtype_name)
     if latency:
         return _latency_geometry(norm, dtype_name, n_class, fused_add, aligned, out_dtype)
-    threads_per_row, block_threads = _class_table(norm, fused_add, aligned, out_dtype is not None)[n_class]
+    quant = out_dtype is not None
+    if aligned and n_class in _REREAD_ROWS.get((norm, fused_add, quant), {}):
+        tpr, threads, per_sm = _REREAD_ROWS[(norm, fused_add, quant)][n_class]
+        return Geometry(n_class=n_class, vec=access_elems(norm, dtype_name, aligned), shifted=False,
+                        threads_per_row=tpr, block_threads=threads, min_ctas_per_sm=max(1, per_sm // threads),
+                        delay_weight_load=True, elem_bytes=dtype_bits(dtype_name) // 8, reread=True)
+    threads_per_row, block_threads = _class_table(norm, fused_add, aligned, quant)[n_class]
     shape = Geometry(
         n_class=n_class, vec=access_elems(norm, dtype_name, aligned), shifted=not aligned,
         threads_per_row=threads_per_row,
         block_threads=block_threads,
-        min_ctas_per_sm=min_ctas_per_sm(n_class, block_threads, norm, aligned, out_dtype is not None, fused_add,
-                                        dtype_name),
+        min_ctas_per_sm=min_ctas_per_sm(n_class, block_threads, norm, aligned, quant, fused_add, dtype_name),
         delay_weight_load=_delays_weight(norm, fused_add, aligned, n_class, threads_per_row, dtype_name),
-        prefetch=prefetch_depth(norm, n_class, aligned, out_dtype is not None, fused_add),
-        lead_chunk_alone=_lead_chunk_alone(norm, n_class, fused_add, aligned, out_dtype is not None,
+        prefetch=prefetch_depth(norm, n_class, aligned, quant, fused_add),
+        lead_chunk_alone=_lead_chunk_alone(norm, n_class, fused_add, aligned, quant,
                                            access_elems(norm, dtype_name, aligned) * threads_per_row),
         elem_bytes=dtype_bits(dtype_name) // 8,
-        reread=_reread(norm, n_class, fused_add, aligned, out_dtype is not None),
     )
     return shape
 
 
-# Plain RMSNorm classes that read x twice, inductor's form of the kernel: the first read marked
-# evict-last in L1 and L2, the second (after the row's reduction: an L1 hit) evict-first, then
-# the weight, all at 4 CTAs an SM (32 registers: x is not held across the reduction). On the
-# H200, one process a build, alternated twice (benchmarks/results/norm_rms8192_reread_h200_session39.json):
-# 16384 x 8192 bf16 130.9 -> 125.7 us (4104 -> 4272 GB/s; inductor 125.5), 65536 rows 518.0 ->
-# 496.2 (inductor 496.4), 4096 rows 34.1 -> 33.4; up to 2048 rows the one-row build stays (the
-# class's latency build: 1 row 1.63 against 1.73-1.76 us). The second read from L2 instead of
-# L1 (no priorities) measured 125.5 against 122.5 us for inductor's kernel (ncu), the
-# priorities on L1 alone 129.4. At 16384 columns the same form ran 3% slower (1024 threads a row
-# at 2 CTAs an SM; at 512 threads and 4 CTAs it spills), so that class keeps its build.
-_RMS_REREAD = {8192}
-
-
-def _reread(norm: str, n_class: int, fused_add: bool, aligned: bool, quant: bool) -> bool:
-    return norm == "rms" and aligned and not fused_add and not quant and n_class in _RMS_REREAD
+# Aligned classes that read x (and the fused add's residual) twice, inductor's form of the
+# kernel: the first read for the row's statistics, marked evict-last in L1 and L2, the second
+# after the reductions (an L1 hit) evict-first, then the parameters; nothing is held across the
+# last reduction, so more rows fit an SM. (kind, fused_add, quant) -> {n_class:
+# (threads_per_row, block_threads, resident threads an SM)}. On the H200:
+# * RMSNorm 8192, one process a build, alternated twice (norm_rms8192_reread_h200_session39.json):
+#   16384 x 8192 bf16 130.9 -> 125.7 us (4104 -> 4272 GB/s; inductor 125.5), 65536 rows 518.0 ->
+#   496.2 (inductor 496.4), 4096 rows 34.1 -> 33.4; up to 2048 rows the one-row build that holds
+#   x stays (the class's latency build: 1 row 1.63 against 1.73-1.76 us). The second read from
+#   L2 instead of L1 (no priorities) measured 125.5 against 122.5 us for inductor's kernel (ncu),
+#   the priorities on L1 alone 129.4. At 16384 columns the same form ran 3% slower (1024
+#   threads a row at 2 CTAs an SM; at 512 threads and 4 CTAs it spills): not taken.
+# * the fused add at 4096 (x and the residual read twice, the residual stored with the output
+#   from the second read: FlashInfer's numerics, s = x + residual in fp32 again), against the
+#   256-thread build that holds them at 2 CTAs an SM, two trees alternated twice
+#   (norm_reread_fused_layer_h200_session39.json): 16384 x 4096 bf16 133.0 -> 126.7 us (4036 ->
+#   4238 GB/s), 65536 rows 528 -> 499, 4096 rows 34.4 -> 33.9-34.3; up to 2048 rows (L2-resident)
+#   the old build is faster (1 row 1.38 against 1.79 us, 2048 rows 12.1 against 13.2) and stays
+#   as the class's latency build.
+# Not taken (same file): the fused add at 8192 (1024 threads a row at 2 CTAs; 512 spill), 4%
+# slower; LayerNorm 4096 and 8192 (512 / 1024 threads a row), 40-80% slower: its two reductions
+# a row, one after the other, across 16-32 warps leave too few rows in flight (Triton's form,
+# with one reduction of the sums of x and x^2, reached 4099 GB/s at 16384 x 4096 against our
+# 3823: norm_reread_triton_h200_session39.json).
+_REREAD_ROWS = {
+    ("rms", False, False): {8192: (512, 512, 2048)},
+    ("rms", True, False): {4096: (512, 512, 2048)},
+}
 
 
 def _delays_weight(norm: str, fused_add: bool, aligned: bool, n_class: int, threads_per_row: int,
@@ -431,8 +449,9 @@ def _delays_weight(norm: str, fused_add: bool, aligned: bool, n_class: int, thre
     """Whether a build loads its parameters after the row reduction (to keep them out of the
     registers held across it): LayerNorm (fp32 gamma and beta), shifted rows, and the fused add
     where a thread holds more than 16 elements (x, residual and weight at once would spill);
-    a narrower fused add loads the weight with x, off the critical path of small calls."""
-    if norm == "layer" or not aligned or _reread(norm, n_class, fused_add, aligned, False):
+    a narrower fused add loads the weight with x, off the critical path of small calls. (The
+    builds that read x twice always do: ``geometry``.)"""
+    if norm == "layer" or not aligned:
         return True
     return fused_add and n_class // threads_per_row > 2 * vec_elems(dtype_name)
 

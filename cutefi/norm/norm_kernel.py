@@ -84,7 +84,7 @@ class RowNormKernel:
         assert not self.lead_chunk or not (fused_add or (norm == "layer" and not shape.prefetch))
         self.prefetch = shape.prefetch
         self.reread = shape.reread
-        assert not self.reread or not (self.prefetch or fused_add or self.shifted or self.layer)
+        assert not self.reread or not (self.prefetch or self.shifted)
         # the persistent FP8 LayerNorm holds gamma and beta in registers for all its rows: they
         # are multiplied by 1/scale once instead of every output element (RMSNorm folds it into
         # the row's factor)
@@ -345,11 +345,13 @@ class RowNormKernel:
             # with PDL the previous kernel may still be writing x (or reading out): wait here
             wait_for_inputs()
             if const_expr(self.reread):
-                # (x is read again after the reduction: kept in L1 and L2 until then)
+                # (x is read again after the reductions: kept in L1 and L2 until then)
                 load_chunks(tXgX, tXrX, tXpX, l2_policy("evict_last"), "evict_last")
             else:
                 cute.copy(tiled_copy, tXgX, tXrX, pred=tXpX)
-        if const_expr(self.fused_add):
+        if const_expr(self.fused_add and self.reread):
+            load_chunks(tXgR, tXrR, tXpX, l2_policy("evict_last"), "evict_last")
+        elif const_expr(self.fused_add):
             cute.copy(tiled_copy, tXgR, tXrR, pred=tXpX)
         if const_expr(self.shifted):
             # the row's ends share their chunks with neighbouring data: keep only its columns
@@ -383,9 +385,8 @@ class RowNormKernel:
             # residual <- round(s), s = x + residual in fp32 (the rounded copy is staged in
             # registers of its own; x and residual stay to rebuild s later)
             x = x + self._widen(tXrR)
-            tXrS = cute.make_rmem_tensor_like(tXrR)
-            tXrS.store(x.to(self.dtype))
-            self._store(tiled_copy, tXrS, tXgR, tXpO, full, col, N, row_ok)
+            if const_expr(not self.reread):  # (reread: stored with the output, from the second read)
+                self._store_residual(tiled_copy, x, tXrR, tXgR, tXpO, full, col, N, row_ok)
         lead_sq = Float32(0.0)  # the lead chunk's sum of squares (its thread's; 0 elsewhere)
         lead_sum = Float32(0.0)  # (LayerNorm: its sum)
         if const_expr(self.lead_chunk and self.layer):
@@ -460,9 +461,13 @@ class RowNormKernel:
         # reduction: halves the registers held across the barrier (no spills).
         if const_expr(self.reread):  # x again (an L1 hit), its lines then the first to go
             load_chunks(tXgX, tXrX, tXpX, l2_policy("evict_first"), "evict_first")
+            if const_expr(self.fused_add):
+                load_chunks(tXgR, tXrR, tXpX, l2_policy("evict_first"), "evict_first")
         x = self._widen(tXrX)
         if const_expr(self.fused_add):
             x = x + self._widen(tXrR)
+            if const_expr(self.reread):
+                self._store_residual(tiled_copy, x, tXrR, tXgR, tXpO, full, col, N, row_ok)
         inv_scale = self._inv_scale(args) if const_expr(self.quant and not self.prescaled) else Float32(1.0)
         if const_expr(self.layer):
             y = (x - mean) * rstd * w + bias_row
@@ -480,6 +485,15 @@ class RowNormKernel:
             factor = rstd if const_expr(self.layer) else rstd * inv_scale
             if has_extra:
                 self._lead_chunk_out(args, rXe, col_e, lead, factor, mean, gOe)
+
+    @cute.jit
+    def _store_residual(self, copy: cute.TiledCopy, s: cute.TensorSSA, like: cute.Tensor, dest: cute.Tensor,
+                        pred: cute.Tensor, full: list, col: list, n: cutlass.Int32, row_ok: cutlass.Boolean):
+        """The fused add's residual <- round(s) (``s``: x + residual in fp32), staged in
+        registers of its own (x and residual stay to rebuild s later)."""
+        rounded = cute.make_rmem_tensor_like(like)
+        rounded.store(s.to(self.dtype))
+        self._store(copy, rounded, dest, pred, full, col, n, row_ok)
 
     @cute.jit
     def _lead_chunk_out(self, args: KernelArgs, rXe: cute.Tensor, col_e: cutlass.Int32, lead: cutlass.Int32,
