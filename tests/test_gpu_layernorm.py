@@ -101,8 +101,8 @@ def test_strided_3d_views_on_the_persistent_build(tokens, heads, hidden, width):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("hidden, rows", [(64, 37), (4096, 37), (16384, 37), (4095, 37), (4095, 16384),
-                                         (2047, 3001), (1000, 5000), (16383, 1001)])
+@pytest.mark.parametrize("hidden, rows", [(64, 37), (4096, 37), (4096, 2048), (16384, 37), (4095, 37),
+                                         (4095, 16384), (2047, 3001), (1000, 5000), (16383, 1001)])
 def test_constant_rows_give_beta(dtype, hidden, rows):
     # zero variance: out == beta exactly in math; eps keeps it finite (values exact in fp16/bf16).
     # Odd hidden sizes: the shifted builds take the end chunks' out-of-row zeros off the
@@ -113,6 +113,17 @@ def test_constant_rows_give_beta(dtype, hidden, rows):
     out = cutefi.layernorm(x, gamma, beta, eps=1e-5)
     assert not torch.isnan(out).any() and not torch.isinf(out).any()
     torch.testing.assert_close(out.float(), beta.expand(rows, hidden), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("hidden, rows", [(4096, 37), (4096, 2048), (4000, 3001), (2048, 4096), (4095, 4096)])
+def test_rows_far_from_zero_mean(dtype, hidden, rows):
+    """Rows of mean 1000 and std 1: the variance must not come from sum(x^2) - n * mean^2 (which
+    cancels to noise here). 4096 at 2048 rows: the build whose one reduction combines each
+    thread's (count, mean, squared deviations)."""
+    x = make_input(rows, hidden, dtype, False, mean=1000.0, std=1.0)
+    gamma, beta = make_params(hidden)
+    assert_close(cutefi.layernorm(x, gamma, beta, eps=1e-6), reference(x, gamma, beta), dtype)
 
 
 def test_row_gap_is_neither_read_nor_written():

@@ -174,7 +174,9 @@ def test_reread_build_reads_x_twice_with_cache_priorities(kind, fused, n_class, 
     reads = shape.chunks * (2 if fused else 1)  # x (and the residual)
     assert len(re.findall(r"\bLDG\.E\.EL\.128\b", sass)) == reads
     assert len(re.findall(r"\bLDG\.E\.EF\.128\b", sass)) == reads
-    assert len(re.findall(r"\bLDG\.E\.128\b", sass)) == shape.chunks  # the weight
+    params = shape.chunks * (4 if kind == "layer" else 1)  # the weight; fp32 gamma and beta: 2 accesses each
+    wide = len(re.findall(r"\bLDG\.E\.ENL2\.256\b", sass))  # (sm_100+ joins two 128-bit loads)
+    assert len(re.findall(r"\bLDG\.E\.128\b", sass)) + 2 * wide == params
     assert not re.search(r"\b(LDL|STL)\b", sass)
     if launch.latency_rows(kind, fused, False, n_class):
         assert not launch.geometry(kind, "bf16", n_class, fused, latency=True).reread

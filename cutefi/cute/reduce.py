@@ -89,3 +89,51 @@ def row_reduce_sum(
         assert reduction_buffer is not None, "multi-warp rows need a smem reduction buffer"
         val = block_reduce(val, operator.add, reduction_buffer)
     return val
+
+
+@cute.jit
+def combine_moments(n_a: Float32, mean_a: Float32, m2_a: Float32, n_b: Float32, mean_b: Float32,
+                     m2_b: Float32):
+    """Chan et al.'s pairwise update of (count, mean, sum of squared deviations): exact in real
+    arithmetic, and without the cancellation of sum(x^2) - n * mean^2. Empty parts (n = 0) are
+    neutral."""
+    n = n_a + n_b
+    share_b = n_b * cute.arch.rcp_approx(cutlass.max(n, Float32(1.0)))
+    delta = mean_b - mean_a
+    return n, mean_a + delta * share_b, m2_a + m2_b + delta * delta * n_a * share_b
+
+
+@cute.jit
+def _warp_reduce_moments(n: Float32, mean: Float32, m2: Float32, group: cutlass.Constexpr[int]):
+    offset = group // 2
+    for _ in cutlass.range_constexpr(group.bit_length() - 1 if group > 1 else 0):
+        n, mean, m2 = combine_moments(n, mean, m2, cute.arch.shuffle_sync_bfly(n, offset=offset),
+                                       cute.arch.shuffle_sync_bfly(mean, offset=offset),
+                                       cute.arch.shuffle_sync_bfly(m2, offset=offset))
+        offset = offset // 2
+    return n, mean, m2
+
+
+@cute.jit
+def row_reduce_moments(n: Float32, mean: Float32, m2: Float32, threads_per_row: cutlass.Constexpr[int],
+                       reduction_buffer: Optional[cute.Tensor] = None):
+    """The row's (count, mean, sum of squared deviations from the mean) from each thread's own
+    (``n`` elements, their ``mean``, their ``m2``): one reduction for a LayerNorm's two
+    statistics. ``reduction_buffer`` (fp32, ``(rows_per_cta, warps_per_row, 3)``) is required
+    iff ``threads_per_row > 32``; every thread of the row gets the result."""
+    n, mean, m2 = _warp_reduce_moments(n, mean, m2, min(threads_per_row, WARP_SIZE))
+    if const_expr(threads_per_row > WARP_SIZE):
+        assert reduction_buffer is not None, "multi-warp rows need a smem reduction buffer"
+        warps_per_row = const_expr(cute.size(reduction_buffer, mode=[1]))
+        lane = cute.arch.lane_idx()
+        warp = cute.arch.warp_idx()
+        row_idx = warp // warps_per_row
+        if lane == 0:
+            reduction_buffer[row_idx, warp % warps_per_row, 0] = n
+            reduction_buffer[row_idx, warp % warps_per_row, 1] = mean
+            reduction_buffer[row_idx, warp % warps_per_row, 2] = m2
+        cute.arch.barrier()
+        part = lane % warps_per_row
+        n, mean, m2 = _warp_reduce_moments(reduction_buffer[row_idx, part, 0], reduction_buffer[row_idx, part, 1],
+                                           reduction_buffer[row_idx, part, 2], warps_per_row)
+    return n, mean, m2

@@ -256,11 +256,15 @@ _RMS_WIDE_ROWS = {
 #   stays as the latency build up to 2048 rows, where the build that reads x twice is no faster
 #   (H200, same file as _REREAD_ROWS: 1.63 against 1.73-1.76 us at 1 row, 2.14 / 2.18 at 128,
 #   7.05 / 7.2 at 1024, 18.0-18.2 / 18.2-18.4 at 2048; 4.45 / 4.32 at 512).
+# * LayerNorm 4096 up to 1024 rows (512 before session 39, when its class's build began to read
+#   x twice): H200, one process a limit, twice (norm_layernorm_latency_limit_h200_session39.txt):
+#   513 rows 3.65 against 4.13-4.16 us, 1024 5.92 against 6.02-6.17, 768 and 1536 a tie, 2048
+#   10.4 against 10.2, 3072 18.6 against 16.4.
 _LATENCY_BUILDS = {
     ("rms", False, False): {2048: (128, 128, 512, 1024), 8192: (512, 512, 1536, 2048)},
     ("rms", True, False): {4096: (256, 256, 512, 2048)},
     ("rms", False, True): {2048: (128, 128, 512, 256)},
-    ("layer", False, False): {4096: (256, 256, 1024, 512), 8192: (512, 512, 1024, 256)},
+    ("layer", False, False): {4096: (256, 256, 1024, 1024), 8192: (512, 512, 1024, 256)},
 }
 
 
@@ -395,8 +399,8 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
         return _latency_geometry(norm, dtype_name, n_class, fused_add, aligned, out_dtype)
     quant = out_dtype is not None
     if aligned and n_class in _REREAD_ROWS.get((norm, fused_add, quant), {}):
-        tpr, threads, per_sm = _REREAD_ROWS[(norm, fused_add, quant)][n_class]
-        return Geometry(n_class=n_class, vec=access_elems(norm, dtype_name, aligned), shifted=False,
+        tpr, threads, per_sm, vec = _REREAD_ROWS[(norm, fused_add, quant)][n_class]
+        return Geometry(n_class=n_class, vec=vec, shifted=False,
                         threads_per_row=tpr, block_threads=threads, min_ctas_per_sm=max(1, per_sm // threads),
                         delay_weight_load=True, elem_bytes=dtype_bits(dtype_name) // 8, reread=True)
     threads_per_row, block_threads = _class_table(norm, fused_add, aligned, quant)[n_class]
@@ -418,7 +422,7 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
 # kernel: the first read for the row's statistics, marked evict-last in L1 and L2, the second
 # after the reductions (an L1 hit) evict-first, then the parameters; nothing is held across the
 # last reduction, so more rows fit an SM. (kind, fused_add, quant) -> {n_class:
-# (threads_per_row, block_threads, resident threads an SM)}. On the H200:
+# (threads_per_row, block_threads, resident threads an SM, elements an access)}. On the H200:
 # * RMSNorm 8192, one process a build, alternated twice (norm_rms8192_reread_h200_session39.json):
 #   16384 x 8192 bf16 130.9 -> 125.7 us (4104 -> 4272 GB/s; inductor 125.5), 65536 rows 518.0 ->
 #   496.2 (inductor 496.4), 4096 rows 34.1 -> 33.4; up to 2048 rows the one-row build that holds
@@ -433,14 +437,22 @@ def geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, 
 #   4238 GB/s), 65536 rows 528 -> 499, 4096 rows 34.4 -> 33.9-34.3; up to 2048 rows (L2-resident)
 #   the old build is faster (1 row 1.38 against 1.79 us, 2048 rows 12.1 against 13.2) and stays
 #   as the class's latency build.
-# Not taken (same file): the fused add at 8192 (1024 threads a row at 2 CTAs; 512 spill), 4%
-# slower; LayerNorm 4096 and 8192 (512 / 1024 threads a row), 40-80% slower: its two reductions
-# a row, one after the other, across 16-32 warps leave too few rows in flight (Triton's form,
-# with one reduction of the sums of x and x^2, reached 4099 GB/s at 16384 x 4096 against our
-# 3823: norm_reread_triton_h200_session39.json).
+# * LayerNorm 4096: one reduction of each thread's (count, mean, squared deviations), combined
+#   pairwise (Chan et al.: no cancellation), then x again a chunk at a time with gamma and beta;
+#   128 threads a row at 12 CTAs an SM (40 registers; 16 spill). Against the one-row build that
+#   holds x (two reductions a row, 8 CTAs), three trees alternated twice
+#   (norm_layernorm_reread_h200_session39.json): 16384 x 4096 bf16 69.5-69.9 -> 67.9-68.1 us
+#   (3865 -> 3952 GB/s), 65536 rows 262.3 -> 256.0-256.9, 4096 rows 22.3 -> 21.1-21.3; rows of
+#   mean 1000 and std 1 as accurate as the rest (rel 1.7e-3). 513-2048 rows lost 5-8% (the
+#   class's latency build now takes up to 1024). 256 threads a row were slower: 8-byte accesses
+#   (Triton's best form, 65.5 us) 76 us, 16-byte 79.
+# Not taken (same files): the fused add at 8192 (1024 threads a row at 2 CTAs; 512 spill), 4%
+# slower; LayerNorm with its two reductions kept (512 / 1024 threads a row), 40-80% slower: two
+# reductions a row, one after the other, across 16-32 warps leave too few rows in flight.
 _REREAD_ROWS = {
-    ("rms", False, False): {8192: (512, 512, 2048)},
-    ("rms", True, False): {4096: (512, 512, 2048)},
+    ("rms", False, False): {8192: (512, 512, 2048, 8)},
+    ("rms", True, False): {4096: (512, 512, 2048, 8)},
+    ("layer", False, False): {4096: (128, 128, 1536, 8)},
 }
 
 

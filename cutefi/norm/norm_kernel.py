@@ -38,10 +38,10 @@ from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.convert import store_fp8
 from cutefi.cute.dtypes import cute_dtype
-from cutefi.cute.hinted_load import l2_policy, load_chunks
+from cutefi.cute.hinted_load import l2_policy, load_chunk, load_chunks
 from cutefi.cute.pack16 import widen
 from cutefi.cute.pdl import wait_for_inputs
-from cutefi.cute.reduce import row_reduce_sum
+from cutefi.cute.reduce import combine_moments, row_reduce_moments, row_reduce_sum
 from cutefi.norm import launch
 from cutefi.norm.shifted import mask_words_outside_row, params16_in_row_frame, store_ends
 
@@ -398,93 +398,146 @@ class RowNormKernel:
                 s_e = self._widen(rXe)
                 lead_sq = Float32((s_e * s_e).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0))
         # ---- stage 4: row statistics --------------------------------------
-        inv_n = cute.arch.rcp_approx(Float32(N))  # avoids the IEEE div slow path
-        mean = Float32(0.0)
-        if const_expr(self.layer):
-            sum_x = x.reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0) + lead_sum
-            if const_expr(ring is not None):
-                # x is in registers (sum_x used it): the slot can take the next row
-                self._prefetch(args, next_row, lane, ring, slot, lead)
-            mean = row_reduce_sum(sum_x, self.threads_per_row, self._reduction_buffer())
-            mean = mean * inv_n
-            tXrD = cute.make_rmem_tensor_like(tXrX, Float32)
-            tXrD.store(x - mean)
-            # the squares of the chunks in the row (a select a chunk, not an element). Shifted
-            # rows' end chunks hold out-of-row elements as 0 (masked at the load), each adding
-            # exactly mean^2: taken off as their count times mean^2 (integer work a chunk,
-            # not a select an element), at most 14 a row
-            sum_sq = Float32(0.0)
-            outside = cutlass.Int32(0)
-            for k in cutlass.range_constexpr(K):
-                centred = tXrD[None, None, k].load()
-                part = (centred * centred).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
-                if tXpW[0, 0, k]:
-                    sum_sq = sum_sq + part
-                if const_expr(self.shifted):
-                    if tXpW[0, 0, k]:
-                        outside = outside + cutlass.max(-col[k], 0) + cutlass.max(col[k] + self.vec - N, 0)
-            if const_expr(self.lead_chunk):
-                if has_extra:
-                    centred_e = self._widen(rXe) - mean
-                    sum_sq = sum_sq + (centred_e * centred_e).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0),
-                                                                     reduction_profile=0)
-                    outside = outside + (col_e + self.vec - N)
-            if const_expr(self.shifted):
-                # (rounding can take a constant row's sum a hair below 0)
-                sum_sq = cutlass.max(sum_sq - Float32(outside) * (mean * mean), Float32(0.0))
+        if const_expr(self.layer and self.reread):
+            # one reduction of (count, mean, squared deviations), then x again a chunk at a time
+            mean, rstd = self._moments(tXrX, tXpW, N, eps)
+            self._layer_out_by_chunks(args, tXgX, tXrX, tXpO, param_copy, tXgW, tXrW, tXgB, tXrB, out_copy, tXgO,
+                                      tXrO, mean, rstd)
         else:
-            sum_sq = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0) + lead_sq
-            if const_expr(ring is not None):
-                # x is in registers (its squares used it): the slot can take the next row
-                self._prefetch(args, next_row, lane, ring, slot, lead)
-        sum_sq = row_reduce_sum(sum_sq, self.threads_per_row,
-                                self._reduction_buffer(parity if const_expr(not self.layer) else None))
-        rstd = cute.math.rsqrt(sum_sq * inv_n + eps, fastmath=True)
-
-        # ---- stage 5: scale, apply parameters, store (predicated) ---------
-        if const_expr(weights is not None):
-            tXrW, tXrB = weights, biases
-        else:
-            if const_expr(self.delay_w_load):
-                self._load_param(param_copy, thr_param, args.weight, tXgW, tXrW, tXpW, col, lead, N)
+            inv_n = cute.arch.rcp_approx(Float32(N))  # avoids the IEEE div slow path
+            mean = Float32(0.0)
             if const_expr(self.layer):
-                self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
-        if const_expr(self.layer):
-            w = self._as_row_values(tXrW, tXrX)
-            bias_row = self._as_row_values(tXrB, tXrX)
-        else:
-            w = self._widen(cute.make_tensor(tXrW.iterator, tXrX.layout))
-        if const_expr(self.gemma):
-            w = w + Float32(1.0)
-        # Re-expand x (and for fused add s = x + residual, in fp32: the same sum as before)
-        # from the 16-bit registers instead of keeping the fp32 copy live across the
-        # reduction: halves the registers held across the barrier (no spills).
-        if const_expr(self.reread):  # x again (an L1 hit), its lines then the first to go
-            load_chunks(tXgX, tXrX, tXpX, l2_policy("evict_first"), "evict_first")
+                sum_x = x.reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0) + lead_sum
+                if const_expr(ring is not None):
+                    # x is in registers (sum_x used it): the slot can take the next row
+                    self._prefetch(args, next_row, lane, ring, slot, lead)
+                mean = row_reduce_sum(sum_x, self.threads_per_row, self._reduction_buffer())
+                mean = mean * inv_n
+                tXrD = cute.make_rmem_tensor_like(tXrX, Float32)
+                tXrD.store(x - mean)
+                # the squares of the chunks in the row (a select a chunk, not an element). Shifted
+                # rows' end chunks hold out-of-row elements as 0 (masked at the load), each adding
+                # exactly mean^2: taken off as their count times mean^2 (integer work a chunk,
+                # not a select an element), at most 14 a row
+                sum_sq = Float32(0.0)
+                outside = cutlass.Int32(0)
+                for k in cutlass.range_constexpr(K):
+                    centred = tXrD[None, None, k].load()
+                    part = (centred * centred).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
+                    if tXpW[0, 0, k]:
+                        sum_sq = sum_sq + part
+                    if const_expr(self.shifted):
+                        if tXpW[0, 0, k]:
+                            outside = outside + cutlass.max(-col[k], 0) + cutlass.max(col[k] + self.vec - N, 0)
+                if const_expr(self.lead_chunk):
+                    if has_extra:
+                        centred_e = self._widen(rXe) - mean
+                        sum_sq = sum_sq + (centred_e * centred_e).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0),
+                                                                         reduction_profile=0)
+                        outside = outside + (col_e + self.vec - N)
+                if const_expr(self.shifted):
+                    # (rounding can take a constant row's sum a hair below 0)
+                    sum_sq = cutlass.max(sum_sq - Float32(outside) * (mean * mean), Float32(0.0))
+            else:
+                sum_sq = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0) + lead_sq
+                if const_expr(ring is not None):
+                    # x is in registers (its squares used it): the slot can take the next row
+                    self._prefetch(args, next_row, lane, ring, slot, lead)
+            sum_sq = row_reduce_sum(sum_sq, self.threads_per_row,
+                                    self._reduction_buffer(parity if const_expr(not self.layer) else None))
+            rstd = cute.math.rsqrt(sum_sq * inv_n + eps, fastmath=True)
+
+            # ---- stage 5: scale, apply parameters, store (predicated) ---------
+            if const_expr(weights is not None):
+                tXrW, tXrB = weights, biases
+            else:
+                if const_expr(self.delay_w_load):
+                    self._load_param(param_copy, thr_param, args.weight, tXgW, tXrW, tXpW, col, lead, N)
+                if const_expr(self.layer):
+                    self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
+            if const_expr(self.layer):
+                w = self._as_row_values(tXrW, tXrX)
+                bias_row = self._as_row_values(tXrB, tXrX)
+            else:
+                w = self._widen(cute.make_tensor(tXrW.iterator, tXrX.layout))
+            if const_expr(self.gemma):
+                w = w + Float32(1.0)
+            # Re-expand x (and for fused add s = x + residual, in fp32: the same sum as before)
+            # from the 16-bit registers instead of keeping the fp32 copy live across the
+            # reduction: halves the registers held across the barrier (no spills).
+            if const_expr(self.reread):  # x again (an L1 hit), its lines then the first to go
+                load_chunks(tXgX, tXrX, tXpX, l2_policy("evict_first"), "evict_first")
+                if const_expr(self.fused_add):
+                    load_chunks(tXgR, tXrR, tXpX, l2_policy("evict_first"), "evict_first")
+            x = self._widen(tXrX)
             if const_expr(self.fused_add):
-                load_chunks(tXgR, tXrR, tXpX, l2_policy("evict_first"), "evict_first")
-        x = self._widen(tXrX)
-        if const_expr(self.fused_add):
-            x = x + self._widen(tXrR)
-            if const_expr(self.reread):
-                self._store_residual(tiled_copy, x, tXrR, tXgR, tXpO, full, col, N, row_ok)
-        inv_scale = self._inv_scale(args) if const_expr(self.quant and not self.prescaled) else Float32(1.0)
-        if const_expr(self.layer):
-            y = (x - mean) * rstd * w + bias_row
-            if const_expr(self.quant and not self.prescaled):
-                y = y * inv_scale
-        else:
-            y = x * (rstd * inv_scale) * w  # RMSNorm: 1/scale folded into the row's factor
-        if const_expr(self.quant):
-            store_fp8(y, tXrO, self.quant_max, self.fp8_in_software)
-        else:
-            tXrO.store(y.to(self.out_dtype))
-        self._store(out_copy, tXrO, tXgO, tXpO, full, col, N, row_ok)
-        if const_expr(self.lead_chunk):
-            gOe = lead_chunk_view(args.out, args.out_row_stride, args.out_head_stride)
-            factor = rstd if const_expr(self.layer) else rstd * inv_scale
-            if has_extra:
-                self._lead_chunk_out(args, rXe, col_e, lead, factor, mean, gOe)
+                x = x + self._widen(tXrR)
+                if const_expr(self.reread):
+                    self._store_residual(tiled_copy, x, tXrR, tXgR, tXpO, full, col, N, row_ok)
+            inv_scale = self._inv_scale(args) if const_expr(self.quant and not self.prescaled) else Float32(1.0)
+            if const_expr(self.layer):
+                y = (x - mean) * rstd * w + bias_row
+                if const_expr(self.quant and not self.prescaled):
+                    y = y * inv_scale
+            else:
+                y = x * (rstd * inv_scale) * w  # RMSNorm: 1/scale folded into the row's factor
+            if const_expr(self.quant):
+                store_fp8(y, tXrO, self.quant_max, self.fp8_in_software)
+            else:
+                tXrO.store(y.to(self.out_dtype))
+            self._store(out_copy, tXrO, tXgO, tXpO, full, col, N, row_ok)
+            if const_expr(self.lead_chunk):
+                gOe = lead_chunk_view(args.out, args.out_row_stride, args.out_head_stride)
+                factor = rstd if const_expr(self.layer) else rstd * inv_scale
+                if has_extra:
+                    self._lead_chunk_out(args, rXe, col_e, lead, factor, mean, gOe)
+
+    @cute.jit
+    def _moments(self, x: cute.Tensor, in_row: cute.Tensor, n: cutlass.Int32, eps: Float32):
+        """LayerNorm's row mean and 1/sqrt(variance + eps) in one reduction: each in-row chunk's
+        (``in_row[0, 0, k]``) count, mean and squared deviations, widened a chunk at a time from
+        the 16-bit registers ``x`` (8 fp32 values live, not the thread's whole row), combined into
+        the thread's and then across the row's threads (``reduce.row_reduce_moments``)."""
+        count, mean, m2 = Float32(0.0), Float32(0.0), Float32(0.0)
+        for k in cutlass.range_constexpr(cute.size(x, mode=[2])):
+            values = x[None, None, k].load().to(Float32)
+            chunk_mean = values.reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0) * \
+                Float32(1.0 / self.vec)
+            d = values - chunk_mean
+            chunk_m2 = (d * d).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
+            if in_row[0, 0, k]:
+                count, mean, m2 = combine_moments(count, mean, m2, Float32(self.vec), chunk_mean, chunk_m2)
+        buffer = None
+        if const_expr(self.warps_per_row > 1):
+            layout = cute.make_ordered_layout((self.rows_per_cta, self.warps_per_row, 3), order=(2, 1, 0))
+            buffer = cute.make_tensor(cute.arch.alloc_smem(Float32, cute.cosize(layout), alignment=16), layout)
+        _, mean, m2 = row_reduce_moments(count, mean, m2, self.threads_per_row, buffer)
+        return mean, cute.math.rsqrt(m2 * cute.arch.rcp_approx(Float32(n)) + eps, fastmath=True)
+
+    @cute.jit
+    def _layer_out_by_chunks(self, args: KernelArgs, tXgX: cute.Tensor, tXrX: cute.Tensor, tXpO: cute.Tensor,
+                             param_copy: cute.TiledCopy, tXgW: cute.Tensor, tXrW: cute.Tensor, tXgB: cute.Tensor,
+                             tXrB: cute.Tensor, out_copy: cute.TiledCopy, tXgO: cute.Tensor, tXrO: cute.Tensor,
+                             mean: Float32, rstd: Float32):
+        """A LayerNorm row that reads x twice: a chunk at a time, x again (an L1 hit, then evicted
+        first), its gamma and beta, the output stored; a chunk's registers only, so the build
+        holds little across the loop (``_moments`` took the statistics)."""
+        policy = l2_policy("evict_first")
+        inv_scale = self._inv_scale(args) if const_expr(self.quant) else Float32(1.0)
+        for k in cutlass.range_constexpr(cute.size(tXrX, mode=[2])):
+            if tXpO[0, 0, k]:
+                load_chunk(tXgX, tXrX, k, policy, "evict_first")
+                cute.copy(param_copy, tXgW[None, None, k], tXrW[None, None, k])
+                cute.copy(param_copy, tXgB[None, None, k], tXrB[None, None, k])
+                x_k = tXrX[None, None, k]
+                gamma = cute.make_tensor(tXrW[None, None, k].iterator, x_k.layout).load()
+                beta = cute.make_tensor(tXrB[None, None, k].iterator, x_k.layout).load()
+                y = (x_k.load().to(Float32) - mean) * rstd * gamma + beta
+                if const_expr(self.quant):
+                    store_fp8(y * inv_scale, tXrO[None, None, k], self.quant_max, self.fp8_in_software)
+                else:
+                    tXrO[None, None, k].store(y.to(self.out_dtype))
+                cute.copy(out_copy, tXrO[None, None, k], tXgO[None, None, k])
 
     @cute.jit
     def _store_residual(self, copy: cute.TiledCopy, s: cute.TensorSSA, like: cute.Tensor, dest: cute.Tensor,
