@@ -1,4 +1,4 @@
-"""The latency builds (``launch._LATENCY_BUILDS``) against their classes' own builds, same run:
+"""The latency builds (``tuning.LATENCY_BUILDS``) against their classes' own builds, same run:
 each public call timed with the latency builds on and with them off (the table emptied), at
 row counts on both sides of each build's limit. CUPTI device time, median of 200 calls.
 
@@ -11,7 +11,7 @@ import torch
 
 import cutefi
 from cutefi.bench.timing import bench_gpu_time
-from cutefi.norm import api, launch, plan
+from cutefi.norm import api, plan, tuning
 
 ROWS = (1, 32, 128, 256, 512, 1024, 2048, 4096)
 CASES = {  # name -> (hidden, out dtype or None, call(x, w, g, b, out))
@@ -27,7 +27,7 @@ def time_us(fn) -> float:
 
 
 def main(out_path: str) -> None:
-    table = dict(launch._LATENCY_BUILDS)
+    table = dict(tuning.LATENCY_BUILDS)
     results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "timer": "CUPTI median of 200",
                "command": "python benchmarks/norm_latency_ab.py " + out_path, "us": {}}
     for name, (hidden, out_dtype, call) in CASES.items():
@@ -38,15 +38,15 @@ def main(out_path: str) -> None:
             o = torch.empty(rows, hidden, device="cuda", dtype=out_dtype or torch.bfloat16)
             timed = {}
             for label, builds in (("own", {}), ("latency", table), ("own2", {}), ("latency2", table)):
-                launch._LATENCY_BUILDS.clear()
-                launch._LATENCY_BUILDS.update(builds)
+                tuning.LATENCY_BUILDS.clear()
+                tuning.LATENCY_BUILDS.update(builds)
                 api._PLANS.clear()
                 plan.spec_for.cache_clear()
                 timed[label] = time_us(lambda: call(x, w, g, b, o))
             own, fast = min(timed["own"], timed["own2"]), min(timed["latency"], timed["latency2"])
             results["us"][f"{name} M{rows}"] = {"own": own, "latency": fast, "speedup": own / fast}
             print(f"{name:20s} M{rows:<6d} own {own:7.2f} us  latency {fast:7.2f} us  x{own / fast:.3f}", flush=True)
-    launch._LATENCY_BUILDS.update(table)
+    tuning.LATENCY_BUILDS.update(table)
     with open(out_path, "w") as handle:
         json.dump(results, handle, indent=1)
 

@@ -250,7 +250,7 @@ VARIANTS = [  # session 21, round 12: x read again after the reduction (an L1 hi
 ROUND12 = VARIANTS
 VARIANTS = [  # session 21, round 13: shifted FP8 LayerNorm 1024 (the one-row build; 5 chunks, 40 elements a thread at 32
     # threads a row spilled 82-88 registers on sm_90) at 64 and 128 threads a row (tune_norm_h200_session21_r13.json):
-    # 64 +40/16/17% at 128/512/1000 rows, 128 +64/12/-3%; 64 adopted (launch._LAYER_QUANT_SHIFTED_ROWS)
+    # 64 +40/16/17% at 128/512/1000 rows, 128 +64/12/-3%; 64 adopted (tuning.LAYER_QUANT_SHIFTED_ROWS)
     ("layer", 1024, False, 32, 128, 4, False, "fp8e4m3"), ("layer", 1024, False, 64, 128, 4, False, "fp8e4m3"),
     ("layer", 1024, False, 128, 128, 4, False, "fp8e4m3"), ("layer", 1024, False, 32, 128, 4, False),
 ]

@@ -1,4 +1,4 @@
-"""GPU tier: the latency builds (``launch._LATENCY_BUILDS``: a wider row split for calls of few
+"""GPU tier: the latency builds (``tuning.LATENCY_BUILDS``: a wider row split for calls of few
 rows) against a float32 reference, on both sides of each build's row limit, where the call
 switches between the latency build and its class's own."""
 
@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import cutefi
-from cutefi.norm import launch
+from cutefi.norm import launch, tuning
 from cutefi.norm.plan import POINTERS_ALIGNED, check_and_plan
 from test_gpu_norm_quant import assert_fp8_matches, poisoned, quantise
 from test_gpu_rmsnorm import assert_close, reference
@@ -18,7 +18,7 @@ DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
 def _cases():
-    for (kind, fused, quant), classes in launch._LATENCY_BUILDS.items():
+    for (kind, fused, quant), classes in tuning.LATENCY_BUILDS.items():
         for n_class, (*_, most_rows) in classes.items():
             for rows in (1, 7, most_rows, most_rows + 1):
                 for hidden in (n_class, n_class - 8 * 37):  # the class's width and a narrower aligned row

@@ -114,7 +114,7 @@ def test_layernorm_quant_many_rows_a_thread(fp8, hidden, rows):
 @pytest.mark.parametrize("rows", [1, 131, 3001, 20001])
 @pytest.mark.parametrize("hidden", [2047, 4095, 8191, 16383])
 def test_rmsnorm_quant_shifted_rows_a_thread(fp8, dtype, rows, hidden):
-    """The shifted FP8 RMSNorm builds that loop over rows (launch._RMS_SHIFTED_PREFETCH: their
+    """The shifted FP8 RMSNorm builds that loop over rows (tuning.RMS_SHIFTED_PREFETCH: their
     ring and held weight from several rows a thread, the one-row path for a row a thread), odd
     rows and a 3-D view of odd strides (heads of tokens, every lead), with a scale tensor:
     every row once, nothing outside."""

@@ -89,7 +89,7 @@ def test_fused_add_normalises_the_fp32_sum(dtype, hidden):
 @pytest.mark.parametrize("rows", [1, 131, 3001, 20001])
 @pytest.mark.parametrize("gemma", [False, True], ids=["plain", "gemma"])
 def test_shifted_rows_a_thread(dtype, rows, gemma):
-    """Shifted RMSNorm 16383 loops over rows (launch._RMS_SHIFTED_PREFETCH: the next row in
+    """Shifted RMSNorm 16383 loops over rows (tuning.RMS_SHIFTED_PREFETCH: the next row in
     flight, the weight held in the row frame the thread's rows share): 2-D rows and a 3-D view
     of odd strides (every lead), poisoned, in place; nothing written outside ``out``."""
     hidden = 16383

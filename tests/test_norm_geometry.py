@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from cutefi.norm import launch, packed
+from cutefi.norm import launch, packed, tuning
 
 STATIC_SMEM = 48 * 1024  # the kernel's ring and reduction buffers are static shared memory
 
@@ -34,8 +34,8 @@ def test_prefetch_on_layernorm_and_shifted_rmsnorm_and_its_shared_memory_fits():
     assert prefetching[True] and prefetching[False]  # both tables are in use
 
 
-@pytest.mark.parametrize("n_class, quant, aligned", [(*key, True) for key in sorted(launch._LAYER_PREFETCH)]
-                         + [(*key, False) for key in sorted(launch._LAYER_SHIFTED_PREFETCH)])
+@pytest.mark.parametrize("n_class, quant, aligned", [(*key, True) for key in sorted(tuning.LAYER_PREFETCH)]
+                         + [(*key, False) for key in sorted(tuning.LAYER_SHIFTED_PREFETCH)])
 @pytest.mark.parametrize("rows", [1, 7, 127, 128, 1000, 4096, 16384, 65537, 1 << 22])
 @pytest.mark.parametrize("sms", [1, 80, 132])
 def test_row_iters_and_grid_cover_every_row_once(n_class, quant, aligned, rows, sms):
@@ -53,8 +53,8 @@ def test_row_iters_and_grid_cover_every_row_once(n_class, quant, aligned, rows, 
         assert iters > 1
 
 
-@pytest.mark.parametrize("kind, n_class, quant", [("layer", *key) for key in sorted(launch._LAYER_SHIFTED_PREFETCH)]
-                         + [("rms", *key) for key in sorted(launch._RMS_SHIFTED_PREFETCH)])
+@pytest.mark.parametrize("kind, n_class, quant", [("layer", *key) for key in sorted(tuning.LAYER_SHIFTED_PREFETCH)]
+                         + [("rms", *key) for key in sorted(tuning.RMS_SHIFTED_PREFETCH)])
 @pytest.mark.parametrize("rows, n, heads, row_stride, head_stride", [
     (16384, 4095, 1, 4095, 0), (65537, 1023, 1, 1023, 0), (5000, 2000, 1, 2002, 0), (4096, 4095, 1, 4097, 0),
     (30000, 1000, 5, 8003, 1601), (20000, 2047, 3, 6 * 2047 + 1, 2048), (12000, 1023, 40, 40 * 1024 + 3, 1024),
@@ -154,13 +154,13 @@ def test_every_build_covers_its_rows_wherever_they_start():
             assert kind == "rms" or shape.prefetch  # LayerNorm: the ring holds the chunk
 
 
-REREAD_BUILDS = [(kind, fused, n) for (kind, fused, quant), classes in launch._REREAD_ROWS.items() for n in classes]
+REREAD_BUILDS = [(kind, fused, n) for (kind, fused, quant), classes in tuning.REREAD_ROWS.items() for n in classes]
 
 
 @pytest.mark.parametrize("kind, fused, n_class", REREAD_BUILDS)
 @pytest.mark.parametrize("sm", ["9.0a", "8.0", "12.0a"])
 def test_reread_build_reads_x_twice_with_cache_priorities(kind, fused, n_class, sm):
-    """The classes that read x (and the fused add's residual) twice (launch._REREAD_ROWS): the
+    """The classes that read x (and the fused add's residual) twice (tuning.REREAD_ROWS): the
     first read is evict-last in L1 (and L2, through the policy's descriptor), the second
     evict-first, the weight loaded after the reduction; nothing spilled. Their latency builds
     hold the row instead."""

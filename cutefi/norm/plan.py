@@ -140,7 +140,7 @@ def spec_for(kind: str, dtype: torch.dtype, n: int, fused: bool, gemma: bool, al
 
 def takes_latency_build(kind: str, n: int, fused: bool, quant: bool, aligned: bool, rows: int) -> bool:
     """Aligned calls of few rows run on their class's latency build where it has one
-    (``launch._LATENCY_BUILDS``)."""
+    (``tuning.LATENCY_BUILDS``)."""
     most_rows = launch.latency_rows(kind, fused, quant, launch.pick_n_class(n))
     return aligned and rows <= most_rows and most_rows > 0
 

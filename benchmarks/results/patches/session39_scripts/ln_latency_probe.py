@@ -3,12 +3,12 @@ build's row limit set to argv[2] in this process (default 512). CUPTI medians.""
 import json, sys
 import torch
 from cutefi.bench.timing import bench_gpu_time
-from cutefi.norm import launch
+from cutefi.norm import tuning
 import cutefi
 
 most = int(sys.argv[2])
-tpr, threads, per_sm, _ = launch._LATENCY_BUILDS[("layer", False, False)][4096]
-launch._LATENCY_BUILDS[("layer", False, False)][4096] = (tpr, threads, per_sm, most)
+tpr, threads, per_sm, _ = tuning.LATENCY_BUILDS[("layer", False, False)][4096]
+tuning.LATENCY_BUILDS[("layer", False, False)][4096] = (tpr, threads, per_sm, most)
 res = {}
 for M in (256, 513, 768, 1024, 1536, 2048, 3072, 4096):
     x = torch.randn(M, 4096, device="cuda", dtype=torch.bfloat16)
