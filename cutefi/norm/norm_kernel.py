@@ -22,9 +22,10 @@ shifted: rows start anywhere in their first 16-byte chunk, see ``shifted.py``) a
 ``out_dtype``; the geometry (``launch.geometry``) adds the row split and, for LayerNorm, the
 persistent form: a loop over ``row_iters`` rows a thread with the next rows of x in flight
 through a per-thread cp.async ring and gamma/beta read once into registers (shifted rows: in the
-row frame of a thread's rows, which share a lead), see ``_persistent_rows``; and for some plain
-RMSNorm classes ``reread``: x read a second time after the reduction (an L1 hit, with cache
-priorities, ``cute/hinted_load``) instead of held in registers across it.
+row frame of a thread's rows, which share a lead), see ``_persistent_rows``; and for the
+classes in ``tuning.REREAD_ROWS`` (RMSNorm 8192, the fused add at 4096, LayerNorm 4096)
+``reread``: x (and the residual) read a second time after the reduction (an L1 hit, with cache
+priorities, ``cute/hinted_load``) instead of held in registers across it (``reread.py``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from cutefi.norm.shifted import mask_words_outside_row, params16_in_row_frame, s
 
 class RowNormKernel(RereadRows):
     # ------------------------------------------------------------------ #
-    # 1. heuristics (compile-time), all numbers from launch.py
+    # 1. heuristics (compile-time), all numbers from launch.py and tuning.py
     # ------------------------------------------------------------------ #
     def __init__(self, norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
                  aligned: bool = True, out_dtype: str | None = None, fp8_in_software: bool = False,
