@@ -47,6 +47,9 @@ VECTORISED = ("norm.", "rope.", "copy.vector_copy", "attention.merge_states")
 #   threads, a 64-register cap).
 # - FP8 RMSNorm 4096 (bf16) on sm_100a/sm_103a: 4 spill instructions at 8 CTAs an SM (64
 #   registers), the occupancy that ran 7-13% faster on the H200 (tuning.RMS_WIDE_ROWS).
+# - LayerNorm 4096 (bf16) on sm_100a/sm_103a: 4 spill instructions at 8 CTAs of 256 threads an
+#   SM (32 registers), the form that ran 1.8% faster than 128 threads at 12 CTAs on the H200
+#   (tuning.REREAD_ROWS); fp16 and the other targets are spill-free.
 # - Packed-rows RMSNorm (norm/packed_kernel.py) at 64 registers: 2-23 spill instructions, once
 #   a CTA or a block of 8 rows (not a chunk); its FP8 builds so measured 35-78% faster than the
 #   shifted ones (benchmarks/results/norm_packed_vs_shifted_h200.json).

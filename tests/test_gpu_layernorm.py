@@ -126,6 +126,18 @@ def test_rows_far_from_zero_mean(dtype, hidden, rows):
     assert_close(cutefi.layernorm(x, gamma, beta, eps=1e-6), reference(x, gamma, beta), dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("spike", [30.0, -3000.0])
+def test_first_elements_far_from_the_rest(dtype, spike):
+    """A full 4096 row (the build's fast path) sums each thread's values shifted by the first of
+    them: every 4th column (each thread's first element on that build) far from the others."""
+    x = torch.randn(4096, 4096, device="cuda") + 1000.0
+    x[:, ::4] += spike
+    x = x.to(dtype)
+    gamma, beta = make_params(4096)
+    assert_close(cutefi.layernorm(x, gamma, beta, eps=1e-6), reference(x, gamma, beta), dtype)
+
+
 def test_row_gap_is_neither_read_nor_written():
     base = torch.empty(64, 4096 + 64, device="cuda", dtype=torch.bfloat16)
     cutefi.poison_(base)

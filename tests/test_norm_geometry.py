@@ -172,9 +172,14 @@ def test_reread_build_reads_x_twice_with_cache_priorities(kind, fused, n_class, 
     assert shape.reread and shape.delay_weight_load and not shape.prefetch
     sass = disassemble(build(launch.norm_spec(kind, "bf16", n_class, fused), Target.parse(sm)).cubin)
     reads = shape.chunks * (2 if fused else 1)  # x (and the residual)
-    assert len(re.findall(r"\bLDG\.E\.EL\.128\b", sass)) == reads
-    assert len(re.findall(r"\bLDG\.E\.EF\.128\b", sass)) == reads
-    params = shape.chunks * (4 if kind == "layer" else 1)  # the weight; fp32 gamma and beta: 2 accesses each
+    bits = shape.vec * 16
+    # LayerNorm's output loop is built twice: for a row that fills the build, and predicated
+    paths = 2 if kind == "layer" else 1
+    assert len(re.findall(rf"\bLDG\.E\.EL\.{bits}\b", sass)) == reads
+    assert len(re.findall(rf"\bLDG\.E\.EF\.{bits}\b", sass)) == reads * paths
+    # the weight (16-bit); fp32 gamma and beta, an access each per 4 elements
+    per_chunk = 2 * (shape.vec // 4) if kind == "layer" else shape.vec * 16 // 128
+    params = shape.chunks * per_chunk * paths
     wide = len(re.findall(r"\bLDG\.E\.ENL2\.256\b", sass))  # (sm_100+ joins two 128-bit loads)
     assert len(re.findall(r"\bLDG\.E\.128\b", sass)) + 2 * wide == params
     assert not re.search(r"\b(LDL|STL)\b", sass)

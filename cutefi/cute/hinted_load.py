@@ -1,7 +1,7 @@
-"""128-bit global loads with L1 and L2 eviction priorities, which the DSL's copy atoms do not
+"""64- and 128-bit global loads with L1 and L2 eviction priorities, which the DSL's copy atoms do not
 expose together (``CopyG2ROp`` takes the L1 priority only):
 
-    ld.global.L1::<priority>.L2::cache_hint.v4.b32 {..}, [addr], policy
+    ld.global.L1::<priority>.L2::cache_hint.v{2,4}.b32 {..}, [addr], policy
 
 where ``policy`` comes from ``createpolicy.fractional.L2::<priority>.b64 policy, 1.0``.
 
@@ -32,30 +32,33 @@ def l2_policy(priority: str, *, loc=None, ip=None) -> Uint64:
 
 
 @dsl_user_op
-def _load_v4(address: Uint64, policy: Uint64, l1_priority: str, *, loc=None, ip=None):
+def _load_words(address: Uint64, policy: Uint64, l1_priority: str, words: int, *, loc=None, ip=None):
     # (side effects: two loads of the same address with different priorities stay two loads,
     # in program order)
+    result_type = llvm.StructType.get_literal([T.i32()] * words)
+    outputs = ", ".join(f"${i}" for i in range(words))
     result = llvm.inline_asm(
-        llvm.StructType.get_literal([T.i32()] * 4),
-        [Uint64(address).ir_value(loc=loc, ip=ip), Uint64(policy).ir_value(loc=loc, ip=ip)],
-        f"ld.global.L1::{l1_priority}.L2::cache_hint.v4.b32 {{$0, $1, $2, $3}}, [$4], $5;", "=r,=r,=r,=r,l,l",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
-    return [Uint32(llvm.extractvalue(T.i32(), result, [i], loc=loc, ip=ip)) for i in range(4)]
+        result_type, [Uint64(address).ir_value(loc=loc, ip=ip), Uint64(policy).ir_value(loc=loc, ip=ip)],
+        f"ld.global.L1::{l1_priority}.L2::cache_hint.v{words}.b32 {{{outputs}}}, [${words}], ${words + 1};",
+        ",".join(["=r"] * words + ["l", "l"]), has_side_effects=True, is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT)
+    return [Uint32(llvm.extractvalue(T.i32(), result, [i], loc=loc, ip=ip)) for i in range(words)]
 
 
 @cute.jit
 def load_chunk(src: cute.Tensor, dst: cute.Tensor, k: cutlass.Constexpr, policy: Uint64,
                l1_priority: cutlass.Constexpr):
-    """Chunk ``k`` of ``dst`` (registers, ``((vec, 1), 1, K)`` of 16-bit elements, 128 bits a
-    chunk) = chunk ``k`` of ``src`` (global, 16-byte aligned), with the L2 ``policy``
+    """Chunk ``k`` of ``dst`` (registers, ``((vec, 1), 1, K)`` of 16-bit elements: 64 or 128 bits
+    a chunk) = chunk ``k`` of ``src`` (global, aligned to the chunk), with the L2 ``policy``
     (``l2_policy``) and the L1 priority ``l1_priority``."""
     if const_expr(l1_priority not in PRIORITIES):
         raise ValueError(f"L1 priority must be one of {PRIORITIES}; got {l1_priority!r}")
     words = cute.recast_tensor(dst, Uint32)
-    assert cute.size(words, mode=[0]) == 4, "a chunk is one 128-bit access"
-    values = _load_v4(Uint64(src[None, None, k].iterator.toint()), policy, l1_priority)
-    for i in cutlass.range_constexpr(4):
-        words[i + 4 * k] = values[i]
+    per_chunk = const_expr(cute.size(words, mode=[0]))
+    assert per_chunk in (2, 4), "a chunk is one 64- or 128-bit access"
+    values = _load_words(Uint64(src[None, None, k].iterator.toint()), policy, l1_priority, per_chunk)
+    for i in cutlass.range_constexpr(per_chunk):
+        words[i + per_chunk * k] = values[i]
 
 
 @cute.jit

@@ -137,3 +137,47 @@ def row_reduce_moments(n: Float32, mean: Float32, m2: Float32, threads_per_row: 
         n, mean, m2 = _warp_reduce_moments(reduction_buffer[row_idx, part, 0], reduction_buffer[row_idx, part, 1],
                                            reduction_buffer[row_idx, part, 2], warps_per_row)
     return n, mean, m2
+
+
+@cute.jit
+def _combine_equal(mean_a: Float32, m2_a: Float32, mean_b: Float32, m2_b: Float32, count: cutlass.Constexpr[float]):
+    """``combine_moments`` of two parts of ``count`` elements each: the weights are constants
+    (no reciprocal on the reduction's path)."""
+    delta = mean_b - mean_a
+    return (mean_a + mean_b) * Float32(0.5), m2_a + m2_b + delta * delta * Float32(count * 0.5)
+
+
+@cute.jit
+def row_reduce_moments_equal(mean: Float32, m2: Float32, count: cutlass.Constexpr[int],
+                             threads_per_row: cutlass.Constexpr[int],
+                             reduction_buffer: Optional[cute.Tensor] = None):
+    """``row_reduce_moments`` where every thread of the row holds ``count`` elements (a row that
+    fills its build): (mean, sum of squared deviations) of the row. ``reduction_buffer``: fp32,
+    ``(rows_per_cta, warps_per_row, 3)`` (the general form's; its third entry unused)."""
+    group = min(threads_per_row, WARP_SIZE)
+    offset = group // 2
+    part = count
+    for _ in cutlass.range_constexpr(group.bit_length() - 1 if group > 1 else 0):
+        mean, m2 = _combine_equal(mean, m2, cute.arch.shuffle_sync_bfly(mean, offset=offset),
+                                  cute.arch.shuffle_sync_bfly(m2, offset=offset), part)
+        offset = offset // 2
+        part = part * 2
+    if const_expr(threads_per_row > WARP_SIZE):
+        assert reduction_buffer is not None, "multi-warp rows need a smem reduction buffer"
+        warps_per_row = const_expr(cute.size(reduction_buffer, mode=[1]))
+        lane = cute.arch.lane_idx()
+        warp = cute.arch.warp_idx()
+        row_idx = warp // warps_per_row
+        if lane == 0:
+            reduction_buffer[row_idx, warp % warps_per_row, 0] = mean
+            reduction_buffer[row_idx, warp % warps_per_row, 1] = m2
+        cute.arch.barrier()
+        mean = reduction_buffer[row_idx, lane % warps_per_row, 0]
+        m2 = reduction_buffer[row_idx, lane % warps_per_row, 1]
+        offset = warps_per_row // 2
+        for _ in cutlass.range_constexpr(warps_per_row.bit_length() - 1):
+            mean, m2 = _combine_equal(mean, m2, cute.arch.shuffle_sync_bfly(mean, offset=offset),
+                                      cute.arch.shuffle_sync_bfly(m2, offset=offset), part)
+            offset = offset // 2
+            part = part * 2
+    return mean, m2

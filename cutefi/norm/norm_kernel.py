@@ -404,7 +404,7 @@ class RowNormKernel(RereadRows):
             # one reduction of (count, mean, squared deviations), then x again a chunk at a time
             mean, rstd = self._moments(tXrX, tXpW, N, eps)
             self._layer_out_by_chunks(args, tXgX, tXrX, tXpO, param_copy, tXgW, tXrW, tXgB, tXrB, out_copy, tXgO,
-                                      tXrO, mean, rstd)
+                                      tXrO, mean, rstd, row_ok and N == self.tile_n)
         else:
             inv_n = cute.arch.rcp_approx(Float32(N))  # avoids the IEEE div slow path
             mean = Float32(0.0)

@@ -231,11 +231,21 @@ LAYER_LEAD_CHUNK_ALONE = {4096, 8192, 16384}
 #   mean 1000 and std 1 as accurate as the rest (rel 1.7e-3). 513-2048 rows lost 5-8% (the
 #   class's latency build now takes up to 1024). 256 threads a row were slower: 8-byte accesses
 #   (Triton's best form, 65.5 us) 76 us, 16-byte 79.
+#   Session 40: 256 threads a row at 8 CTAs an SM (32 registers), 8-byte accesses of x (4
+#   elements, 4 chunks a thread: Triton's fastest form of this kernel, 65.5 us), with a row that
+#   fills the build taking a fast path: the thread's moments in one pass shifted by its first
+#   element, combined with constant weights (no reciprocal), and the output loop with no branch
+#   a chunk. ncu against that Triton kernel: the same DRAM, L1 and L2 traffic, 37% more
+#   instructions before the fast path (46.1M against 33.7M). Five trees alternated twice, one
+#   process each (norm_layernorm_256_h200_session40.txt): 16384 x 4096 bf16 67.9 -> 66.7 us
+#   (94.2% of the copy ceiling), 65536 rows 256.9 -> 255.2, 4096 rows 21.2 -> 19.6 (Triton
+#   65.5 / 250.5 / 19.4 in the same processes). The same code at 128 threads and 16-byte
+#   accesses: 66.6-67.6 / 255.2-255.6 / 21.2.
 # Not taken (same files): the fused add at 8192 (1024 threads a row at 2 CTAs; 512 spill), 4%
 # slower; LayerNorm with its two reductions kept (512 / 1024 threads a row), 40-80% slower: two
 # reductions a row, one after the other, across 16-32 warps leave too few rows in flight.
 REREAD_ROWS = {
     ("rms", False, False): {8192: (512, 512, 2048, 8)},
     ("rms", True, False): {4096: (512, 512, 2048, 8)},
-    ("layer", False, False): {4096: (128, 128, 1536, 8)},
+    ("layer", False, False): {4096: (256, 256, 2048, 4)},
 }

@@ -1,0 +1,9 @@
+import hashlib, sys
+from cutefi.jit.compile import build
+from cutefi.jit.sass import disassemble
+from cutefi.jit.targets import Target
+from cutefi.norm import launch
+for args in (("rms", "bf16", 8192), ("rms", "bf16", 4096, True), ("rms", "bf16", 4096), ("layer", "bf16", 2048)):
+    sass = disassemble(build(launch.norm_spec(*args), Target.parse("9.0a")).cubin)
+    body = "\n".join(l.split("*/", 1)[-1] for l in sass.splitlines() if "/*" in l)
+    print(args, hashlib.sha1(body.encode()).hexdigest()[:12], len(sass.splitlines()))
