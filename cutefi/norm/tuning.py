@@ -150,12 +150,18 @@ RMS_WIDE_ROWS = {
 # * LayerNorm 4096 up to 1024 rows (512 before session 39, when its class's build began to read
 #   x twice): H200, one process a limit, twice (norm_layernorm_latency_limit_h200_session39.txt):
 #   513 rows 3.65 against 4.13-4.16 us, 1024 5.92 against 6.02-6.17, 768 and 1536 a tie, 2048
-#   10.4 against 10.2, 3072 18.6 against 16.4.
+#   10.4 against 10.2, 3072 18.6 against 16.4. Since session 40 (the class's build at 256 threads
+#   and 8-byte accesses) up to 384 rows: cutefi-bench, the tree with and without the latency build,
+#   two processes each (norm_layernorm_latency_limit_h200_session40.txt): 1/32/128/256/384 rows
+#   1.63/1.73/2.02/2.50/3.07 against 2.08/2.24/2.50-2.53/2.85-2.88/3.17 us; 512 3.62-3.65 against
+#   3.49, 768 5.12 against 4.13, 1024 5.92 against 5.05-5.10, 1536 a tie.
+# Not taken (same file): RMSNorm 4096 latency builds at 256 or 512 threads a row (1/128 rows 1.34/
+# 1.73 and 1.38/1.76 us against the class's build's 1.31/1.73; torch.compile 1.34/1.70).
 LATENCY_BUILDS = {
     ("rms", False, False): {2048: (128, 128, 512, 1024), 8192: (512, 512, 1536, 2048)},
     ("rms", True, False): {4096: (256, 256, 512, 2048)},
     ("rms", False, True): {2048: (128, 128, 512, 256)},
-    ("layer", False, False): {4096: (256, 256, 1024, 1024), 8192: (512, 512, 1024, 256)},
+    ("layer", False, False): {4096: (256, 256, 1024, 384), 8192: (512, 512, 1024, 256)},
 }
 
 # Resident threads per SM the build asks for (``.minnctapersm``): 512, a 128-register cap.

@@ -19,8 +19,8 @@ def main():
     kinds = sys.argv[2].split(",")  # e.g. layer:4096,layer_quant:4096
     specs = []
     for k in kinds:
-        norm, n = k.split(":")
-        kw = {}
+        norm, n, *rest = k.split(":")
+        kw = {"latency": True} if rest == ["lat"] else {}
         if norm.endswith("_q"):
             norm = norm[:-2]; kw["out_dtype"] = "fp8e4m3"
         specs.append(launch.norm_spec(norm, "bf16", int(n), **kw))
