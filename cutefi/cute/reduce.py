@@ -115,6 +115,23 @@ def _warp_reduce_moments(n: Float32, mean: Float32, m2: Float32, group: cutlass.
 
 
 @cute.jit
+def _through_smem(values: list, reduction_buffer: cute.Tensor) -> list:
+    """The cross-warp exchange of a row's reduction: lane 0 of each warp writes its ``values``
+    (already warp-reduced) to ``reduction_buffer`` (``(rows_per_cta, warps_per_row, >= len)``),
+    and after one barrier each lane reads those of warp ``lane % warps_per_row`` of its row, so
+    a butterfly over ``warps_per_row`` lanes gives every lane the row's result."""
+    warps_per_row = const_expr(cute.size(reduction_buffer, mode=[1]))
+    lane = cute.arch.lane_idx()
+    warp = cute.arch.warp_idx()
+    row_idx = warp // warps_per_row
+    if lane == 0:
+        for i in cutlass.range_constexpr(len(values)):
+            reduction_buffer[row_idx, warp % warps_per_row, i] = values[i]
+    cute.arch.barrier()
+    return [reduction_buffer[row_idx, lane % warps_per_row, i] for i in range(len(values))]
+
+
+@cute.jit
 def row_reduce_moments(n: Float32, mean: Float32, m2: Float32, threads_per_row: cutlass.Constexpr[int],
                        reduction_buffer: Optional[cute.Tensor] = None):
     """The row's (count, mean, sum of squared deviations from the mean) from each thread's own
@@ -124,18 +141,8 @@ def row_reduce_moments(n: Float32, mean: Float32, m2: Float32, threads_per_row: 
     n, mean, m2 = _warp_reduce_moments(n, mean, m2, min(threads_per_row, WARP_SIZE))
     if const_expr(threads_per_row > WARP_SIZE):
         assert reduction_buffer is not None, "multi-warp rows need a smem reduction buffer"
-        warps_per_row = const_expr(cute.size(reduction_buffer, mode=[1]))
-        lane = cute.arch.lane_idx()
-        warp = cute.arch.warp_idx()
-        row_idx = warp // warps_per_row
-        if lane == 0:
-            reduction_buffer[row_idx, warp % warps_per_row, 0] = n
-            reduction_buffer[row_idx, warp % warps_per_row, 1] = mean
-            reduction_buffer[row_idx, warp % warps_per_row, 2] = m2
-        cute.arch.barrier()
-        part = lane % warps_per_row
-        n, mean, m2 = _warp_reduce_moments(reduction_buffer[row_idx, part, 0], reduction_buffer[row_idx, part, 1],
-                                           reduction_buffer[row_idx, part, 2], warps_per_row)
+        n, mean, m2 = _through_smem([n, mean, m2], reduction_buffer)
+        n, mean, m2 = _warp_reduce_moments(n, mean, m2, const_expr(cute.size(reduction_buffer, mode=[1])))
     return n, mean, m2
 
 
@@ -148,13 +155,8 @@ def _combine_equal(mean_a: Float32, m2_a: Float32, mean_b: Float32, m2_b: Float3
 
 
 @cute.jit
-def row_reduce_moments_equal(mean: Float32, m2: Float32, count: cutlass.Constexpr[int],
-                             threads_per_row: cutlass.Constexpr[int],
-                             reduction_buffer: Optional[cute.Tensor] = None):
-    """``row_reduce_moments`` where every thread of the row holds ``count`` elements (a row that
-    fills its build): (mean, sum of squared deviations) of the row. ``reduction_buffer``: fp32,
-    ``(rows_per_cta, warps_per_row, 3)`` (the general form's; its third entry unused)."""
-    group = min(threads_per_row, WARP_SIZE)
+def _butterfly_equal(mean: Float32, m2: Float32, group: cutlass.Constexpr[int], count: cutlass.Constexpr[int]):
+    """(mean, m2) over aligned groups of ``group`` lanes that each hold ``count`` elements."""
     offset = group // 2
     part = count
     for _ in cutlass.range_constexpr(group.bit_length() - 1 if group > 1 else 0):
@@ -162,22 +164,20 @@ def row_reduce_moments_equal(mean: Float32, m2: Float32, count: cutlass.Constexp
                                   cute.arch.shuffle_sync_bfly(m2, offset=offset), part)
         offset = offset // 2
         part = part * 2
+    return mean, m2
+
+
+@cute.jit
+def row_reduce_moments_equal(mean: Float32, m2: Float32, count: cutlass.Constexpr[int],
+                             threads_per_row: cutlass.Constexpr[int],
+                             reduction_buffer: Optional[cute.Tensor] = None):
+    """``row_reduce_moments`` where every thread of the row holds ``count`` elements (a row that
+    fills its build): (mean, sum of squared deviations) of the row. ``reduction_buffer``: fp32,
+    ``(rows_per_cta, warps_per_row, >= 2)``."""
+    group = const_expr(min(threads_per_row, WARP_SIZE))
+    mean, m2 = _butterfly_equal(mean, m2, group, count)
     if const_expr(threads_per_row > WARP_SIZE):
         assert reduction_buffer is not None, "multi-warp rows need a smem reduction buffer"
-        warps_per_row = const_expr(cute.size(reduction_buffer, mode=[1]))
-        lane = cute.arch.lane_idx()
-        warp = cute.arch.warp_idx()
-        row_idx = warp // warps_per_row
-        if lane == 0:
-            reduction_buffer[row_idx, warp % warps_per_row, 0] = mean
-            reduction_buffer[row_idx, warp % warps_per_row, 1] = m2
-        cute.arch.barrier()
-        mean = reduction_buffer[row_idx, lane % warps_per_row, 0]
-        m2 = reduction_buffer[row_idx, lane % warps_per_row, 1]
-        offset = warps_per_row // 2
-        for _ in cutlass.range_constexpr(warps_per_row.bit_length() - 1):
-            mean, m2 = _combine_equal(mean, m2, cute.arch.shuffle_sync_bfly(mean, offset=offset),
-                                      cute.arch.shuffle_sync_bfly(m2, offset=offset), part)
-            offset = offset // 2
-            part = part * 2
+        mean, m2 = _through_smem([mean, m2], reduction_buffer)
+        mean, m2 = _butterfly_equal(mean, m2, const_expr(cute.size(reduction_buffer, mode=[1])), count * group)
     return mean, m2
