@@ -11,8 +11,8 @@ from cutlass import Float32, const_expr
 
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.convert import store_fp8
-from cutefi.cute.pack16 import widen
 from cutefi.cute.hinted_load import l2_policy, load_chunk
+from cutefi.cute.pack16 import widen
 from cutefi.cute.reduce import combine_moments, row_reduce_moments, row_reduce_moments_equal
 
 

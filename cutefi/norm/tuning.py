@@ -241,8 +241,9 @@ LAYER_LEAD_CHUNK_ALONE = {4096, 8192, 16384}
 #   elements, 4 chunks a thread: Triton's fastest form of this kernel, 65.5 us), with a row that
 #   fills the build taking a fast path: the thread's moments in one pass shifted by its first
 #   element, combined with constant weights (no reciprocal), and the output loop with no branch
-#   a chunk. ncu against that Triton kernel: the same DRAM, L1 and L2 traffic, 37% more
-#   instructions before the fast path (46.1M against 33.7M). Five trees alternated twice, one
+#   a chunk. ncu against that Triton kernel with the fast path alone (before bf16 was widened a
+#   word at a time and the sums taken element by element): the same DRAM, L1 and L2 traffic, 37%
+#   more instructions (46.1M against 33.7M), 65.1 against 63.0 us. Five trees alternated twice, one
 #   process each (norm_layernorm_256_h200_session40.txt): 16384 x 4096 bf16 67.9 -> 66.7 us
 #   (94.2% of the copy ceiling), 65536 rows 256.9 -> 255.2, 4096 rows 21.2 -> 19.6 (Triton
 #   65.5 / 250.5 / 19.4 in the same processes). The same code at 128 threads and 16-byte
