@@ -34,6 +34,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cute.nvgpu import cpasync
 from cutlass import Float32, const_expr
+from cutlass.base_dsl import BaseDSL
 
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
@@ -44,11 +45,12 @@ from cutefi.cute.pack16 import widen
 from cutefi.cute.pdl import wait_for_inputs
 from cutefi.cute.reduce import row_reduce_sum
 from cutefi.norm import launch
+from cutefi.norm.lead_chunk import LeadChunk
 from cutefi.norm.reread import RereadRows
 from cutefi.norm.shifted import mask_words_outside_row, params16_in_row_frame, store_ends
 
 
-class RowNormKernel(RereadRows):
+class RowNormKernel(RereadRows, LeadChunk):
     # ------------------------------------------------------------------ #
     # 1. heuristics (compile-time), all numbers from launch.py and tuning.py
     # ------------------------------------------------------------------ #
@@ -176,14 +178,18 @@ class RowNormKernel(RereadRows):
             biases = cute.make_rmem_tensor_like(tXgB)
             biases.fill(0.0)
             self._load_param(param_copy, thr_param, args.bias, tXgB, biases, tXpW, col, lead, args.N)
+        # 1/scale once for all the thread's rows (an IEEE division: not one a row)
+        inv_scale = self._inv_scale(args) if const_expr(self.quant) else Float32(1.0)
         if const_expr(self.prescaled):  # 1/scale folded into gamma and beta once, not every row
-            inv_scale = self._inv_scale(args)
             weights.store(weights.load() * inv_scale)
             biases.store(biases.load() * inv_scale)
+        lead_params = None
+        if const_expr(self.lead_chunk and (not self.layer or self._roomy_target())):
+            lead_params = self._stage_lead_params(args, lane, lead, inv_scale)
         for it in cutlass.range(args.row_iters, unroll=1):
             cute.arch.cp_async_wait_group(self.prefetch - 1)  # this row's group has landed
             self._row(args, row + it * step, lane, ring, it % self.prefetch, row + (it + self.prefetch) * step,
-                      weights, biases, lead, it % 2)
+                      weights, biases, lead, it % 2, inv_scale, lead_params)
 
     @cute.jit
     def _token_head(self, args: KernelArgs, row: cutlass.Int32):
@@ -254,13 +260,16 @@ class RowNormKernel(RereadRows):
 
     @cute.jit
     def _row(self, args: KernelArgs, row: cutlass.Int32, lane: cutlass.Int32, ring, slot: cutlass.Int32,
-             next_row: cutlass.Int32, weights, biases, lead_of_rows=None, parity=None):
+             next_row: cutlass.Int32, weights, biases, lead_of_rows=None, parity=None, inv_scale_of_rows=None,
+             lead_params=None):
         """Normalise one row (threads_per_row threads). Prefetch builds take x from ``slot`` of
         the ring, refill it with ``next_row`` once x is in registers, and take gamma and beta
         from the registers ``weights`` and ``biases`` and the row's lead from ``lead_of_rows``
         (the thread's rows share it). One-row builds pass None for all of them and load or
         compute their own. ``parity`` (persistent RMSNorm: the row count mod 2) picks one of
-        two reduction buffers, taken in turn (one reduction a row, see _reduction_buffer)."""
+        two reduction buffers, taken in turn (one reduction a row, see _reduction_buffer).
+        ``inv_scale_of_rows``: 1/scale of the quant builds (persistent ones compute it once);
+        ``lead_params``: the lead chunk's parameters staged once (persistent lead_chunk builds)."""
         M, N, eps = args.M, args.N, args.eps
 
         # ---- stage 0: this thread's row and its start in each tensor ------
@@ -476,7 +485,12 @@ class RowNormKernel(RereadRows):
                 x = x + self._widen(tXrR)
                 if const_expr(self.reread):
                     self._store_residual(tiled_copy, x, tXrR, tXgR, tXpO, full, col, N, row_ok)
-            inv_scale = self._inv_scale(args) if const_expr(self.quant and not self.prescaled) else Float32(1.0)
+            true_inv_scale = Float32(1.0)
+            if const_expr(self.quant):
+                true_inv_scale = (inv_scale_of_rows if const_expr(inv_scale_of_rows is not None)
+                                  else self._inv_scale(args))
+            # (prescaled: gamma and beta in registers hold it)
+            inv_scale = Float32(1.0) if const_expr(self.prescaled) else true_inv_scale
             if const_expr(self.layer):
                 y = (x - mean) * rstd * w + bias_row
                 if const_expr(self.quant and not self.prescaled):
@@ -492,43 +506,14 @@ class RowNormKernel(RereadRows):
                 gOe = lead_chunk_view(args.out, args.out_row_stride, args.out_head_stride)
                 factor = rstd if const_expr(self.layer) else rstd * inv_scale
                 if has_extra:
-                    self._lead_chunk_out(args, rXe, col_e, lead, factor, mean, gOe)
+                    self._lead_chunk_out(args, rXe, col_e, lead, factor, mean, gOe, true_inv_scale, lead_params)
 
-    @cute.jit
-    def _lead_chunk_out(self, args: KernelArgs, rXe: cute.Tensor, col_e: cutlass.Int32, lead: cutlass.Int32,
-                        factor: Float32, mean: Float32, gOe: cute.Tensor):
-        """The lead chunk's output (``lead_chunk`` builds, its thread only): its parameters in
-        the row's frame (16-bit: words joined by a byte permute; LayerNorm's fp32 gamma and
-        beta an element at a time, L1-resident after the first row: the persistent build holds
-        the rest in registers, this chunk's would cost every thread 16), stored element by
-        element (always a row's partial end). ``factor``: rstd (times 1/scale for RMSNorm)."""
-        if const_expr(self.layer):
-            gamma = cute.make_tensor(args.weight, cute.make_layout(self.tile_n + self.vec))
-            beta = cute.make_tensor(args.bias, cute.make_layout(self.tile_n + self.vec))
-            rWe = cute.make_rmem_tensor(rXe.layout, Float32)
-            rBe = cute.make_rmem_tensor(rXe.layout, Float32)
-            rWe.fill(0.0)
-            rBe.fill(0.0)
-            for i in cutlass.range_constexpr(self.vec):
-                if col_e + i < args.N:
-                    rWe[(i, 0), 0, 0] = gamma[col_e + i]
-                    rBe[(i, 0), 0, 0] = beta[col_e + i]
-            y = (self._widen(rXe) - mean) * factor * rWe.load() + rBe.load()
-            if const_expr(self.quant):
-                y = y * self._inv_scale(args)  # (gamma and beta in registers hold 1/scale; these not)
-        else:
-            rWe = cute.make_rmem_tensor(rXe.layout, self.param_dtype)
-            params16_in_row_frame(args.weight, rWe, [col_e], lead, args.N, self.tile_n + self.vec)
-            w = self._widen(rWe)
-            if const_expr(self.gemma):
-                w = w + Float32(1.0)
-            y = self._widen(rXe) * factor * w
-        rOe = cute.make_rmem_tensor(rXe.layout, self.out_dtype)
-        if const_expr(self.quant):
-            store_fp8(y, rOe, self.quant_max, self.fp8_in_software)
-        else:
-            rOe.store(y.to(self.out_dtype))
-        store_ends(rOe, gOe, 0, col_e, args.N)
+    def _roomy_target(self) -> bool:
+        """Whether the target being compiled is one (sm_90, sm_100, sm_103) where the persistent
+        shifted LayerNorm, at its 128-register cap, fits the lead chunk's staged parameters and
+        the first chunk's stores in pieces without spilling: sm_80/86 spilled 6 registers with
+        the pieces, sm_120/121 16 with the staging (16384 columns, FP8)."""
+        return BaseDSL._get_dsl().get_arch_enum().major in (9, 10)
 
     @cute.jit
     def _widen(self, values: cute.Tensor) -> cute.TensorSSA:
@@ -560,7 +545,11 @@ class RowNormKernel(RereadRows):
         if const_expr(self.shifted):
             for k in cutlass.range_constexpr(cute.size(values, mode=[2])):
                 if row_ok and not full[k] and col[k] < n:
-                    store_ends(values, dest, k, col[k], n)
+                    # (pieces on the persistent builds, see store_ends; a thread's first chunk
+                    # alone can start the row)
+                    store_ends(values, dest, k, col[k], n, self.prefetch and (not self.layer or self._roomy_target()),
+                               self.prefetch and not self.layer,
+                               k == 0)
 
     @cute.jit
     def _load_param(self, copy: cute.TiledCopy, thr, ptr, chunks: cute.Tensor, values: cute.Tensor,

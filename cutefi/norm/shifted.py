@@ -31,10 +31,45 @@ def mask_words_outside_row(values: cute.Tensor, k: cutlass.Constexpr[int], col: 
 
 
 @cute.jit
-def store_ends(values: cute.Tensor, dest: cute.Tensor, k: cutlass.Constexpr[int], col: Int32, n: Int32):
-    """Store the in-row elements of chunk ``k`` one by one (a chunk at a row's end), each taken
-    from its packed word: element reads would split every register of ``values`` (16- or
-    8-bit) into its parts first, for the whole chunk loop."""
+def store_ends(values: cute.Tensor, dest: cute.Tensor, k: cutlass.Constexpr[int], col: Int32, n: Int32,
+               first_in_pieces: cutlass.Constexpr[bool] = True, last_in_pieces: cutlass.Constexpr[bool] = True,
+               may_start: cutlass.Constexpr[bool] = True):
+    """Store the in-row elements of chunk ``k`` (a chunk at a row's end, ``col < n``): a row's
+    first chunk (columns [-col, 8), with ``first_in_pieces``) and last ([0, n - col), with
+    ``last_in_pieces``) as
+    at most three aligned pieces of 4, 2 and 1 elements (a vector store each, taken from the
+    packed words), instead of an element a store; the rest element by element. ``may_start``:
+    whether the chunk can start a row (a thread's first chunk; the others have ``col > 0``).
+    (The pieces' code and registers: the one-row shifted RMSNorm 4096, at its 64-register cap,
+    spilled 2-14 registers with them; the persistent shifted LayerNorm, at 128, 16-22 with the
+    last chunk's, which may be any of a thread's chunks, so every chunk has the code.)"""
+    V = const_expr(cute.size(values, mode=[0]))
+    if col >= 0 and const_expr(last_in_pieces):
+        # the last chunk: [0, hi) is the pieces of hi's set bits, largest first
+        hi = n - col
+        for s in cutlass.range_constexpr(2, -1, -1):
+            if hi & (1 << s):
+                # (the largest piece starts the chunk)
+                first = 0 if const_expr(s == 2) else hi & ~((2 << s) - 1)
+                _store_piece(values, dest, k, first, 1 << s)
+    elif const_expr(may_start and first_in_pieces) and col < 0 and col + V <= n:
+        # the first chunk: [lo, V) is pieces of growing size, each at its own alignment
+        lo = -col
+        for s in cutlass.range_constexpr(3):
+            if lo & (1 << s):
+                # (the largest piece ends the chunk)
+                _store_piece(values, dest, k, V - 4 if const_expr(s == 2) else lo, 1 << s)
+            if const_expr(s < 2):
+                lo = lo + (lo & (1 << s))
+    else:
+        _store_elements(values, dest, k, col, n)
+
+
+@cute.jit
+def _store_elements(values: cute.Tensor, dest: cute.Tensor, k: cutlass.Constexpr[int], col: Int32, n: Int32):
+    """The in-row elements of chunk ``k`` one by one, each taken from its packed word:
+    element reads would split every register of ``values`` (16- or 8-bit) into its parts
+    first, for the whole chunk loop."""
     width = const_expr(values.element_type.width)
     narrow = Uint16 if const_expr(width == 16) else Uint8
     words = cute.recast_tensor(values, Uint32)
@@ -44,6 +79,44 @@ def store_ends(values: cute.Tensor, dest: cute.Tensor, k: cutlass.Constexpr[int]
         if col + i >= 0 and col + i < n:
             word = words[(i // per_word, 0), 0, k]
             dest_bits[(i, 0), 0, k] = narrow(word >> (width * (i % per_word)))
+
+
+@cute.jit
+def _word_at(words: cute.Tensor, k: cutlass.Constexpr[int], index) -> Uint32:
+    """Packed word ``index`` of chunk ``k``: a select a word where ``index`` is a run-time value."""
+    if const_expr(isinstance(index, int)):
+        return words[(index, 0), 0, k]
+    count = const_expr(cute.size(words, mode=[0]))
+    value = words[(count - 1, 0), 0, k]
+    for w in cutlass.range_constexpr(count - 2, -1, -1):
+        value = cutlass.select_(index == w, words[(w, 0), 0, k], value)
+    return value
+
+
+@cute.jit
+def _store_piece(values: cute.Tensor, dest: cute.Tensor, k: cutlass.Constexpr[int], first,
+                 count: cutlass.Constexpr[int]):
+    """One store of ``count`` elements of chunk ``k`` from element ``first`` (an int or a
+    run-time multiple of ``count``, so the store is aligned to its width)."""
+    width = const_expr(values.element_type.width)
+    bits = const_expr(count * width)
+    words = cute.recast_tensor(values, Uint32)
+    constant = const_expr(isinstance(first, int))
+    at = dest[None, None, k].iterator + (first if constant else cute.assume(first, divby=count))
+    if const_expr(bits == 64):
+        pair = cute.make_rmem_tensor(cute.make_layout(2), Uint32)
+        pair[0] = _word_at(words, k, first >> 1)
+        pair[1] = _word_at(words, k, (first >> 1) + 1)
+        target = cute.make_tensor(cute.recast_ptr(at, dtype=Uint32), cute.make_layout(2))
+        cute.copy(cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), Uint32, num_bits_per_copy=64), pair, target)
+    else:
+        bit = first * width
+        piece = _word_at(words, k, bit >> 5)
+        if const_expr(not constant or bit % 32):
+            piece = piece >> (bit & 31)
+        kind = {8: Uint8, 16: Uint16, 32: Uint32}[bits]
+        target = cute.make_tensor(cute.recast_ptr(at, dtype=kind), cute.make_layout(1))
+        target[0] = kind(piece)
 
 
 @cute.jit
