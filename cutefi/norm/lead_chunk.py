@@ -1,7 +1,7 @@
 """The parts of the row-norm kernel (``norm_kernel.RowNormKernel``) that only the shifted builds
 whose row pass covers ``n_class`` exactly use (``launch.Geometry.lead_chunk_alone``): a row
 that starts ``lead`` elements into its first aligned chunk ends in one chunk more, past the
-threads' split, which is the row's first thread's alone. A mixin: the methods read the build's
+threads' split, which is one thread's alone (``lead_lane``). A mixin: the methods read the build's
 shape from the kernel object."""
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ class LeadChunk:
     def _stage_lead_params(self, args: KernelArgs, lane: cutlass.Int32, lead: cutlass.Int32, inv_scale: Float32):
         """Persistent builds (the thread's rows share ``lead``): the lead chunk's parameters
         (``_lead_params``; LayerNorm's prescaled by 1/scale as the registers' are) read once
-        into shared memory by each row's first thread, the only one that reads them back (no
+        into shared memory by each row's ``lead_lane``, the only one that reads them back (no
         barrier): each row then reads them in one or two 128-bit accesses, not an element or a
         word at a time. Returns the (rows_per_cta, 2, vec) fp32 buffer."""
         layout = cute.make_ordered_layout((self.rows_per_cta, 2, self.vec), order=(2, 1, 0))
         staged = cute.make_tensor(cute.arch.alloc_smem(Float32, cute.cosize(layout), alignment=16), layout)
-        if lane == 0:
+        if lane == self.lead_lane:
             row_in_cta = cute.arch.thread_idx()[0] // self.threads_per_row
             like = cute.make_rmem_tensor(cute.make_layout(((self.vec, 1), 1, 1)), self.dtype)
             w, b = self._lead_params(args, self.tile_n - lead, lead, like)

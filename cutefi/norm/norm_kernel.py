@@ -84,6 +84,9 @@ class RowNormKernel(RereadRows, LeadChunk):
         self.delay_w_load = shape.delay_weight_load
         self.shifted = shape.shifted
         self.lead_chunk = shape.lead_chunk_alone
+        # the thread that takes the lead chunk: the row's last (its first masks the row's first
+        # chunk, so the extra work before the row's reduction is split between two warps)
+        self.lead_lane = self.threads_per_row - 1
         # (launch.geometry: plain RMSNorm, or the persistent LayerNorm whose ring holds the chunk)
         assert not self.lead_chunk or not (fused_add or (norm == "layer" and not shape.prefetch))
         self.prefetch = shape.prefetch
@@ -252,7 +255,7 @@ class RowNormKernel(RereadRows, LeadChunk):
                                    num_bits_per_copy=128)
         cute.copy(atom, tXgX, self._ring_slot(ring, slot, tXgX), pred=pred)
         if const_expr(self.lead_chunk):  # the row's chunk past the split: its first thread's
-            if lane == 0 and row < args.M and self.tile_n - lead < args.N:
+            if lane == self.lead_lane and row < args.M and self.tile_n - lead < args.N:
                 lead_src = cute.make_tensor(args.x + cute.assume(offset + self.tile_n, divby=self.vec),
                                             cute.make_layout(((self.vec, 1), 1, 1)))
                 cute.copy(atom, lead_src, self._lead_slot(ring, slot))
@@ -375,7 +378,7 @@ class RowNormKernel(RereadRows, LeadChunk):
         if const_expr(self.lead_chunk):
             # the row's last chunk, past the threads' aligned split: the first thread's alone
             col_e = self.tile_n - lead
-            has_extra = lane == 0 and row_ok and col_e < N
+            has_extra = lane == self.lead_lane and row_ok and col_e < N
             chunk_layout = cute.make_layout(((self.vec, 1), 1, 1))
             rXe = cute.make_rmem_tensor(chunk_layout, self.dtype)
             rXe.fill(0.0)
