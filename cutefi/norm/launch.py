@@ -122,7 +122,8 @@ def latency_rows(kind: str, fused_add: bool, quant: bool, n_class: int) -> int:
 
 def _lead_chunk_alone(norm: str, n_class: int, fused_add: bool, aligned: bool, quant: bool, split: int) -> bool:
     """Whether a shifted build's row pass covers ``n_class`` exactly (``split`` columns a pass)
-    and leaves the chunk a row's lead adds past it to the row's first thread."""
+    and leaves the chunk a row's lead adds past it to one thread of the row (its last:
+    ``norm_kernel.RowNormKernel.lead_lane``)."""
     if aligned or fused_add or n_class % split:
         return False
     if norm == "rms":
@@ -164,7 +165,7 @@ class Geometry:
     delay_weight_load: bool
     prefetch: int = 0  # rows of x in flight ahead of the one being normalised (prefetch_depth)
     # shifted RMSNorm whose split covers n_class exactly: the chunk a row's lead adds past it is
-    # the row's first thread's alone, not one more chunk of every thread (which did the math
+    # one thread's alone (the row's last), not one more chunk of every thread (which did the math
     # of a 5th, almost always empty chunk: ~20% of the element work)
     lead_chunk_alone: bool = False
     elem_bytes: int = 2
@@ -190,7 +191,7 @@ class Geometry:
     @property
     def chunks(self) -> int:
         """Accesses (chunks) each thread owns in its row (compile-time K); with
-        ``lead_chunk_alone`` the row's last chunk (``tile_n`` on) is the first thread's extra."""
+        ``lead_chunk_alone`` the row's last chunk (``tile_n`` on) is one thread's extra."""
         extra = self.vec if self.shifted and not self.lead_chunk_alone else 0
         return -(-(self.n_class + extra) // (self.vec * self.threads_per_row))
 

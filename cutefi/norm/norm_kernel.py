@@ -254,7 +254,7 @@ class RowNormKernel(RereadRows, LeadChunk):
         atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.dtype,
                                    num_bits_per_copy=128)
         cute.copy(atom, tXgX, self._ring_slot(ring, slot, tXgX), pred=pred)
-        if const_expr(self.lead_chunk):  # the row's chunk past the split: its first thread's
+        if const_expr(self.lead_chunk):  # the row's chunk past the split: lead_lane's
             if lane == self.lead_lane and row < args.M and self.tile_n - lead < args.N:
                 lead_src = cute.make_tensor(args.x + cute.assume(offset + self.tile_n, divby=self.vec),
                                             cute.make_layout(((self.vec, 1), 1, 1)))
@@ -376,7 +376,7 @@ class RowNormKernel(RereadRows, LeadChunk):
                     if const_expr(self.fused_add):
                         mask_words_outside_row(tXrR, k, col[k], N)
         if const_expr(self.lead_chunk):
-            # the row's last chunk, past the threads' aligned split: the first thread's alone
+            # the row's last chunk, past the threads' aligned split: lead_lane's alone
             col_e = self.tile_n - lead
             has_extra = lane == self.lead_lane and row_ok and col_e < N
             chunk_layout = cute.make_layout(((self.vec, 1), 1, 1))
