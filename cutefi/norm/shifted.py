@@ -3,10 +3,10 @@
 A shifted row is read and written in the aligned 8-element chunks that cover it: chunk ``k``
 of a thread holds row columns ``col .. col + 7`` with ``col = tile_col - lead`` (``lead``, 0-7,
 is where the row starts in its first chunk). The elements outside ``[0, N)`` at the row's ends
-are masked, stores there go element by element, and the parameters (one aligned vector for
-all rows) are read in the row's frame: 16-bit ones as 32-bit words joined by a byte permute,
-fp32 ones an element at a time (the persistent LayerNorm once for all the rows of a thread,
-which share a lead).
+are masked, stores there go in aligned pieces or element by element (``store_ends``), and the
+parameters (one aligned vector for all rows) are read in the row's frame: 16-bit ones as
+32-bit words joined by a byte permute, fp32 ones an element at a time (the persistent
+LayerNorm once for all the rows of a thread, which share a lead).
 """
 
 from __future__ import annotations
@@ -34,15 +34,15 @@ def mask_words_outside_row(values: cute.Tensor, k: cutlass.Constexpr[int], col: 
 def store_ends(values: cute.Tensor, dest: cute.Tensor, k: cutlass.Constexpr[int], col: Int32, n: Int32,
                first_in_pieces: cutlass.Constexpr[bool] = True, last_in_pieces: cutlass.Constexpr[bool] = True,
                may_start: cutlass.Constexpr[bool] = True):
-    """Store the in-row elements of chunk ``k`` (a chunk at a row's end, ``col < n``): a row's
-    first chunk (columns [-col, 8), with ``first_in_pieces``) and last ([0, n - col), with
-    ``last_in_pieces``) as
-    at most three aligned pieces of 4, 2 and 1 elements (a vector store each, taken from the
-    packed words), instead of an element a store; the rest element by element. ``may_start``:
-    whether the chunk can start a row (a thread's first chunk; the others have ``col > 0``).
-    (The pieces' code and registers: the one-row shifted RMSNorm 4096, at its 64-register cap,
-    spilled 2-14 registers with them; the persistent shifted LayerNorm, at 128, 16-22 with the
-    last chunk's, which may be any of a thread's chunks, so every chunk has the code.)"""
+    """Store the in-row elements of chunk ``k`` (a chunk at a row's end, ``col < n``). A row's
+    first chunk (columns [-col, 8), with ``first_in_pieces``) and its last ([0, n - col), with
+    ``last_in_pieces``) go as at most three aligned pieces of 4, 2 and 1 elements (a vector
+    store each, taken from the packed words) instead of an element a store; the rest element
+    by element. ``may_start``: whether the chunk can start a row (a thread's first chunk; the
+    others have ``col > 0``). (The pieces cost code and registers: the one-row shifted
+    RMSNorm 4096, at its 64-register cap, spilled 2-14 registers with them; the persistent
+    shifted LayerNorm, at 128, 16-22 with the last chunk's, which may be any of a thread's
+    chunks, so every chunk has the code.)"""
     V = const_expr(cute.size(values, mode=[0]))
     if col >= 0 and const_expr(last_in_pieces):
         # the last chunk: [0, hi) is the pieces of hi's set bits, largest first
