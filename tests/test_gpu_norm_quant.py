@@ -62,7 +62,11 @@ def test_rmsnorm_quant(fp8, dtype, hidden, scale):
     out = poisoned(x.shape, fp8)
     cutefi.rmsnorm_quant(out, x, weight, scale)
     expected = quantise(rms(x, weight), scale, fp8)
-    assert_fp8_matches(out, expected)
+    # Rows of fewer than 8 elements share their few weights: at hidden 1 every |y| is about
+    # w / scale, and where that sits on a rounding tie of the format (w = 63/64, scale 7 for
+    # e5m2) the kernel's and the reference's last-bit differences flip every row alike. The
+    # one-step bound still holds; the share of such elements says nothing there.
+    assert_fp8_matches(out, expected, max_mismatch=1.0 if hidden < 8 else 0.01)
     if scale == 1e-5 and hidden > 7:  # |y| up to ~6, over 1e-5: a share saturates to exactly +-max
         assert (out.float().abs() == FORMATS[fp8]).any()
 
