@@ -188,3 +188,21 @@ def test_reread_build_reads_x_twice_with_cache_priorities(kind, fused, n_class, 
         latency = disassemble(build(launch.norm_spec(kind, "bf16", n_class, fused, latency=True),
                                     Target.parse(sm)).cubin)
         assert not re.search(r"\bLDG\.E\.E[LF]\b", latency)
+
+
+@pytest.mark.parametrize("kind", ["rms", "layer"])
+def test_persistent_shifted_builds_store_row_ends_in_pieces(kind):
+    """The persistent shifted FP8 builds (4096 columns, sm_90a) store a row's partial end chunks
+    as aligned pieces of 2 and 4 bytes (shifted.store_ends), not only byte by byte, and stage
+    the lead chunk's parameters in shared memory (128-bit reads back); nothing spilled."""
+    from cutefi.jit.compile import build
+    from cutefi.jit.sass import disassemble
+    from cutefi.jit.targets import Target
+
+    shape = launch.geometry(kind, "bf16", 4096, aligned=False, out_dtype="fp8e4m3")
+    assert shape.prefetch and shape.lead_chunk_alone
+    spec = launch.norm_spec(kind, "bf16", 4096, aligned=False, out_dtype="fp8e4m3")
+    sass = disassemble(build(spec, Target.parse("9.0a")).cubin)
+    assert re.search(r"\bSTG\.E\.U16\b", sass) and re.search(r"\bSTG\.E\s", sass)
+    assert re.search(r"\bLDS\.128\b", sass)
+    assert not re.search(r"\b(LDL|STL)\b", sass)
