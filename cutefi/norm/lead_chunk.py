@@ -47,8 +47,9 @@ class LeadChunk:
         (``_lead_params``; LayerNorm's prescaled by 1/scale as the registers' are) read once
         into shared memory by each row's ``lead_lane``, the only one that reads them back (no
         barrier): each row then reads them in one or two 128-bit accesses, not an element or a
-        word at a time. Returns the (rows_per_cta, 2, vec) fp32 buffer."""
-        layout = cute.make_ordered_layout((self.rows_per_cta, 2, self.vec), order=(2, 1, 0))
+        word at a time. Returns the (rows_per_cta, 2 or 1, vec) fp32 buffer (gamma and beta, or w)."""
+        layout = cute.make_ordered_layout((self.rows_per_cta, 2 if const_expr(self.layer) else 1, self.vec),
+                                          order=(2, 1, 0))
         staged = cute.make_tensor(cute.arch.alloc_smem(Float32, cute.cosize(layout), alignment=16), layout)
         if lane == self.lead_lane:
             row_in_cta = cute.arch.thread_idx()[0] // self.threads_per_row
