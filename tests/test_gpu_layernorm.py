@@ -116,11 +116,13 @@ def test_constant_rows_give_beta(dtype, hidden, rows):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("hidden, rows", [(4096, 37), (4096, 2048), (4000, 3001), (2048, 4096), (4095, 4096)])
+@pytest.mark.parametrize("hidden, rows", [(4096, 37), (4096, 2048), (4000, 3001), (2048, 4096), (4095, 4096),
+                                         (1024, 16384), (2048, 16384), (16384, 2048)])
 def test_rows_far_from_zero_mean(dtype, hidden, rows):
     """Rows of mean 1000 and std 1: the variance must not come from sum(x^2) - n * mean^2 (which
     cancels to noise here). 4096 at 2048 rows: the build whose one reduction combines each
-    thread's (count, mean, squared deviations)."""
+    thread's (count, mean, squared deviations); 1024, 2048 and 16384 from 2048 rows: the
+    persistent builds, whose full rows do the same (``layer_stats.py``)."""
     x = make_input(rows, hidden, dtype, False, mean=1000.0, std=1.0)
     gamma, beta = make_params(hidden)
     assert_close(cutefi.layernorm(x, gamma, beta, eps=1e-6), reference(x, gamma, beta), dtype)
@@ -128,13 +130,15 @@ def test_rows_far_from_zero_mean(dtype, hidden, rows):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("spike", [30.0, -3000.0])
-def test_first_elements_far_from_the_rest(dtype, spike):
-    """A full 4096 row (the build's fast path) sums each thread's values shifted by the first of
-    them: every 4th column (each thread's first element on that build) far from the others."""
-    x = torch.randn(4096, 4096, device="cuda") + 1000.0
+@pytest.mark.parametrize("hidden", [2048, 4096])
+def test_first_elements_far_from_the_rest(dtype, spike, hidden):
+    """A full row (the fast path of the 4096 build and of the persistent 2048 one) sums each
+    thread's values shifted by the first of them: every 4th column (each thread's first element
+    is one of them on both builds) far from the others."""
+    x = torch.randn(4096, hidden, device="cuda") + 1000.0
     x[:, ::4] += spike
     x = x.to(dtype)
-    gamma, beta = make_params(4096)
+    gamma, beta = make_params(hidden)
     assert_close(cutefi.layernorm(x, gamma, beta, eps=1e-6), reference(x, gamma, beta), dtype)
 
 

@@ -134,11 +134,14 @@ def _lead_chunk_alone(norm: str, n_class: int, fused_add: bool, aligned: bool, q
 def min_ctas_per_sm(n_class: int, block_threads: int, kind: str = "rms", aligned: bool = True,
                     quant: bool = False, fused_add: bool = False, dtype_name: str = "bf16") -> int:
     """Occupancy target baked into the PTX (``.minnctapersm``), in CTAs per SM. The FP8
-    LayerNorm keeps 512 threads: at 1024 (64 registers) its 4096 build spilled ~170 registers
-    and ran at 21% of the copy bandwidth."""
+    LayerNorm keeps 512 threads but where a thread holds at most 16 elements of its row
+    (tuning.LAYER_QUANT_THREADS_PER_SM): at 1024 (64 registers) with 32 elements a thread its
+    4096 build spilled ~170 registers and ran at 21% of the copy bandwidth."""
     threads = tuning.THREADS_PER_SM
     if kind == "layer" and aligned and not quant:
         threads = tuning.LAYER_THREADS_PER_SM.get(n_class, tuning.THREADS_PER_SM)
+    elif kind == "layer" and aligned:
+        threads = tuning.LAYER_QUANT_THREADS_PER_SM.get(n_class, tuning.THREADS_PER_SM)
     elif kind == "layer" and not aligned:
         threads = tuning.LAYER_SHIFTED_THREADS_PER_SM.get(n_class, tuning.THREADS_PER_SM)
     elif kind == "rms" and aligned and n_class in tuning.RMS_WIDE_ROWS[(fused_add, quant)]:

@@ -50,10 +50,23 @@ LAYER_QUANT_CLASS_TABLE = {**LAYER_CLASS_TABLE, 2048: (64, 128), 8192: (256, 256
 # 65536 rows: FP8 4096 +0/12/8% (2862 against 2560 GB/s at 16384: 84 -> 94% of the copy
 # ceiling), FP8 8192 +5/12/7%, shifted 4095 +7/6/6% and FP8 +5/1/0%; the 2-chunk builds (1024,
 # 2048, plain and FP8) lost 1-14% at depth 1 from 16384 rows up. Not re-measured on an H200.
+# Session 42: FP8 4096, 8192 and 16384 at twice the threads a row (half the elements, and of
+# gamma and beta, a thread) and 1024 threads an SM (LAYER_QUANT_THREADS_PER_SM; 64 registers,
+# spill-free), against 128/256/512 threads a row at 512 threads an SM. H200, cutefi-bench, one
+# process a tree, alternated twice (norm_layer_quant_threads_h200_session42.txt), us at
+# 128/1024/4096/16384/65536 rows: 4096 2.30-2.34/4.99/14.1-14.6/53.6/201.7 ->
+# 2.37/5.31/14.5/50.8/197.3 (16384 x 4096: 89 -> 93.5% of the copy ceiling); 8192
+# 3.04/8.03/28.8/104.2/404.6 -> 3.17/8.35/27.6/101.1/394.1; 16384 4.54/15.7-16.2/56.4/209.7/811.2 ->
+# 4.61/16.1/55.1/205.3/794.2 (slower below 4096 rows, as the 4096 build at 1024). Not taken
+# (same file): 4096 at depth 2 (54.0-54.5 us at 16384 rows), 512 threads a row (69-72 us),
+# 1536 threads an SM (69.5); FP8 1024/2048 and plain 1024/2048/16384 at twice the threads a
+# row and 1024 an SM (FP8 1024/2048 18.3/35.0 against 15.1/28.5 us at 16384 rows; plain
+# 1-25% slower at every row count); gamma and beta staged once a CTA in shared
+# memory instead of registers (59-64 us at 16384 x 4096).
 LAYER_PREFETCH = {
     (1024, False): (64, 128, 2), (2048, False): (128, 128, 2), (16384, False): (512, 512, 1),
-    (1024, True): (64, 128, 2), (2048, True): (128, 128, 2), (4096, True): (128, 128, 1),
-    (8192, True): (256, 256, 1), (16384, True): (512, 512, 1),
+    (1024, True): (64, 128, 2), (2048, True): (128, 128, 2), (4096, True): (256, 256, 1),
+    (8192, True): (512, 512, 1), (16384, True): (1024, 1024, 1),
 }
 
 # The same for rows off 16-byte boundaries (gamma and beta in registers in the row frame of a
@@ -173,6 +186,9 @@ LATENCY_BUILDS = {
 THREADS_PER_SM = 512
 
 LAYER_THREADS_PER_SM = {4096: 1024}
+
+# The persistent FP8 LayerNorm classes (aligned) at 1024 threads an SM: see LAYER_PREFETCH.
+LAYER_QUANT_THREADS_PER_SM = {4096: 1024, 8192: 1024, 16384: 1024}
 
 # shifted plain RMSNorm: 768 threads (6 CTAs of 128 at 4096): 3397 GB/s at 16384 x 4095 bf16
 # against 2965 at 512 and 3243 (spilling) at 1024 (tune_norm_h200_round2.json); its FP8 build at
