@@ -141,3 +141,7 @@ def test_norm_spec_table_is_complete():
     assert names.count("norm.layernorm") == 2 * 10 * 2 * 3
     assert names.count("norm.rmsnorm_latency") == 2 * 8
     assert names.count("norm.layernorm_latency") == 2 * 2
+    # the long-row builds (hidden sizes above 32768): per dtype and access width, the variants
+    # above without their classes
+    assert names.count("norm.rmsnorm_long") == 2 * 2 * (4 + 4)
+    assert names.count("norm.layernorm_long") == 2 * 2 * 3

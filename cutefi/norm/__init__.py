@@ -4,8 +4,8 @@ variants, on one CuTe DSL row-norm kernel."""
 API = ("rmsnorm", "fused_add_rmsnorm", "gemma_rmsnorm", "gemma_fused_add_rmsnorm", "layernorm",
        "rmsnorm_quant", "fused_add_rmsnorm_quant", "layernorm_quant")
 
-# the packed-rows RMSNorm builds register with the row-norm ones (registry.all_specs imports
-# this package's launch module, so this package first)
-from . import packed  # noqa: E402,F401
+# the packed-rows RMSNorm builds and the long-row builds register with the row-norm ones
+# (registry.all_specs imports this package's launch module, so this package first)
+from . import long_rows, packed  # noqa: E402,F401
 
-__all__ = ["API", "packed"]
+__all__ = ["API", "long_rows", "packed"]

@@ -138,8 +138,8 @@ def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
     """``out = input / sqrt(mean(input**2, -1) + eps) * weight``.
 
     input: ``[rows, hidden]`` or ``[tokens, heads, head_dim]`` (per-head, qk-norm; any token
-    and head strides), fp16 or bf16, last dimension contiguous; any hidden size in [1, 32768]
-    (full speed where rows and pointers are 16-byte aligned). weight: ``[hidden]``, same dtype.
+    and head strides), fp16 or bf16, last dimension contiguous; any hidden size from 1 (full
+    speed where rows and pointers are 16-byte aligned; above 32768 a CTA a row, x read twice). weight: ``[hidden]``, same dtype.
     fp32 accumulation. ``out`` may be ``input`` (in place). ``enable_pdl``: programmatic
     dependent launch (None: where available).
     """
@@ -182,8 +182,8 @@ def _require_2d(input: object) -> None:
 def layernorm(input: torch.Tensor, gemma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """``(input - mean) / sqrt(var + eps) * gemma + beta`` over the last dimension.
 
-    input: ``[rows, hidden]`` fp16 or bf16, last dimension contiguous, any hidden size in
-    [1, 32768]. gemma (gamma, FlashInfer's name) and beta: fp32 ``[hidden]``. Returns a new
+    input: ``[rows, hidden]`` fp16 or bf16, last dimension contiguous, any hidden size from 1.
+    gemma (gamma, FlashInfer's name) and beta: fp32 ``[hidden]``. Returns a new
     tensor with the input's dtype and shape.
     """
     _require_2d(input)

@@ -7,12 +7,14 @@ dimension must be contiguous. Tensors the kernel writes must not overlap themsel
 
 Builds: the aligned one when the hidden size, every stride and every data pointer are
 multiples of 8 elements (16 bytes); otherwise the shifted one (any hidden size from 1 to the
-largest class, any strides), which needs the rows of x, out and residual to sit alike in their
+largest class, 32768, any strides), which needs the rows of x, out and residual to sit alike in their
 16-byte chunks (equal strides modulo 8 elements, pointers equally misaligned) and 16-byte
 aligned parameters. Calls that break that ("staged") run on aligned copies. RMSNorm (not
 the fused add) on contiguous rows (each ``n`` after the last) off 16-byte boundaries, from
 ``PACKED_MIN_ROWS`` rows and the hidden sizes of ``packed.CLASSES``, takes the packed-rows
-build instead (``packed.py``: blocks of eight rows read and written as one aligned span). The pointer tests
+build instead (``packed.py``: blocks of eight rows read and written as one aligned span). Hidden
+sizes above the largest class take the long-row builds (``long_rows.py``: a CTA a row, x read
+twice; element accesses where the rows are not aligned, so never staged). The pointer tests
 run on every call (pointers change); the rest is checked once per call layout and kept.
 """
 
@@ -30,11 +32,11 @@ from ..jit.driver import device_info
 from ..jit.loader import Kernel
 from ..jit.lookup import get_kernel
 from ..jit.spec import KernelSpec
-from . import launch, packed
+from . import launch, long_rows, packed
 
 INPUT_DTYPES = (torch.bfloat16, torch.float16)
 QUANT_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
-MIN_N, MAX_N = 1, max(launch.SUPPORTED_N_CLASSES)
+MIN_N, MAX_N = 1, long_rows.MAX_N  # hidden sizes above the largest class take the long-row builds
 MAX_ROWS = 2**31 - 1
 ALIGN_ELEMS = 8  # elements per 128-bit access of a 16-bit dtype
 ALIGN_BYTES = 16
@@ -219,6 +221,14 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
     named += [("residual", residual)] if residual is not None else []
     named += [("beta", bias)] if bias is not None else []
     require_same_device(*named)
+    strides = (x_layout.row_stride, x_layout.head_stride, out_layout.row_stride, out_layout.head_stride,
+               res_layout.row_stride, res_layout.head_stride)
+    if n >= long_rows.MIN_N:  # a CTA a row, any layout (element accesses where not aligned)
+        spec = long_rows.LONG_SPECS[(kind, name_of(input.dtype), residual is not None, gemma, aligned,
+                                     name_of(out.dtype) if quant else None)]
+        kernel = get_kernel(spec, device) if x_layout.rows else None
+        return Plan(kernel, False, False, device, (x_layout.rows, 1, 1), x_layout.rows, n, x_layout.heads,
+                    strides, 1)
     packed_class = _packed_class(kind, residual is not None, quant, pointers, aligned, layouts)
     if packed_class:  # contiguous rows off 16-byte boundaries: blocks of 8 rows, all accesses aligned
         spec = packed.PACKED_SPECS[(kind, name_of(input.dtype), packed_class, gemma,
@@ -237,7 +247,5 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
                                 name_of(out.dtype) if quant else None, latency)
         iters, grid_x = launch.persistent_grid(shape, x_layout.rows, device_info(device).sms, lead_period(x_layout))
         grid = (grid_x, 1, 1)
-    strides = (x_layout.row_stride, x_layout.head_stride, out_layout.row_stride, out_layout.head_stride,
-               res_layout.row_stride, res_layout.head_stride)
     return Plan(kernel, staged and x_layout.rows > 0, not aligned, device, grid, x_layout.rows, n, x_layout.heads,
                 strides, iters)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import cutefi
+from cutefi.norm.long_rows import MAX_N as MAX_HIDDEN
 
 from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, compiled, flashinfer_module, poisoned, randn
 
@@ -53,8 +54,8 @@ class _RowNorm(Routine):
     flags = (ROWS, HIDDEN)
 
     def check_shape(self, shape: dict[str, int]) -> None:
-        if not 1 <= shape["hidden"] <= 32768:
-            raise BenchInputError(f"--hidden {shape['hidden']}: {self.name} takes hidden sizes in [1, 32768]")
+        if not 1 <= shape["hidden"] <= MAX_HIDDEN:
+            raise BenchInputError(f"--hidden {shape['hidden']}: {self.name} takes hidden sizes in [1, {MAX_HIDDEN}]")
 
 
 class RmsNorm(_RowNorm):
