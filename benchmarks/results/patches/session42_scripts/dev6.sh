@@ -1,0 +1,12 @@
+pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl > /dev/null 2>&1
+export CUTEFI_CACHE_DIR=/tmp/cc
+PYTHONPATH=/tmp/site:$PWD CUTEFI_PACK_PATH=$PWD/.cubins_v1 timeout 300 python -m pytest -q -p no:cacheprovider tests/test_gpu_norm_quant.py tests/test_gpu_layernorm.py tests/test_gpu_norm_layouts.py tests/test_gpu_rmsnorm.py 2>&1 | tail -4
+for round in 1 2; do
+for t in new vH; do
+  echo "== $t round $round"
+  PYTHONPATH=/tmp/site:$PWD/scratch/$t CUTEFI_PACK_PATH=$PWD/scratch/pk_$t python scratch/bench_main.py --routine layernorm_quant --rows 128 1024 4096 16384 65536 --hidden 1024 2048 --backends cutefi 2>&1 | grep -E "^layernorm" | awk '{print $1,$2,$3,$6,$9,$11}'
+done
+for t in new vI; do
+  echo "== $t round $round"
+  PYTHONPATH=/tmp/site:$PWD/scratch/$t CUTEFI_PACK_PATH=$PWD/scratch/pk_$t python scratch/bench_main.py --routine layernorm --rows 128 1024 4096 16384 65536 --hidden 1024 2048 16384 --backends cutefi 2>&1 | grep -E "^layernorm" | awk '{print $1,$2,$3,$6,$9,$11}'
+done; done
