@@ -145,3 +145,14 @@ def test_norm_spec_table_is_complete():
     # above without their classes
     assert names.count("norm.rmsnorm_long") == 2 * 2 * (4 + 4)
     assert names.count("norm.layernorm_long") == 2 * 2 * 3
+
+
+@requires_dsl
+def test_long_layernorm_reads_parameters_in_at_most_128_bits_on_sm100():
+    """The plan calls rows aligned at 16 bytes; gamma and beta (fp32, 32 bytes a chunk) declared
+    32-byte aligned let sm_100a read them in 256-bit loads, which fault on a view 16 bytes in."""
+    from cutefi.jit.sass import disassemble
+    from cutefi.norm.long_rows import LONG_SPECS
+
+    sass = disassemble(build(LONG_SPECS[("layer", "bf16", False, False, True, None)], Target.parse("10.0a")).cubin)
+    assert WIDE_GLOBAL.search(sass) and not re.search(r"\b(LDG|STG)\.E[.A-Z0-9]*\.256\b", sass)

@@ -317,11 +317,13 @@ def _pointer_align(dtype_name: str, dtype_of_row: str) -> int:
     return max(1, dtypes.bits(dtype_name) // 8) * vec_elems(dtype_of_row)
 
 
-def norm_params(dtype_name: str, param_dtype: str, out_name: str) -> tuple[Param, ...]:
-    """The kernel parameters every row-norm build takes (one launch call serves them all)."""
+def norm_params(dtype_name: str, param_dtype: str, out_name: str, element_aligned: bool = False) -> tuple[Param, ...]:
+    """The kernel parameters every row-norm build takes (one launch call serves them all);
+    ``element_aligned``: pointers an element aligned (the long-row builds' element accesses),
+    else an access (8 elements)."""
 
     def align(name: str) -> int:
-        return _pointer_align(name, dtype_name)
+        return max(1, dtypes.bits(name) // 8) if element_aligned else _pointer_align(name, dtype_name)
 
     return (
         *pointers("x", dtype=dtype_name, align=align(dtype_name)),

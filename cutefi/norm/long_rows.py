@@ -17,10 +17,9 @@ scale_value; ``shift`` and ``row_iters`` are unused (0 and 1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .. import dtypes
-from ..jit.contract import LaunchContract, Param, pointers, scalars
+from ..jit.contract import LaunchContract, Param
 from ..jit.policy import Family
 from ..jit.registry import register
 from ..jit.spec import KernelSpec
@@ -50,25 +49,12 @@ class LongGeometry:
         return BLOCK_THREADS // 32
 
 
-def params(dtype_name: str, param_dtype: str, out_name: str, aligned: bool) -> tuple[Param, ...]:
-    """``launch.norm_params``; on the element-access build every pointer an element aligned."""
-    if aligned:
-        return launch.norm_params(dtype_name, param_dtype, out_name)
-
-    def align(name: str) -> int:
-        return max(1, dtypes.bits(name) // 8)
-
-    return (
-        *pointers("x", dtype=dtype_name, align=align(dtype_name)),
-        *pointers("weight", "bias", dtype=param_dtype, align=align(param_dtype)),
-        *pointers("out", dtype=out_name, align=align(out_name)),
-        *pointers("residual", dtype=dtype_name, align=align(dtype_name)),
-        Param("scale", "ptr", "fp32", 4),
-        *scalars("i32", "M", "N", "heads", "shift", "row_iters"),
-        *scalars("i64", "x_row_stride", "x_head_stride", "out_row_stride", "out_head_stride",
-                 "residual_row_stride", "residual_head_stride"),
-        Param("eps", "f32"), Param("scale_value", "f32"),
-    )
+def _params(dtype_name: str, param_dtype: str, out_name: str, aligned: bool) -> tuple[Param, ...]:
+    """``launch.norm_params``, pointers an element aligned on the element-access build and at most
+    16 bytes on the other: the plan checks 16 (fp32 gamma and beta declared 32, a chunk of 8,
+    let sm_100a read them in 256-bit loads, which fault on a 16-byte aligned view)."""
+    params = launch.norm_params(dtype_name, param_dtype, out_name, element_aligned=not aligned)
+    return tuple(replace(p, align=min(p.align, 16)) if p.kind == "ptr" else p for p in params)
 
 
 def entry_name(norm: str, dtype_name: str, fused_add: bool, gemma: bool, aligned: bool,
@@ -82,7 +68,7 @@ def contract(norm: str, dtype_name: str, fused_add: bool = False, gemma: bool = 
     launch.dtype_bits(dtype_name)
     param_dtype = "fp32" if norm == "layer" else dtype_name
     return LaunchContract(
-        params=params(dtype_name, param_dtype, out_dtype or dtype_name, aligned),
+        params=_params(dtype_name, param_dtype, out_dtype or dtype_name, aligned),
         block=(BLOCK_THREADS, 1, 1),
         grid=lambda p: (p["M"], 1, 1),  # a CTA a row
         sample={"M": 1000, "N": 65536, "heads": 1, "shift": 0, "row_iters": 1, "x_row_stride": 65536,
