@@ -139,7 +139,8 @@ def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
 
     input: ``[rows, hidden]`` or ``[tokens, heads, head_dim]`` (per-head, qk-norm; any token
     and head strides), fp16 or bf16, last dimension contiguous; any hidden size from 1 (full
-    speed where rows and pointers are 16-byte aligned; above 32768 a CTA a row, x read twice). weight: ``[hidden]``, same dtype.
+    speed where rows and pointers are 16-byte aligned; above 32768 a CTA a row, x read twice).
+    weight: ``[hidden]``, same dtype.
     fp32 accumulation. ``out`` may be ``input`` (in place). ``enable_pdl``: programmatic
     dependent launch (None: where available).
     """
