@@ -59,5 +59,4 @@ for batch, kv_len, fp8 in SHAPES:
         print(f"{batch}x{kv_len} fp8={fp8} {name:14s} {t:8.2f} us  sdpa/this {base / t:.3f}  "
               f"plan={wrappers[name]._plan.get('items') if name in wrappers else ''} "
               f"pack={wrappers[name]._plan.get('pack_shift') if name in wrappers else ''}", flush=True)
-    del state, q, k, v, wrappers, runs
     torch.cuda.empty_cache()
