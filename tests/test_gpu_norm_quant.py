@@ -175,6 +175,43 @@ def test_scale_tensor_is_read_on_the_device_in_a_cuda_graph():
         assert_fp8_matches(out, quantise(rms(x, weight), value, torch.float8_e4m3fn))
 
 
+@pytest.mark.parametrize("op", ["rmsnorm_quant", "fused_add_rmsnorm_quant", "layernorm_quant"])
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64,
+                                         torch.uint8], ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_scale_tensor_of_any_real_dtype_is_its_float32_value(op, scale_dtype, device):
+    """FlashInfer takes a one-element scale tensor of any real dtype, on any device, as its
+    float32 value (an integer tensor too): the output matches the float32 reference and is bit for
+    bit the call with the same scale given as a float."""
+    x = torch.randn(33, 4096, device="cuda", dtype=BF16)
+    residual = torch.randn_like(x)
+    weight = (torch.rand(4096, device="cuda") + 0.5).to(BF16)
+    gamma, beta = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+    fp8 = torch.float8_e4m3fn
+
+    def run(scale):
+        out = poisoned(x.shape, fp8)
+        if op == "rmsnorm_quant":
+            cutefi.rmsnorm_quant(out, x, weight, scale)
+        elif op == "fused_add_rmsnorm_quant":
+            cutefi.fused_add_rmsnorm_quant(out, x, residual.clone(), weight, scale)
+        else:
+            cutefi.layernorm_quant(out, x, gamma, beta, scale)
+        return out
+
+    with_tensor = run(torch.full((1,), 2, dtype=scale_dtype, device=device))
+    with_float = run(2.0)
+    assert torch.equal(with_tensor.view(torch.uint8), with_float.view(torch.uint8))
+    if op == "rmsnorm_quant":
+        y = rms(x, weight)
+    elif op == "fused_add_rmsnorm_quant":  # the norm of the fp32 sum (FlashInfer's numerics)
+        s = x.float() + residual.float()
+        y = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-6) * weight.float()
+    else:
+        y = F.layer_norm(x.float(), (x.shape[-1],), gamma, beta, 1e-6)
+    assert_fp8_matches(with_tensor, quantise(y, 2.0, fp8))
+
+
 # y / scale: subnormals and zeros (64, 4096), normal values (1, 1/64), saturation (1/4096, 1e-5)
 SCALES = (1.0, 1 / 64, 64.0, 4096.0, 1 / 4096, 1e-5)
 

@@ -104,12 +104,14 @@ def _run_staged(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
 
 def _scale_arguments(scale: float | torch.Tensor) -> tuple[float, torch.Tensor | None]:
     """(scale_value, scale_tensor): a float scale goes to the kernel as a value, a CUDA tensor
-    by pointer (read on the device, so CUDA graphs see its updates; scale_value 0 says so)."""
+    by pointer (read on the device, so CUDA graphs see its updates; scale_value 0 says so). A
+    tensor of any real dtype is taken as float32, as FlashInfer converts it (an integer or
+    half-precision tensor through a float32 copy made on the stream, so a graph sees updates)."""
     if isinstance(scale, torch.Tensor):
         if scale.numel() != 1:
             raise ValueError(f"scale must be a float or a tensor of one element; got shape {tuple(scale.shape)}")
-        if not scale.is_floating_point():
-            raise TypeError(f"scale tensor must be floating point; got {str(scale.dtype)[6:]}")
+        if scale.is_complex():
+            raise TypeError(f"scale tensor must be real; got {str(scale.dtype)[6:]}")
         if not scale.is_cuda:  # a host value: no device memory needed
             return _scale_arguments(float(scale.item()))
         return 0.0, scale if scale.dtype == torch.float32 else scale.float()
