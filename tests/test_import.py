@@ -44,3 +44,43 @@ def test_cached_lookup_does_not_import_cutlass(tmp_path):
 def test_public_names_resolve_lazily():
     out = _run("import sys, cutefi; f = cutefi.copy_; print(callable(f), 'cutlass' in sys.modules)")
     assert out.strip() == "True False"
+
+
+# FlashInfer's module of each of its names that cutefi provides: servers import them from there
+FLASHINFER_MODULES = {
+    "norm": ("rmsnorm", "fused_add_rmsnorm", "gemma_rmsnorm", "gemma_fused_add_rmsnorm", "layernorm",
+             "rmsnorm_quant", "fused_add_rmsnorm_quant", "layernorm_quant"),
+    "rope": ("apply_rope", "apply_rope_inplace", "apply_rope_pos_ids", "apply_rope_pos_ids_inplace",
+             "apply_llama31_rope", "apply_llama31_rope_inplace", "apply_llama31_rope_pos_ids",
+             "apply_llama31_rope_pos_ids_inplace", "apply_rope_with_cos_sin_cache",
+             "apply_rope_with_cos_sin_cache_inplace"),
+    "decode": ("BatchDecodeWithPagedKVCacheWrapper", "CUDAGraphBatchDecodeWithPagedKVCacheWrapper",
+               "single_decode_with_kv_cache", "fast_decode_plan"),
+    "cascade": ("merge_state", "merge_state_in_place", "merge_states"),
+    "page": ("append_paged_kv_cache", "get_batch_indices_positions", "get_seq_lens"),
+    "prefill": ("single_prefill_with_kv_cache", "BatchPrefillWithRaggedKVCacheWrapper",
+                "BatchPrefillWithPagedKVCacheWrapper"),
+    "gemm": ("mm_bf16", "bmm_bf16", "bmm_fp8", "mm_fp8", "gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise",
+             "SegmentGEMMWrapper"),
+}
+
+
+def test_names_import_from_flashinfers_module_paths():
+    """``from flashinfer.norm import fused_add_rmsnorm`` (SGLang's form) works with cutefi in
+    place of flashinfer, for every module and name, giving the top-level objects, and importing
+    the modules loads no CuTe DSL."""
+    imports = "\n".join(f"from cutefi.{module} import {', '.join(names)}" for module, names in FLASHINFER_MODULES.items())
+    checks = " and ".join(f"{name} is cutefi.{name}" for names in FLASHINFER_MODULES.values() for name in names)
+    code = (f"import sys, cutefi\n{imports}\n"
+            f"print({checks}, any(m == 'cutlass' or m.startswith('cutlass.') for m in sys.modules))\n")
+    assert _run(code).strip() == "True False"
+
+
+def test_unknown_names_in_the_alias_modules_raise_attribute_errors():
+    import importlib
+
+    import pytest
+
+    for module in FLASHINFER_MODULES:
+        with pytest.raises((AttributeError, ImportError)):
+            getattr(importlib.import_module(f"cutefi.{module}"), "MultiLevelCascadeAttentionWrapper")

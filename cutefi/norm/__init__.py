@@ -8,4 +8,9 @@ API = ("rmsnorm", "fused_add_rmsnorm", "gemma_rmsnorm", "gemma_fused_add_rmsnorm
 # (registry.all_specs imports this package's launch module, so this package first)
 from . import long_rows, packed  # noqa: E402,F401
 
-__all__ = ["API", "long_rows", "packed"]
+__all__ = ["API", "long_rows", "packed", *API]
+
+# FlashInfer's module path for these names (``from cutefi.norm import ...``), resolved on first use
+from .._reexport import lazy_names  # noqa: E402
+
+__getattr__, __dir__ = lazy_names(__name__, f"{__name__}.api", API)
