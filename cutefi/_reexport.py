@@ -2,13 +2,22 @@
 rmsnorm`` becomes ``from cutefi.norm import rmsnorm`` (a server switches by changing the
 import). Each family package, and the alias modules named after FlashInfer's modules that
 cutefi's families do not match one to one (``decode``, ``cascade``, ``page``), resolves its
-names from a family's ``api`` module on first use, so importing them imports no kernel code."""
+names from a family's ``api`` module on first use, so importing them imports no kernel code.
+The family packages import this module by name at that first use (``importlib``): a package's
+``__init__`` is in the source key of each of its kernels (``jit.closure``), and this run-time
+helper must not be."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 from typing import Any, Callable
+
+
+def resolve(module: str, names: tuple[str, ...], name: str) -> Any:
+    """A family package's ``__getattr__``: ``name`` (one of its ``API`` ``names``) from its
+    ``api`` module, then kept in the package."""
+    return lazy_names(module, f"{module}.api", names)[0](name)
 
 
 def lazy_names(module: str, source: str, names: tuple[str, ...]) -> tuple[Callable[[str], Any], Callable[[], list]]:

@@ -621,7 +621,13 @@ def test_decode_plan_errors():
     with pytest.raises(TypeError, match="kv_data_type"):
         wrapper.plan(*ok, kv_data_type=torch.float32)
     with pytest.raises(ValueError, match="backend must be"):
-        cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(16, dtype=torch.uint8, device="cuda"), backend="fa3")
+        cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(16, dtype=torch.uint8, device="cuda"),
+                                                  backend="trtllm-gen")
+    for extra, pattern in ((dict(block_tables=indices), "block_tables"), (dict(seq_lens=last), "seq_lens"),
+                           (dict(q_len_per_req=2), "q_len_per_req"), (dict(window_right=3), "window_right"),
+                           (dict(o_data_type=torch.float32), "o_data_type")):
+        with pytest.raises(NotImplementedError, match=pattern):
+            wrapper.plan(*ok, **extra)
     with pytest.raises(ValueError, match="use_cuda_graph=True needs"):
         cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(16, dtype=torch.uint8, device="cuda"), use_cuda_graph=True)
     wrapper.plan(*ok, q_data_type="float16")
@@ -646,6 +652,61 @@ def test_decode_plan_errors():
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             wrapper.run(q, kv)
+
+
+def test_flashinfer_call_patterns():
+    """How vLLM and SGLang drive FlashInfer's wrapper, with cutefi's: backend "fa2", plan with
+    FlashInfer's positional order (o_data_type, block_tables and seq_lens in it),
+    ``fixed_split_size=-1``, ``data_type`` standing for the KV type only, ``begin_forward``,
+    ``forward`` with its own sm_scale and soft cap (FlashInfer's forward replaces the plan's),
+    ``forward_return_lse`` / ``run_return_lse``, the planned values read back; against the
+    float32 reference."""
+    lengths, qo_heads, kv_heads, head_dim, page_size = [37, 300, 1], 16, 4, 128, 16
+    kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, page_size, kv_heads, head_dim, torch.bfloat16,
+                                                             seed=3)
+    q = torch.randn(len(lengths), qo_heads, head_dim, device="cuda", dtype=torch.bfloat16)
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"),
+                                                        "NHD", False, False, None, None, None, "fa2")
+    # pos_encoding_mode, window_left, logits_soft_cap, q_data_type, kv_data_type, o_data_type, data_type,
+    # sm_scale, rope_scale, rope_theta, non_blocking, block_tables, seq_lens, fixed_split_size,
+    # disable_split_kv: vLLM's positional call
+    wrapper.plan(indptr, indices, last, qo_heads, kv_heads, head_dim, page_size, "NONE", -1, 30.0, torch.bfloat16,
+                 None, torch.bfloat16, None, 0.05, None, None, True, None, None, -1, False)
+    assert (wrapper._sm_scale, wrapper._logits_soft_cap, wrapper._window_left) == (0.05, 30.0, -1)
+    out, lse = wrapper.run_return_lse(q, kv)
+    ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD", sm_scale=0.05, cap=30.0)
+    check(out, lse, ref_out, ref_lse, torch.bfloat16)
+    # SGLang: data_type is the KV type, q_data_type given; begin_forward; forward's own scales
+    wrapper.begin_forward(indptr, indices, last, qo_heads, kv_heads, head_dim, page_size, data_type=torch.bfloat16,
+                          q_data_type=torch.bfloat16)
+    out = wrapper.forward(q, kv, sm_scale=0.02, logits_soft_cap=10.0)
+    ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD", sm_scale=0.02, cap=10.0)
+    check(out, None, ref_out, None, torch.bfloat16)
+    out, lse = wrapper.forward_return_lse(q, kv)  # forward's defaults: 1/sqrt(d), no cap
+    ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD")
+    check(out, lse, ref_out, ref_lse, torch.bfloat16)
+    with pytest.raises(ValueError, match="window_left"):
+        wrapper.forward(q, kv, window_left=8)
+    wrapper.end_forward()
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("fused", [False, True])
+def test_page_size_one_caches_without_their_page_dimension(layout, fused):
+    """SGLang's token-granular cache: page size 1, passed as a (k, v) pair of 3-D [slots, heads,
+    head_dim] tensors or one 4-D [slots, 2, heads, head_dim] tensor (FlashInfer adds the page
+    dimension), against the float32 reference."""
+    lengths, qo_heads, kv_heads, head_dim = [70, 1, 333], 8, 2, 128
+    kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, 1, kv_heads, head_dim, torch.float16,
+                                                             layout=layout, fused=fused, seed=5)
+    page_dim = 1 if layout == "NHD" else 2
+    squeezed = kv.squeeze(page_dim + 1) if fused else tuple(c.squeeze(page_dim) for c in kv)
+    q = torch.randn(len(lengths), qo_heads, head_dim, device="cuda", dtype=torch.float16)
+    wrapper = cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(16 << 20, dtype=torch.uint8, device="cuda"), layout)
+    wrapper.plan(indptr, indices, last, qo_heads, kv_heads, head_dim, 1, q_data_type=torch.float16)
+    out, lse = wrapper.run(q, squeezed, return_lse=True)
+    ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, indices, lengths, layout)
+    check(out, lse, ref_out, ref_lse, torch.float16)
 
 
 @pytest.mark.parametrize("split", [None, 1])

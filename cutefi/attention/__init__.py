@@ -6,7 +6,10 @@ API = ("merge_state", "merge_state_in_place", "merge_states", "append_paged_kv_c
        "get_batch_indices_positions", "BatchDecodeWithPagedKVCacheWrapper",
        "CUDAGraphBatchDecodeWithPagedKVCacheWrapper", "single_decode_with_kv_cache", "fast_decode_plan")
 
-# FlashInfer's module path for these names (``from cutefi.attention import ...``), resolved on first use
-from .._reexport import lazy_names  # noqa: E402
 
-__getattr__, __dir__ = lazy_names(__name__, f"{__name__}.api", API)
+def __getattr__(name: str):
+    """FlashInfer's module path for the API names (``from cutefi.attention import ...``), resolved on
+    first use (the helper imported by name: it stays out of this family's kernel keys)."""
+    import importlib
+
+    return importlib.import_module("cutefi._reexport").resolve(__name__, API, name)

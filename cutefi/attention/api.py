@@ -260,7 +260,7 @@ def append_paged_kv_cache(append_key, append_value, batch_indices, positions, pa
     if compiling() and fused is not None:  # one op on the whole cache (no views traced)
         return _OPS["append_paged_kv_cache_fused"](append_key, append_value, batch_indices, positions, fused,
                                                    kv_indices, kv_indptr, kv_last_page_len, kv_layout)
-    k_cache, v_cache = split_cache(paged_kv_cache)
+    k_cache, v_cache = split_cache(paged_kv_cache, kv_layout)
     _append(append_key, append_value, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr,
             kv_last_page_len, kv_layout)
 
@@ -287,7 +287,7 @@ _define_ops = [
     ("append_paged_kv_cache_fused(Tensor append_key, Tensor append_value, Tensor batch_indices, Tensor positions, "
      "Tensor(a!) paged_kv_cache, Tensor kv_indices, Tensor kv_indptr, Tensor kv_last_page_len, str kv_layout) -> ()",
      lambda key, value, b, p, cache, indices, indptr, last, layout: _append(
-         key, value, b, p, *split_cache(cache), indices, indptr, last, layout)),
+         key, value, b, p, *split_cache(cache, layout), indices, indptr, last, layout)),
 ]
 _OPS = {schema.split("(", 1)[0]: define(schema, impl, _no_output) for schema, impl in _define_ops}
 

@@ -30,6 +30,7 @@ from ..jit.staging import Int32Staging
 from .._library import compiling
 from .._plans import PlanCache, signature
 from . import decode_ops, decode_plan, launch
+from .decode_compat import DecodeWrapperCompat, check_backend, check_jit_args, check_plan_extras, check_run_extras
 from .decode_ops import OP as _OP
 from .decode_ops import Layout
 from .plan import KV_LAYOUTS, check_i32, split_cache
@@ -116,12 +117,10 @@ def decode_build(device: int, head_dim: int, kv_dtype: str, full_batch: bool = F
     return best
 
 
-def _check_options(pos_encoding_mode: str, backend: str | None = None) -> None:
+def _check_options(pos_encoding_mode: str) -> None:
     if pos_encoding_mode not in ("NONE", "ROPE_LLAMA"):
         raise NotImplementedError(f"pos_encoding_mode={pos_encoding_mode!r}: cutefi's decode supports 'NONE' and "
                                   "'ROPE_LLAMA' (for ALiBi, add the bias to the scores in a prefill kernel)")
-    if backend is not None and backend not in ("auto", "cutefi"):
-        raise ValueError(f"backend must be 'auto' or 'cutefi'; got {backend!r} (cutefi runs its own kernels only)")
 
 
 def _rope(pos_encoding_mode: str, rope_scale: float | None, rope_theta: float | None,
@@ -166,26 +165,31 @@ class _StaticPlan(NamedTuple):
     disable_split: bool
 
 
-class BatchDecodeWithPagedKVCacheWrapper:
+class BatchDecodeWithPagedKVCacheWrapper(DecodeWrapperCompat):
     """Decode attention for a batch of requests over a paged KV cache (FlashInfer's wrapper).
 
     ``float_workspace_buffer``: a uint8 CUDA tensor (FlashInfer's 128 MB suggestion is plenty)
     holding the partial states of split requests. ``use_cuda_graph``: plan may be called
     outside a capture and ``run`` replayed inside it: device buffers keep their addresses
     (``paged_kv_*_buffer`` receive the page table) and the launch size stays fixed.
-    ``use_tensor_cores`` is accepted and has no effect (one kernel serves every group).
+    ``use_tensor_cores`` is accepted and has no effect (one kernel serves every group), as are
+    FlashInfer's ``backend`` names ``"fa2"`` and ``"fa3"`` (``"auto"``). FlashInfer's deprecated
+    and auxiliary methods: ``decode_compat.py``.
     """
 
     @api_log
     def __init__(self, float_workspace_buffer: torch.Tensor, kv_layout: str = "NHD", use_cuda_graph: bool = False,
                  use_tensor_cores: bool = False, paged_kv_indptr_buffer: torch.Tensor | None = None,
                  paged_kv_indices_buffer: torch.Tensor | None = None,
-                 paged_kv_last_page_len_buffer: torch.Tensor | None = None, backend: str = "auto") -> None:
+                 paged_kv_last_page_len_buffer: torch.Tensor | None = None, backend: str = "auto",
+                 jit_args=None) -> None:
         require_tensor("float_workspace_buffer", float_workspace_buffer)
         self.device = require_cuda("float_workspace_buffer", float_workspace_buffer)
         if kv_layout not in KV_LAYOUTS:
             raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
-        _check_options("NONE", backend)
+        check_backend(backend)
+        check_jit_args(jit_args)
+        self.use_tensor_cores = bool(use_tensor_cores)
         self._workspace = float_workspace_buffer.view(torch.uint8).reshape(-1)
         self._kv_layout = kv_layout
         self._use_cuda_graph = bool(use_cuda_graph)
@@ -217,17 +221,26 @@ class BatchDecodeWithPagedKVCacheWrapper:
     @api_log
     def plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
              pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type="float16",
-             kv_data_type=None, data_type=None, sm_scale=None, rope_scale=None, rope_theta=None, non_blocking=True,
-             fixed_split_size=None, disable_split_kv=False, *, _indptr_host=None) -> None:
+             kv_data_type=None, o_data_type=None, data_type=None, sm_scale=None, rope_scale=None, rope_theta=None,
+             non_blocking=True, block_tables=None, seq_lens=None, fixed_split_size=None, disable_split_kv=False,
+             q_len_per_req=1, *, window_right=0, _indptr_host=None) -> None:
         """Partition the batch's KV for ``run``: ``indptr`` [batch + 1], ``indices`` and
         ``last_page_len`` [batch] int32 on the host (no synchronisation) or the device (copied
         to the host once; ``fast_decode_plan``'s ``global_override_indptr_cpu`` spares the
-        indptr copy). ``fixed_split_size``: pages per split (None: chosen to fill the GPU)."""
+        indptr copy). ``fixed_split_size``: pages per split (None, or FlashInfer's -1: chosen to
+        fill the GPU). The arguments and their positional order are FlashInfer's; ``data_type``
+        stands for ``q_data_type`` / ``kv_data_type`` where those are None (FlashInfer's rule),
+        ``o_data_type`` must be q's; ``block_tables``, ``seq_lens`` (FlashInfer's other
+        backends), ``q_len_per_req`` > 1 and ``window_right`` > 0 are not taken."""
+        check_plan_extras(block_tables, seq_lens, q_len_per_req, window_right)
+        if fixed_split_size is not None and not isinstance(fixed_split_size, bool) and \
+                isinstance(fixed_split_size, int) and fixed_split_size <= 0:
+            fixed_split_size = None  # FlashInfer's -1 (and 0): split as the batch needs
         # the arguments other than the page table repeat every step: checked once, then looked
         # up (their types are part of the key, so 128.0 is not taken where 128 was)
         options = (num_qo_heads, num_kv_heads, head_dim, page_size, pos_encoding_mode, window_left, logits_soft_cap,
-                   q_data_type, kv_data_type, data_type, sm_scale, rope_scale, rope_theta, fixed_split_size,
-                   disable_split_kv)
+                   q_data_type, kv_data_type, o_data_type, data_type, sm_scale, rope_scale, rope_theta,
+                   fixed_split_size, disable_split_kv)
         try:
             key = (options, tuple(map(type, options)))
             static = self._statics.get(key)
@@ -283,8 +296,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
         return self._counters
 
     def _static_plan(self, num_qo_heads, num_kv_heads, head_dim, page_size, pos_encoding_mode, window_left,
-                     logits_soft_cap, q_data_type, kv_data_type, data_type, sm_scale, rope_scale, rope_theta,
-                     fixed_split_size, disable_split_kv) -> _StaticPlan:
+                     logits_soft_cap, q_data_type, kv_data_type, o_data_type, data_type, sm_scale, rope_scale,
+                     rope_theta, fixed_split_size, disable_split_kv) -> _StaticPlan:
         """The checked arguments other than the page table, and the builds they pick."""
         _check_options(pos_encoding_mode)
         num_qo_heads, num_kv_heads = require_int("num_qo_heads", num_qo_heads), require_int("num_kv_heads", num_kv_heads)
@@ -296,10 +309,13 @@ class BatchDecodeWithPagedKVCacheWrapper:
             raise ValueError(f"head_dim must be one of {launch.DECODE_HEAD_DIMS}; got {head_dim}")
         if page_size < 1:
             raise ValueError(f"page_size must be >= 1; got {page_size}")
-        q_dtype = _dtype("q_data_type", q_data_type if data_type is None else data_type)
-        kv_dtype = _dtype("kv_data_type", kv_data_type if data_type is None else data_type, q_dtype)
+        # (FlashInfer's rule: data_type stands in for whichever of the two is None)
+        q_dtype = _dtype("q_data_type", q_data_type if q_data_type is not None else data_type, torch.float16)
+        kv_dtype = _dtype("kv_data_type", kv_data_type if kv_data_type is not None else data_type, q_dtype)
         if q_dtype not in _Q_DTYPES:
             raise TypeError(f"q_data_type must be float16 or bfloat16; got {q_dtype}")
+        if _dtype("o_data_type", o_data_type, q_dtype) != q_dtype:
+            raise NotImplementedError(f"o_data_type={o_data_type}: cutefi's decode writes out in q's dtype ({q_dtype})")
         if kv_dtype != q_dtype and kv_dtype not in _FP8_KV:
             raise TypeError(f"kv_data_type must be q's type ({q_dtype}) or float8_e4m3fn / float8_e5m2; got {kv_dtype}")
         if logits_soft_cap is not None:
@@ -402,14 +418,18 @@ class BatchDecodeWithPagedKVCacheWrapper:
     # ---- run -------------------------------------------------------------------------------------
     @api_log
     def run(self, q, paged_kv_cache, *, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None,
-            return_lse=False, enable_pdl=None, window_left=None, sinks=None):
+            return_lse=False, enable_pdl=None, window_left=None, sinks=None, q_len_per_req=None,
+            skip_softmax_threshold_scale_factor=None, kv_cache_sf=None, _scores=None):
         """Attention of each request's query ``q`` [batch, num_qo_heads, head_dim] over its KV
         pages. Returns ``out`` (q's dtype), or ``(out, lse)`` with ``return_lse`` (lse float32
         [batch, num_qo_heads], base 2). ``sinks``: float32 [num_qo_heads], each head's sink logit
-        (natural units, not scaled), counted in the softmax denominator and in ``lse``."""
+        (natural units, not scaled), counted in the softmax denominator and in ``lse``.
+        (``_scores``: ``forward``'s (sm_scale, logits_soft_cap, rope_scale, rope_theta) in place
+        of the plan's.)"""
+        check_run_extras(q_len_per_req, skip_softmax_threshold_scale_factor, kv_cache_sf)
         if not compiling():  # a layout this wrapper ran before: only the pointers are new
             key = self._launch_key(q, paged_kv_cache, out, lse, return_lse, q_scale, k_scale, v_scale, enable_pdl,
-                                   window_left, sinks)
+                                   window_left, sinks, _scores)
             prepared = self._launches.get(key)
             if prepared is not None:
                 return self._run_prepared(prepared, q, paged_kv_cache, out, lse, return_lse, sinks)
@@ -440,7 +460,13 @@ class BatchDecodeWithPagedKVCacheWrapper:
             lse = self._output("lse", lse, shape[:2], torch.float32, q)
         require_same_device(("q", q), ("k_cache", layout.k_cache), ("v_cache", layout.v_cache), ("out", out),
                             ("float_workspace_buffer", self._workspace), *([("sinks", sinks)] if sinks is not None else []))
-        q_mult, cap_scale = _scales(plan["sm_scale"], plan["head_dim"], plan["logits_soft_cap"], q_scale, k_scale)
+        sm_scale, soft_cap = plan["sm_scale"], plan["logits_soft_cap"]
+        rope_rcp_scale, rope_log2_step = plan["rope_rcp_scale"], plan["rope_log2_step"]
+        if _scores is not None:  # forward's, as FlashInfer's forward replaces the plan's
+            sm_scale, soft_cap, rope_scale, rope_theta = _scores
+            _, rope_rcp_scale, rope_log2_step = _rope("ROPE_LLAMA" if plan["rope"] else "NONE", rope_scale,
+                                                      rope_theta, plan["head_dim"])
+        q_mult, cap_scale = _scales(sm_scale, plan["head_dim"], soft_cap, q_scale, k_scale)
         out_scale = 1.0 if v_scale is None else require_real("v_scale", v_scale)
         pdl = enable_pdl is None or bool(enable_pdl)
         if plan["batch"]:
@@ -448,12 +474,12 @@ class BatchDecodeWithPagedKVCacheWrapper:
             if compiling():  # torch.compile traces this: one cutefi op in the graph
                 _OP(q, layout.k_cache, layout.v_cache, out, lse, sinks, self._workspace, plan["work"],
                     plan["state_indptr"], plan["kv_indices"], plan["counters"], self._kv_layout, sizes,
-                    [q_mult, cap_scale, out_scale, plan["rope_rcp_scale"], plan["rope_log2_step"]], pdl)
+                    [q_mult, cap_scale, out_scale, rope_rcp_scale, rope_log2_step], pdl)
             else:
                 prepared = decode_ops.DecodeLaunch(q, layout, out, lse, sinks is not None, self._workspace, plan["work"],
                                                    plan["state_indptr"], plan["kv_indices"], plan["counters"], sizes,
-                                                   q_mult, cap_scale, out_scale, plan["rope_rcp_scale"],
-                                                   plan["rope_log2_step"], pdl)
+                                                   q_mult, cap_scale, out_scale, rope_rcp_scale,
+                                                   rope_log2_step, pdl)
                 self._launches.put(key, prepared)
                 prepared(q.data_ptr(), layout.k_cache.data_ptr(), layout.v_cache.data_ptr(), out.data_ptr(),
                          lse.data_ptr() if lse is not None else None, sinks.data_ptr() if sinks is not None else None)
@@ -470,7 +496,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
             return None
 
     def _run_prepared(self, prepared, q, paged_kv_cache, out, lse, return_lse, sinks):
-        k_cache, v_cache = split_cache(paged_kv_cache)
+        k_cache, v_cache = split_cache(paged_kv_cache, self._kv_layout)
         if out is None:
             out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         if lse is None and return_lse:
@@ -481,8 +507,6 @@ class BatchDecodeWithPagedKVCacheWrapper:
         prepared(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
                  lse.data_ptr() if lse is not None else None, sinks.data_ptr() if sinks is not None else None)
         return (out, lse) if return_lse else out
-
-    forward = run
 
     def _check_capture(self) -> None:
         """A run being captured in a CUDA graph needs a wrapper whose plan's buffers keep their
@@ -522,9 +546,9 @@ _SINGLE: GraphSafeCache[BatchDecodeWithPagedKVCacheWrapper] = GraphSafeCache(64)
 
 @api_log
 def fast_decode_plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
-                     pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type="float16",
+                     pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type=None,
                      kv_data_type=None, data_type=None, sm_scale=None, rope_scale=None, rope_theta=None,
-                     non_blocking=True, fixed_split_size=None, disable_split_kv=False,
+                     non_blocking=True, fixed_split_size=None, disable_split_kv=False, q_len_per_req=1,
                      global_override_indptr_cpu=None) -> None:
     """FlashInfer's ``fast_decode_plan``: ``self.plan(...)`` of a (CUDA-graph) decode wrapper,
     which servers bind as ``wrapper.begin_forward``. cutefi's ``plan`` is already the light one
@@ -536,7 +560,7 @@ def fast_decode_plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_
               pos_encoding_mode=pos_encoding_mode, window_left=window_left, logits_soft_cap=logits_soft_cap,
               q_data_type=q_data_type, kv_data_type=kv_data_type, data_type=data_type, sm_scale=sm_scale,
               rope_scale=rope_scale, rope_theta=rope_theta, non_blocking=non_blocking,
-              fixed_split_size=fixed_split_size, disable_split_kv=disable_split_kv,
+              fixed_split_size=fixed_split_size, disable_split_kv=disable_split_kv, q_len_per_req=q_len_per_req,
               _indptr_host=global_override_indptr_cpu)
 
 

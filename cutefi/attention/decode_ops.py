@@ -23,7 +23,7 @@ class Layout:
 
     def __init__(self, paged_kv_cache: object, kv_layout: str, kv_heads: int, head_dim: int, page_size: int,
                  kv_dtype: torch.dtype, check_pointers: bool = True) -> None:
-        k_cache, v_cache = split_cache(paged_kv_cache)
+        k_cache, v_cache = split_cache(paged_kv_cache, kv_layout)
         dims = "[pages, page_size, kv_heads, head_dim]" if kv_layout == "NHD" else "[pages, kv_heads, page_size, head_dim]"
         for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
             if cache.dim() != 4:

@@ -122,17 +122,27 @@ class AppendPlan(NamedTuple):
     sizes: dict[str, int]
 
 
-def split_cache(paged_kv_cache: object) -> tuple[torch.Tensor, torch.Tensor]:
-    """(k_cache, v_cache) from a (k, v) pair or one ``[pages, 2, ...]`` tensor."""
+def split_cache(paged_kv_cache: object, kv_layout: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(k_cache, v_cache) from a (k, v) pair or one ``[pages, 2, ...]`` tensor. With the
+    ``kv_layout``, FlashInfer's page-size-1 forms too: a pair of 3-D ``[slots, heads, head_dim]``
+    tensors or one 4-D ``[slots, 2, heads, head_dim]`` tensor, viewed with the page dimension
+    (size 1) where the layout has it (SGLang's token-granular cache)."""
     if isinstance(paged_kv_cache, (tuple, list)) and len(paged_kv_cache) == 2:
         k_cache, v_cache = paged_kv_cache
         require_tensor("paged_kv_cache[0]", k_cache)
         require_tensor("paged_kv_cache[1]", v_cache)
+        if kv_layout is not None and k_cache.dim() == 3 and v_cache.dim() == 3:
+            page_dim = -3 if kv_layout == "NHD" else -2
+            return k_cache.unsqueeze(page_dim), v_cache.unsqueeze(page_dim)
         return k_cache, v_cache
     if isinstance(paged_kv_cache, torch.Tensor) and paged_kv_cache.dim() == 5 and paged_kv_cache.shape[1] == 2:
         return paged_kv_cache[:, 0], paged_kv_cache[:, 1]
-    raise TypeError("paged_kv_cache must be a (k_cache, v_cache) pair of 4-D tensors or one 5-D tensor "
-                    f"[pages, 2, ...]; got {type(paged_kv_cache).__name__}"
+    if isinstance(paged_kv_cache, torch.Tensor) and kv_layout is not None and paged_kv_cache.dim() == 4 and \
+            paged_kv_cache.shape[1] == 2:
+        pages = paged_kv_cache.unsqueeze(-3 if kv_layout == "NHD" else -2)
+        return pages[:, 0], pages[:, 1]
+    raise TypeError("paged_kv_cache must be a (k_cache, v_cache) pair of 4-D tensors (3-D with page size 1) or one "
+                    f"5-D tensor [pages, 2, ...] (4-D with page size 1); got {type(paged_kv_cache).__name__}"
                     + (f" of shape {tuple(paged_kv_cache.shape)}" if isinstance(paged_kv_cache, torch.Tensor) else ""))
 
 

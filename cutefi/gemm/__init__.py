@@ -7,7 +7,10 @@ elsewhere for 16-bit inputs)."""
 API = ("mm_bf16", "mm_fp16", "bmm_bf16", "bmm_fp16", "bmm_fp8", "mm_fp8", "gemm_fp8_nt_groupwise",
        "gemm_fp8_nt_blockscaled", "quantize_fp8", "SegmentGEMMWrapper", "group_gemm_fp8_nt_groupwise")
 
-# FlashInfer's module path for these names (``from cutefi.gemm import ...``), resolved on first use
-from .._reexport import lazy_names  # noqa: E402
 
-__getattr__, __dir__ = lazy_names(__name__, f"{__name__}.api", API)
+def __getattr__(name: str):
+    """FlashInfer's module path for the API names (``from cutefi.gemm import ...``), resolved on
+    first use (the helper imported by name: it stays out of this family's kernel keys)."""
+    import importlib
+
+    return importlib.import_module("cutefi._reexport").resolve(__name__, API, name)

@@ -10,7 +10,10 @@ from . import long_rows, packed  # noqa: E402,F401
 
 __all__ = ["API", "long_rows", "packed", *API]
 
-# FlashInfer's module path for these names (``from cutefi.norm import ...``), resolved on first use
-from .._reexport import lazy_names  # noqa: E402
 
-__getattr__, __dir__ = lazy_names(__name__, f"{__name__}.api", API)
+def __getattr__(name: str):
+    """FlashInfer's module path for the API names (``from cutefi.norm import ...``), resolved on
+    first use (the helper imported by name: it stays out of this family's kernel keys)."""
+    import importlib
+
+    return importlib.import_module("cutefi._reexport").resolve(__name__, API, name)

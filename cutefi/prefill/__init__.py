@@ -4,7 +4,10 @@ kernel in FlashAttention-3's structure."""
 
 API = ("single_prefill_with_kv_cache", "BatchPrefillWithRaggedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper")
 
-# FlashInfer's module path for these names (``from cutefi.prefill import ...``), resolved on first use
-from .._reexport import lazy_names  # noqa: E402
 
-__getattr__, __dir__ = lazy_names(__name__, f"{__name__}.api", API)
+def __getattr__(name: str):
+    """FlashInfer's module path for the API names (``from cutefi.prefill import ...``), resolved on
+    first use (the helper imported by name: it stays out of this family's kernel keys)."""
+    import importlib
+
+    return importlib.import_module("cutefi._reexport").resolve(__name__, API, name)

@@ -6,7 +6,10 @@ API = ("apply_rope", "apply_rope_inplace", "apply_rope_pos_ids", "apply_rope_pos
        "apply_llama31_rope_pos_ids_inplace", "apply_rope_with_cos_sin_cache",
        "apply_rope_with_cos_sin_cache_inplace")
 
-# FlashInfer's module path for these names (``from cutefi.rope import ...``), resolved on first use
-from .._reexport import lazy_names  # noqa: E402
 
-__getattr__, __dir__ = lazy_names(__name__, f"{__name__}.api", API)
+def __getattr__(name: str):
+    """FlashInfer's module path for the API names (``from cutefi.rope import ...``), resolved on
+    first use (the helper imported by name: it stays out of this family's kernel keys)."""
+    import importlib
+
+    return importlib.import_module("cutefi._reexport").resolve(__name__, API, name)

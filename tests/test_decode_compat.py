@@ -1,0 +1,55 @@
+"""CPU tier: the FlashInfer call forms decode takes without a GPU to check them on: page-size-1
+caches (SGLang's token-granular K/V, ``plan.split_cache``), FlashInfer's backend names, and the
+plan/run options of FlashInfer's other backends (``decode_compat``), refused by name."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cutefi.attention.decode_compat import check_backend, check_jit_args, check_plan_extras, check_run_extras
+from cutefi.attention.plan import split_cache
+
+
+@pytest.mark.parametrize("layout, shape", [("NHD", (7, 1, 4, 64)), ("HND", (7, 4, 1, 64))])
+def test_page_size_one_caches_gain_their_page_dimension(layout, shape):
+    k, v = torch.randn(7, 4, 64), torch.randn(7, 4, 64)
+    k4, v4 = split_cache((k, v), layout)
+    assert k4.shape == v4.shape == shape
+    assert torch.equal(k4.reshape(7, 4, 64), k) and torch.equal(v4.reshape(7, 4, 64), v)
+    fused = torch.randn(7, 2, 4, 64)
+    k5, v5 = split_cache(fused, layout)
+    assert k5.shape == v5.shape == shape
+    assert torch.equal(k5.reshape(7, 4, 64), fused[:, 0]) and torch.equal(v5.reshape(7, 4, 64), fused[:, 1])
+    # the paged forms pass through; without a layout the 3-D pair is the caller's to refuse
+    paged = (torch.randn(3, *shape[1:]), torch.randn(3, *shape[1:]))
+    assert split_cache(paged, layout)[0] is paged[0]
+    assert split_cache((k, v))[0].dim() == 3
+    with pytest.raises(TypeError, match="page size 1"):
+        split_cache(torch.randn(7, 4, 64), layout)
+
+
+def test_flashinfer_backend_names():
+    for name in ("auto", "cutefi", "fa2", "fa3"):
+        check_backend(name)
+    for name in ("trtllm-gen", "cute-dsl", "cudnn", "FA2"):
+        with pytest.raises(ValueError, match="backend must be one of"):
+            check_backend(name)
+    check_jit_args(None)
+    with pytest.raises(NotImplementedError, match="jit_args"):
+        check_jit_args(["x"])
+
+
+def test_other_backends_options_are_refused_by_name():
+    check_plan_extras(None, None, 1, 0)
+    check_plan_extras(None, None, None, -1)
+    for args, pattern in (((torch.zeros(2), None, 1, 0), "block_tables"), ((None, torch.ones(2), 1, 0), "seq_lens"),
+                          ((None, None, 2, 0), "q_len_per_req"), ((None, None, 1, 4), "window_right")):
+        with pytest.raises(NotImplementedError, match=pattern):
+            check_plan_extras(*args)
+    check_run_extras(None, None, None)
+    check_run_extras(1, None, None)
+    for args, pattern in (((3, None, None), "q_len_per_req"), ((None, 0.5, None), "skip_softmax"),
+                          ((None, None, torch.zeros(1)), "kv_cache_sf")):
+        with pytest.raises(NotImplementedError, match=pattern):
+            check_run_extras(*args)
