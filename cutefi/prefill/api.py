@@ -38,7 +38,7 @@ from .ops import (RAGGED_OP, SIZES, _check_options, _check_qkv, _output, _rows_a
                   fp8_widen, host_indptr, launch_ragged, plan_options, rope_scales, run_scales, stream_counter)
 from .paged import BatchPrefillWithPagedKVCacheWrapper
 from .rotate import rope_index
-from .wrapper import PrefillWrapperBase
+from .wrapper import PrefillWrapperBase, check_plan_extras
 
 
 # ---- single request ----------------------------------------------------------------------------------
@@ -131,21 +131,25 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
     @api_log
     def __init__(self, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False, qo_indptr_buf=None,
                  kv_indptr_buf=None, custom_mask_buf=None, mask_indptr_buf=None, backend="auto", jit_args=None):
-        self._setup(float_workspace_buffer, kv_layout, use_cuda_graph, custom_mask_buf, backend)
+        self._setup(float_workspace_buffer, kv_layout, use_cuda_graph, custom_mask_buf, backend, jit_args)
 
     @api_log
     def plan(self, qo_indptr, kv_indptr, num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo=None, custom_mask=None,
              packed_custom_mask=None, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
              window_left=-1, logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None,
-             q_data_type="float16", kv_data_type=None, non_blocking=True, prefix_len_ptr=None,
+             q_data_type="float16", kv_data_type=None, o_data_type=None, non_blocking=True, prefix_len_ptr=None,
              token_pos_in_items_ptr=None, token_pos_in_items_len=0, max_item_len_ptr=None, fixed_split_size=None,
-             disable_split_kv=False) -> None:
+             disable_split_kv=False, seq_lens=None, seq_lens_q=None, max_token_per_sequence=None,
+             max_sequence_kv=None, v_indptr=None, o_indptr=None) -> None:
         """Partition the batch: ``qo_indptr``, ``kv_indptr`` [batch + 1] int32/int64 on the host
-        (no synchronisation) or the device (copied to the host once)."""
+        (no synchronisation) or the device (copied to the host once). FlashInfer's arguments in
+        its order; those cutefi does not take are refused by name (``wrapper.check_plan_extras``)."""
         _check_options(pos_encoding_mode, None)
         options = plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, window_left,
                                q_data_type, kv_data_type, sm_scale, logits_soft_cap, pos_encoding_mode, rope_scale,
                                rope_theta)
+        check_plan_extras(options["q_dtype"], o_data_type, prefix_len_ptr, token_pos_in_items_ptr,
+                          token_pos_in_items_len, max_item_len_ptr, seq_lens, seq_lens_q, None, v_indptr, o_indptr)
         qo_host, kv_host = host_indptr("qo_indptr", qo_indptr), host_indptr("kv_indptr", kv_indptr)
         if qo_host.shape != kv_host.shape:
             raise ValueError(f"qo_indptr and kv_indptr must have one length (batch + 1); got {qo_host.shape[0]} "

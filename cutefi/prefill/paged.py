@@ -26,7 +26,7 @@ from .masks import plan_mask
 from .ops import (PAGED_OP, SIZES, _check_options, _output, _rows_aligned, check_sinks, fp8_widen, host_indptr,
                   launch_paged, plan_options, run_scales)
 from .rotate import rope_index
-from .wrapper import PrefillWrapperBase
+from .wrapper import PrefillWrapperBase, check_plan_extras
 
 
 class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
@@ -42,7 +42,7 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
     def __init__(self, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False, qo_indptr_buf=None,
                  paged_kv_indptr_buf=None, paged_kv_indices_buf=None, paged_kv_last_page_len_buf=None,
                  custom_mask_buf=None, mask_indptr_buf=None, backend="auto", jit_args=None):
-        self._setup(float_workspace_buffer, kv_layout, use_cuda_graph, custom_mask_buf, backend)
+        self._setup(float_workspace_buffer, kv_layout, use_cuda_graph, custom_mask_buf, backend, jit_args)
         self._fixed_indices = None
         self._indices_staging: Int32Staging | None = None  # host page tables go up through it
         if self._buffer.use_cuda_graph:
@@ -61,15 +61,20 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
              pos_encoding_mode="NONE", use_fp16_qk_reduction=False, sm_scale=None, window_left=-1,
              logits_soft_cap=None, rope_scale=None, rope_theta=None, q_data_type="float16", kv_data_type=None,
              o_data_type=None, non_blocking=True, prefix_len_ptr=None, token_pos_in_items_ptr=None,
-             token_pos_in_items_len=0, max_item_len_ptr=None, seq_lens=None, block_tables=None,
-             max_token_per_sequence=None, max_sequence_kv=None) -> None:
+             token_pos_in_items_len=0, max_item_len_ptr=None, seq_lens=None, seq_lens_q=None, block_tables=None,
+             max_token_per_sequence=None, max_sequence_kv=None, fixed_split_size=None,
+             disable_split_kv=False) -> None:
         """Partition the batch: ``qo_indptr``, ``paged_kv_indptr`` [batch + 1] and
         ``paged_kv_last_page_len`` [batch] int32/int64 on the host (no synchronisation) or the
-        device (copied to the host once); ``paged_kv_indices`` int32 (kept on the device)."""
+        device (copied to the host once); ``paged_kv_indices`` int32 (kept on the device).
+        FlashInfer's arguments in its order; those cutefi does not take are refused by name
+        (``wrapper.check_plan_extras``)."""
         _check_options(pos_encoding_mode, None)
         options = plan_options(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, causal, window_left,
                                q_data_type, kv_data_type, sm_scale, logits_soft_cap, pos_encoding_mode, rope_scale,
                                rope_theta)
+        check_plan_extras(options["q_dtype"], o_data_type, prefix_len_ptr, token_pos_in_items_ptr,
+                          token_pos_in_items_len, max_item_len_ptr, seq_lens, seq_lens_q, block_tables)
         if options["head_dim_vo"] != options["head_dim"]:
             raise NotImplementedError("head_dim_vo != head_dim_qk (MLA) runs on ragged K/V only "
                                       "(BatchPrefillWithRaggedKVCacheWrapper)")

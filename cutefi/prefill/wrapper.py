@@ -13,10 +13,45 @@ from .masks import check_mask_buffer
 from .ops import KV_LAYOUTS, _check_options
 
 
+def check_plan_extras(q_dtype: torch.dtype, o_data_type=None, prefix_len_ptr=None, token_pos_in_items_ptr=None,
+                      token_pos_in_items_len=0, max_item_len_ptr=None, seq_lens=None, seq_lens_q=None,
+                      block_tables=None, v_indptr=None, o_indptr=None) -> None:
+    """FlashInfer's plan options that cutefi's prefill does not take, refused by name rather than
+    ignored (multi-item scoring would otherwise run as plain attention): its multi-item
+    scoring mask, the KV lengths and page tables of its trtllm-gen backend, separate V / output
+    offsets, and an output dtype other than q's. (The scheduling hints ``fixed_split_size``,
+    ``disable_split_kv``, ``max_token_per_sequence`` and ``max_sequence_kv`` change no result:
+    taken and unused.)"""
+    if prefix_len_ptr is not None or token_pos_in_items_ptr is not None or max_item_len_ptr is not None \
+            or token_pos_in_items_len:
+        raise NotImplementedError("multi-item scoring (prefix_len_ptr, token_pos_in_items_ptr, "
+                                  "token_pos_in_items_len, max_item_len_ptr): not in cutefi's prefill")
+    for name, value in (("seq_lens", seq_lens), ("seq_lens_q", seq_lens_q), ("block_tables", block_tables),
+                        ("v_indptr", v_indptr), ("o_indptr", o_indptr)):
+        if value is not None:
+            raise NotImplementedError(f"{name} (FlashInfer's trtllm-gen inputs): cutefi's prefill plans from the "
+                                      "indptr arrays (and page table); pass None")
+    if o_data_type is not None and plan_dtype(o_data_type) != q_dtype:
+        raise NotImplementedError(f"o_data_type={o_data_type}: cutefi's prefill writes out in q's dtype ({q_dtype})")
+
+
+def plan_dtype(value) -> torch.dtype:
+    """A dtype given as FlashInfer takes it (a torch dtype or its name)."""
+    if isinstance(value, torch.dtype):
+        return value
+    if isinstance(value, str) and isinstance(getattr(torch, value.replace("torch.", ""), None), torch.dtype):
+        return getattr(torch, value.replace("torch.", ""))
+    raise TypeError(f"o_data_type must be a torch dtype or its name; got {value!r}")
+
+
 class PrefillWrapperBase:
     """The device (the workspace's), KV layout, work array, custom-mask buffer and plan."""
 
-    def _setup(self, float_workspace_buffer, kv_layout: str, use_cuda_graph, custom_mask_buf, backend) -> None:
+    def _setup(self, float_workspace_buffer, kv_layout: str, use_cuda_graph, custom_mask_buf, backend,
+               jit_args=None) -> None:
+        if jit_args is not None:
+            raise NotImplementedError("jit_args: FlashInfer's custom JIT variants are not available in cutefi "
+                                      "(pass None)")
         require_tensor("float_workspace_buffer", float_workspace_buffer)
         if kv_layout not in KV_LAYOUTS:
             raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
