@@ -426,7 +426,8 @@ class BatchDecodeWithPagedKVCacheWrapper(DecodeWrapperCompat):
         (natural units, not scaled), counted in the softmax denominator and in ``lse``.
         (``_scores``: ``forward``'s (sm_scale, logits_soft_cap, rope_scale, rope_theta) in place
         of the plan's.)"""
-        check_run_extras(q_len_per_req, skip_softmax_threshold_scale_factor, kv_cache_sf)
+        if q_len_per_req is not None or skip_softmax_threshold_scale_factor is not None or kv_cache_sf is not None:
+            check_run_extras(q_len_per_req, skip_softmax_threshold_scale_factor, kv_cache_sf)
         if not compiling():  # a layout this wrapper ran before: only the pointers are new
             key = self._launch_key(q, paged_kv_cache, out, lse, return_lse, q_scale, k_scale, v_scale, enable_pdl,
                                    window_left, sinks, _scores)
