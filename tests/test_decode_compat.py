@@ -53,3 +53,30 @@ def test_other_backends_options_are_refused_by_name():
                           ((None, None, torch.zeros(1)), "kv_cache_sf")):
         with pytest.raises(NotImplementedError, match=pattern):
             check_run_extras(*args)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_batch_indices_positions_with_spare_tokens(dtype):
+    """FlashInfer takes an ``nnz`` above ``append_indptr[-1]`` (a padded CUDA-graph buffer) and
+    leaves the extra entries unset; cutefi indexed seq_lens past its end (a device-side assert).
+    The real tokens against a loop written here; the spare ones get the last request and
+    position -1 (the append kernel skips a negative position). torch ops: CPU tensors serve."""
+    import cutefi
+
+    append_indptr = torch.tensor([0, 3, 3, 7], dtype=dtype)
+    seq_lens = torch.tensor([10, 4, 7], dtype=dtype)
+    batch, positions = cutefi.get_batch_indices_positions(append_indptr, seq_lens, 12)
+    want_batch, want_pos = [], []
+    for b in range(3):
+        first, end = int(append_indptr[b]), int(append_indptr[b + 1])
+        for t in range(first, end):
+            want_batch.append(b)
+            want_pos.append(int(seq_lens[b]) - (end - t))
+    assert batch.dtype == positions.dtype == torch.int32
+    assert batch[:7].tolist() == want_batch and positions[:7].tolist() == want_pos
+    assert batch[7:].tolist() == [2] * 5 and positions[7:].tolist() == [-1] * 5
+    # nnz exactly the tokens, and no request at all
+    assert cutefi.get_batch_indices_positions(append_indptr, seq_lens, 7)[1].tolist() == want_pos
+    none_batch, none_pos = cutefi.get_batch_indices_positions(torch.zeros(1, dtype=dtype),
+                                                              torch.zeros(0, dtype=dtype), 3)
+    assert none_batch.tolist() == [0, 0, 0] and none_pos.tolist() == [-1, -1, -1]

@@ -205,13 +205,21 @@ def get_batch_indices_positions(append_indptr, seq_lens, nnz):
     """For each of the ``nnz`` appended tokens: its request (``batch_indices``) and its position
     in that request's KV (``positions``; the appended tokens are the last of it). Both int32
     ``[nnz]``; ``append_indptr`` ``[batch + 1]`` and ``seq_lens`` ``[batch]`` (lengths after the
-    append) int32 or int64, on one device."""
+    append) int32 or int64, on one device. ``nnz`` may exceed ``append_indptr[-1]`` (a
+    CUDA-graph buffer's padded size): the tokens past it, which FlashInfer leaves unset, get the
+    last request and position -1, so an append of them writes nothing."""
     nnz = _check_batch("append_indptr", append_indptr, "seq_lens", seq_lens, "nnz", nnz, 0)
+    requests = append_indptr.shape[0] - 1
     token = torch.arange(nnz, device=append_indptr.device, dtype=append_indptr.dtype)
+    if requests == 0:  # no request for any token
+        return (torch.zeros(nnz, dtype=torch.int32, device=append_indptr.device),
+                torch.full((nnz,), -1, dtype=torch.int32, device=append_indptr.device))
     # entries of append_indptr <= token, less one (the whole tensor: inductor's lowering of a
-    # sliced boundaries tensor fails in torch 2.11)
-    batch = torch.searchsorted(append_indptr, token, right=True) - 1
+    # sliced boundaries tensor fails in torch 2.11); a token past the last entry would index
+    # seq_lens out of range (a device-side assert), so it takes the last request
+    batch = (torch.searchsorted(append_indptr, token, right=True) - 1).clamp_(max=requests - 1)
     positions = seq_lens.to(token.dtype)[batch] - append_indptr[batch + 1] + token
+    positions = torch.where(token < append_indptr[-1], positions, -1)
     return batch.to(torch.int32), positions.to(torch.int32)
 
 
