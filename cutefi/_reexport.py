@@ -17,7 +17,7 @@ from typing import Any, Callable
 def resolve(module: str, names: tuple[str, ...], name: str) -> Any:
     """A family package's ``__getattr__``: ``name`` (one of its ``API`` ``names``) from its
     ``api`` module, then kept in the package."""
-    return lazy_names(module, f"{module}.api", names)[0](name)
+    return _fetch(module, f"{module}.api", names, name)
 
 
 def lazy_names(module: str, source: str, names: tuple[str, ...]) -> tuple[Callable[[str], Any], Callable[[], list]]:
@@ -25,13 +25,17 @@ def lazy_names(module: str, source: str, names: tuple[str, ...]) -> tuple[Callab
     e.g. ``cutefi.attention.api``), each imported once and then kept in ``module``."""
 
     def __getattr__(name: str) -> Any:
-        if name not in names:
-            raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(source), name)
-        setattr(sys.modules[module], name, value)
-        return value
+        return _fetch(module, source, names, name)
 
     def __dir__() -> list:
         return sorted({*vars(sys.modules[module]), *names})
 
     return __getattr__, __dir__
+
+
+def _fetch(module: str, source: str, names: tuple[str, ...], name: str) -> Any:
+    if name not in names:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(source), name)
+    setattr(sys.modules[module], name, value)
+    return value

@@ -10,7 +10,8 @@ from .._checks import require_cuda, require_flag, require_tensor
 from ..jit.staging import Int32Staging
 from . import launch, plan
 from .masks import check_mask_buffer
-from .ops import KV_LAYOUTS, _check_options
+from ..attention.decode_compat import check_jit_args
+from .ops import _NAMED, KV_LAYOUTS, _check_options
 
 
 def check_plan_extras(q_dtype: torch.dtype, o_data_type=None, prefix_len_ptr=None, token_pos_in_items_ptr=None,
@@ -36,12 +37,12 @@ def check_plan_extras(q_dtype: torch.dtype, o_data_type=None, prefix_len_ptr=Non
 
 
 def plan_dtype(value) -> torch.dtype:
-    """A dtype given as FlashInfer takes it (a torch dtype or its name)."""
-    if isinstance(value, torch.dtype):
-        return value
-    if isinstance(value, str) and isinstance(getattr(torch, value.replace("torch.", ""), None), torch.dtype):
-        return getattr(torch, value.replace("torch.", ""))
-    raise TypeError(f"o_data_type must be a torch dtype or its name; got {value!r}")
+    """A dtype given as FlashInfer takes it (a torch dtype or its name, as ``ops.plan_options``
+    reads q's and the KV's)."""
+    dtype = value if isinstance(value, torch.dtype) else _NAMED.get(str(value).replace("torch.", ""))
+    if dtype is None:
+        raise TypeError(f"o_data_type must be a torch dtype or one of {sorted(_NAMED)}; got {value!r}")
+    return dtype
 
 
 class PrefillWrapperBase:
@@ -49,9 +50,7 @@ class PrefillWrapperBase:
 
     def _setup(self, float_workspace_buffer, kv_layout: str, use_cuda_graph, custom_mask_buf, backend,
                jit_args=None) -> None:
-        if jit_args is not None:
-            raise NotImplementedError("jit_args: FlashInfer's custom JIT variants are not available in cutefi "
-                                      "(pass None)")
+        check_jit_args(jit_args)
         require_tensor("float_workspace_buffer", float_workspace_buffer)
         if kv_layout not in KV_LAYOUTS:
             raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
