@@ -10,6 +10,8 @@ import pytest
 import torch
 
 import cutefi
+from cutefi.prefill import compat
+from cutefi.prefill.ops import _scales, rope_scales
 from cutefi.prefill.wrapper import check_plan_extras
 
 # FlashInfer (flashinfer/decode.py, flashinfer/prefill.py at fb28d72): the parameters after self,
@@ -63,3 +65,94 @@ def test_prefill_plan_options_cutefi_does_not_take_are_refused():
             check_plan_extras(bf16, **{name: torch.zeros(2, dtype=torch.int32)})
     with pytest.raises(TypeError, match="o_data_type"):
         check_plan_extras(bf16, o_data_type=3)
+
+
+# FlashInfer's deprecated forward methods and the single form (fb28d72), parameters after self
+RAGGED_FORWARD = ["q", "k", "v", "causal", "pos_encoding_mode", "use_fp16_qk_reduction", "window_left",
+                  "logits_soft_cap", "sm_scale", "rope_scale", "rope_theta"]
+PAGED_FORWARD = ["q", "paged_kv_cache", "causal", "pos_encoding_mode", "use_fp16_qk_reduction", "k_scale", "v_scale",
+                 "window_left", "logits_soft_cap", "sm_scale", "rope_scale", "rope_theta"]
+SINGLE_PREFILL = ["q", "k", "v", "scale_q", "scale_k", "scale_v", "o_dtype", "custom_mask", "packed_custom_mask",
+                  "causal", "kv_layout", "pos_encoding_mode", "use_fp16_qk_reduction", "sm_scale", "window_left",
+                  "logits_soft_cap", "rope_scale", "rope_theta", "backend", "return_lse", "kv_cache_sf", "k_scale",
+                  "v_scale"]
+RAGGED_RUN = {"q_scale", "k_scale", "v_scale", "o_scale", "out", "lse", "return_lse", "enable_pdl", "kv_cache_sf"}
+PAGED_RUN = {"q_scale", "k_scale", "v_scale", "out", "lse", "return_lse", "enable_pdl", "window_left", "sinks",
+             "kv_cache_sf", "skip_softmax_threshold_scale_factor", "use_fp16_softmax", "uses_spcompress"}
+
+
+def _names(function) -> list[str]:
+    return [p for p in inspect.signature(inspect.unwrap(function)).parameters if p != "self"]
+
+
+@pytest.mark.parametrize("function, expected", [
+    (cutefi.BatchPrefillWithRaggedKVCacheWrapper.forward, RAGGED_FORWARD),
+    (cutefi.BatchPrefillWithRaggedKVCacheWrapper.forward_return_lse, RAGGED_FORWARD),
+    (cutefi.BatchPrefillWithPagedKVCacheWrapper.forward, PAGED_FORWARD),
+    (cutefi.BatchPrefillWithPagedKVCacheWrapper.forward_return_lse, PAGED_FORWARD),
+    (cutefi.single_prefill_with_kv_cache, SINGLE_PREFILL),
+], ids=["ragged-forward", "ragged-forward-lse", "paged-forward", "paged-forward-lse", "single"])
+def test_prefill_forms_take_flashinfers_arguments_in_its_order(function, expected):
+    assert _names(function) == expected
+
+
+def test_prefill_run_takes_flashinfers_keywords():
+    assert RAGGED_RUN <= set(_names(cutefi.BatchPrefillWithRaggedKVCacheWrapper.run))
+    assert PAGED_RUN <= set(_names(cutefi.BatchPrefillWithPagedKVCacheWrapper.run))
+    for wrapper in (cutefi.BatchPrefillWithRaggedKVCacheWrapper, cutefi.BatchPrefillWithPagedKVCacheWrapper):
+        for name in ("begin_forward", "end_forward", "run_return_lse", "reset_workspace_buffer", "_causal",
+                     "_window_left", "_logits_soft_cap", "_sm_scale"):
+            assert hasattr(wrapper, name), (wrapper.__name__, name)
+        # forward's options are the plan's parameters (it plans again with them)
+        assert set(compat._PARTITION_OPTIONS + compat._SCORE_OPTIONS) <= set(_names(wrapper.plan))
+    lse_form = cutefi.single_prefill_with_kv_cache_return_lse
+    assert lse_form.func is cutefi.single_prefill_with_kv_cache and lse_form.keywords == {"return_lse": True}
+    from cutefi.prefill import single_prefill_with_kv_cache_return_lse
+    assert single_prefill_with_kv_cache_return_lse is lse_form
+
+
+class _Planned(compat.PrefillWrapperCompat):
+    """compat's forward logic on a stand-in wrapper: plan counts its calls, run returns the plan."""
+
+    def __init__(self) -> None:
+        self._plan, self.plans = None, 0
+
+    @compat.remember_plan
+    def plan(self, qo_indptr, num_heads, causal=False, pos_encoding_mode="NONE", window_left=-1,
+             logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None):
+        self.plans += 1
+        self._plan = dict(head_dim=128, head_dim_vo=128, causal=causal, window_left=window_left,
+                          scales=list(_scales(sm_scale, 128, logits_soft_cap)),
+                          rope=rope_scales(pos_encoding_mode, rope_scale, rope_theta, 128, 128))
+
+    def run(self, *args, **kwargs):
+        return dict(self._plan), kwargs
+
+
+def _options(**given):
+    return {**dict(causal=False, pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_scale=None,
+                   rope_scale=None, rope_theta=None), **given}
+
+
+def test_forward_replaces_the_plans_options_as_flashinfer_does():
+    wrapper = _Planned()
+    with pytest.raises(RuntimeError, match="no plan yet"):
+        wrapper._forward((), {}, _options())
+    wrapper.plan([0, 4], 8, causal=False, window_left=16, sm_scale=0.5)
+    assert (wrapper._causal, wrapper._window_left, wrapper._sm_scale, wrapper._logits_soft_cap) == (False, 16, 0.5, 0.0)
+    # SGLang: planned non-causal, forward causal (and forward's default window -1): planned again, once
+    plan, kwargs = wrapper._forward((), {"return_lse": True}, _options(causal=True, sm_scale=0.25))
+    assert wrapper.plans == 2 and plan["causal"] and plan["window_left"] == -1 and kwargs == {"return_lse": True}
+    assert plan["scales"] == list(_scales(0.25, 128, None))
+    assert wrapper._plan_arguments["qo_indptr"] == [0, 4] and wrapper._plan_arguments["num_heads"] == 8
+    wrapper._forward((), {}, _options(causal=True, sm_scale=0.25))
+    assert wrapper.plans == 2  # (the next layer: the same options, no new plan)
+    # the scores' options only rescale
+    plan, _ = wrapper._forward((), {}, _options(causal=True, sm_scale=0.1, logits_soft_cap=30.0))
+    assert wrapper.plans == 2 and plan["causal"]
+    assert plan["scales"] == list(_scales(0.1, 128, 30.0))
+    assert (wrapper._sm_scale, wrapper._logits_soft_cap) == (0.1, 30.0)
+    # RoPE switched on at forward: a new plan (the RoPE tables are the plan's)
+    plan, _ = wrapper._forward((), {}, _options(causal=True, pos_encoding_mode="ROPE_LLAMA", rope_theta=5e5))
+    assert wrapper.plans == 3 and plan["rope"] == rope_scales("ROPE_LLAMA", None, 5e5, 128, 128)
+    assert wrapper._pos_encoding_mode == "ROPE_LLAMA"

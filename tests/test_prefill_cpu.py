@@ -93,7 +93,7 @@ def test_checks_before_the_device():
     with pytest.raises(ValueError, match="sm_scale must be > 0"):
         cutefi.single_prefill_with_kv_cache(q, k, k, sm_scale=0.0)
     with pytest.raises(ValueError, match="backend"):
-        cutefi.single_prefill_with_kv_cache(q, k, k, backend="fa3")
+        cutefi.single_prefill_with_kv_cache(q, k, k, backend="cudnn")
     assert cutefi.single_prefill_with_kv_cache.is_compute_capability_supported(90)
     assert cutefi.single_prefill_with_kv_cache.is_compute_capability_supported(80)  # (the mma.sync kernel)
     assert cutefi.single_prefill_with_kv_cache.is_compute_capability_supported(120)

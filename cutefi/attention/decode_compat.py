@@ -19,8 +19,8 @@ BACKENDS = ("auto", "cutefi", "fa2", "fa3")
 
 def check_backend(backend: str) -> None:
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS} (FlashInfer's 'fa2' and 'fa3' run cutefi's decode "
-                         f"kernel); got {backend!r}: cutefi runs its own kernels only")
+        raise ValueError(f"backend must be one of {BACKENDS} (FlashInfer's 'fa2' and 'fa3' run cutefi's kernels); "
+                         f"got {backend!r}: cutefi runs its own kernels only")
 
 
 def check_jit_args(jit_args) -> None:

@@ -2,7 +2,8 @@
 ``single_prefill_with_kv_cache`` and its ragged and paged batch wrappers), on a Hopper CuTe DSL
 kernel in FlashAttention-3's structure."""
 
-API = ("single_prefill_with_kv_cache", "BatchPrefillWithRaggedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper")
+API = ("single_prefill_with_kv_cache", "single_prefill_with_kv_cache_return_lse", "BatchPrefillWithRaggedKVCacheWrapper",
+       "BatchPrefillWithPagedKVCacheWrapper")
 
 
 def __getattr__(name: str):

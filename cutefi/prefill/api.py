@@ -23,6 +23,8 @@ pairs: each is refused with an error naming it.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -34,11 +36,13 @@ from ..jit.logs import api_log
 from ..jit.policy import Family
 from . import launch, plan
 from .masks import plan_mask, single_mask
-from .ops import (RAGGED_OP, SIZES, _check_options, _check_qkv, _output, _rows_aligned, _scales, check_sinks,
-                  fp8_widen, host_indptr, launch_ragged, plan_options, rope_scales, run_scales, stream_counter)
+from .compat import check_run_extras, remember_plan
+from .ops import (RAGGED_OP, SIZES, _check_options, _check_qkv, _output, _rows_aligned, _scale_value, _scales,
+                  check_sinks, fp8_widen, host_indptr, launch_ragged, plan_options, rope_scales, run_scales,
+                  stream_counter)
 from .paged import BatchPrefillWithPagedKVCacheWrapper
 from .rotate import rope_index
-from .wrapper import PrefillWrapperBase, check_plan_extras
+from .wrapper import PrefillWrapperBase, check_plan_extras, plan_dtype
 
 
 # ---- single request ----------------------------------------------------------------------------------
@@ -87,20 +91,34 @@ _SINGLE_OP = define("single_prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!)
 
 
 @api_log
-def single_prefill_with_kv_cache(q, k, v, custom_mask=None, packed_custom_mask=None, causal=False, kv_layout="NHD",
-                                 pos_encoding_mode="NONE", use_fp16_qk_reduction=False, sm_scale=None,
-                                 window_left=-1, logits_soft_cap=None, rope_scale=None, rope_theta=None,
-                                 backend="auto", return_lse=False):
+def single_prefill_with_kv_cache(q, k, v, scale_q=None, scale_k=None, scale_v=None, o_dtype=None, custom_mask=None,
+                                 packed_custom_mask=None, causal=False, kv_layout="NHD", pos_encoding_mode="NONE",
+                                 use_fp16_qk_reduction=False, sm_scale=None, window_left=-1, logits_soft_cap=None,
+                                 rope_scale=None, rope_theta=None, backend="auto", return_lse=False,
+                                 kv_cache_sf=None, k_scale=None, v_scale=None):
     """Attention of ``q`` [qo_len, num_qo_heads, head_dim] over ``k``, ``v`` [kv_len, num_kv_heads,
     head_dim] (NHD) or [num_kv_heads, kv_len, head_dim] (HND). Returns ``out`` (q's shape and
     dtype) or ``(out, lse)`` with ``return_lse`` (lse float32 [qo_len, num_qo_heads], base 2).
-    ``use_fp16_qk_reduction`` is accepted and has no effect (scores are always fp32)."""
+    FlashInfer's current argument order. ``k_scale`` multiplies the scores' scale and ``v_scale``
+    the output (FP8 K/V dequantisation). Not taken (refused unless None): the per-head
+    ``scale_q`` / ``scale_k`` / ``scale_v`` of FlashInfer's FP8-q path, an ``o_dtype`` other than
+    q's, NVFP4 ``kv_cache_sf``. ``use_fp16_qk_reduction`` has no effect (scores are always fp32)."""
     _check_options(pos_encoding_mode, backend)
+    for name, value in (("scale_q", scale_q), ("scale_k", scale_k), ("scale_v", scale_v)):
+        if value is not None:
+            raise NotImplementedError(f"{name}: per-head scales of FlashInfer's FP8-q prefill; cutefi takes "
+                                      "float16/bfloat16 q (FP8 K/V with k_scale / v_scale)")
+    check_run_extras(kv_cache_sf=kv_cache_sf)
     causal = require_flag("causal", causal)
     require_flag("return_lse", return_lse)
     window_left = require_int("window_left", window_left)
     heads, _, head_dim, _ = _check_qkv(q, k, v, kv_layout, 3)
-    scales = [*_scales(sm_scale, head_dim, logits_soft_cap), 1.0,
+    if o_dtype is not None and plan_dtype(o_dtype) != q.dtype:
+        raise NotImplementedError(f"o_dtype={o_dtype}: cutefi's prefill writes out in q's dtype ({q.dtype})")
+    score_scale, cap_scale = _scales(sm_scale, head_dim, logits_soft_cap)
+    if k_scale is not None:  # (FlashInfer folds it into sm_scale, so under a soft cap it scales the tanh's input)
+        score_scale *= _scale_value("k_scale", k_scale)
+    scales = [score_scale, cap_scale, _scale_value("v_scale", v_scale),
               *rope_scales(pos_encoding_mode, rope_scale, rope_theta, head_dim, v.shape[2])]
     for name, t in (("q", q), ("k", k), ("v", v)):
         _rows_aligned(name, t)
@@ -116,6 +134,10 @@ def single_prefill_with_kv_cache(q, k, v, custom_mask=None, packed_custom_mask=N
     else:
         _single(q, k, v, out, lse, mask, causal, kv_layout, window_left, scales, True)
     return (out, lse) if return_lse else out
+
+
+# FlashInfer's: the single form that always returns (out, lse)
+single_prefill_with_kv_cache_return_lse = functools.partial(single_prefill_with_kv_cache, return_lse=True)
 
 
 # ---- ragged batch ------------------------------------------------------------------------------------
@@ -134,6 +156,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
         self._setup(float_workspace_buffer, kv_layout, use_cuda_graph, custom_mask_buf, backend, jit_args)
 
     @api_log
+    @remember_plan
     def plan(self, qo_indptr, kv_indptr, num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo=None, custom_mask=None,
              packed_custom_mask=None, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
              window_left=-1, logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None,
@@ -172,17 +195,21 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
     begin_forward = plan
 
     @api_log
-    def run(self, q, k, v, *args, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None, return_lse=False,
-            enable_pdl=None, sinks=None):
+    def run(self, q, k, v, *args, q_scale=None, k_scale=None, v_scale=None, o_scale=None, out=None, lse=None,
+            return_lse=False, enable_pdl=None, kv_cache_sf=None, sinks=None):
         """Attention of each request's queries over its keys: ``q`` [total_q, num_qo_heads,
         head_dim], ``k``/``v`` [total_kv, num_kv_heads, head_dim] (NHD) or [num_kv_heads, total_kv,
         head_dim] (HND). Returns ``out`` or ``(out, lse)`` (lse float32 [total_q, num_qo_heads], base 2).
-        ``sinks``: float32 [num_qo_heads] attention-sink logits (as the paged wrapper's)."""
+        ``q_scale`` and ``k_scale`` multiply the scores' scale, ``v_scale`` the output (FP8 K/V
+        dequantisation); ``o_scale`` and ``kv_cache_sf`` (FlashInfer's FP8-output and NVFP4 paths)
+        are refused unless None. ``sinks``: float32 [num_qo_heads] attention-sink logits (as the
+        paged wrapper's)."""
         p = self._plan
         if p is None:
             raise RuntimeError("run() before plan(): call plan(qo_indptr, kv_indptr, ...) first")
         if args:
             raise TypeError(f"run() takes q, k, v and keyword arguments; got {len(args)} extra positional ones")
+        check_run_extras(o_scale=o_scale, kv_cache_sf=kv_cache_sf)
         scales = run_scales(p, q_scale, k_scale, v_scale)
         heads, kv_heads, head_dim, kv_tokens = _check_qkv(q, k, v, self._kv_layout, 3)
         if (heads, kv_heads, head_dim, v.shape[2]) != (p["heads"], p["kv_heads"], p["head_dim"], p["head_dim_vo"]) \
@@ -211,8 +238,23 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
                           sizes, scales, pdl)
         return (out, lse) if return_lse else out
 
-    forward = run
+    def forward(self, q, k, v, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False, window_left=-1,
+                logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None):
+        """FlashInfer's deprecated ``forward``: :meth:`run` with these options replacing the
+        plan's (``compat.PrefillWrapperCompat._forward``)."""
+        return self._forward((q, k, v), {}, dict(causal=causal, pos_encoding_mode=pos_encoding_mode,
+                                                 window_left=window_left, logits_soft_cap=logits_soft_cap,
+                                                 sm_scale=sm_scale, rope_scale=rope_scale, rope_theta=rope_theta))
+
+    def forward_return_lse(self, q, k, v, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
+                           window_left=-1, logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None):
+        """:meth:`forward` returning ``(out, lse)``."""
+        return self._forward((q, k, v), dict(return_lse=True),
+                             dict(causal=causal, pos_encoding_mode=pos_encoding_mode, window_left=window_left,
+                                  logits_soft_cap=logits_soft_cap, sm_scale=sm_scale, rope_scale=rope_scale,
+                                  rope_theta=rope_theta))
 
 
-for _public in (single_prefill_with_kv_cache, BatchPrefillWithRaggedKVCacheWrapper, BatchPrefillWithPagedKVCacheWrapper):
+for _public in (single_prefill_with_kv_cache, single_prefill_with_kv_cache_return_lse,
+                BatchPrefillWithRaggedKVCacheWrapper, BatchPrefillWithPagedKVCacheWrapper):
     declare(_public, (Family.MMA_SYNC,), launch.DTYPES)  # (sm_90: wgmma)

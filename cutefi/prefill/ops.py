@@ -15,6 +15,7 @@ from .._library import compiling, define
 from ..dtypes import name_of
 from ..jit.driver import device_info
 from ..attention.decode import _rope
+from ..attention.decode_compat import check_backend
 from ..jit.lookup import device_cc, get_kernel
 from . import launch
 from .rotate import rotated, rotated_pages
@@ -45,8 +46,8 @@ def _check_options(pos_encoding_mode: str, backend: str | None) -> None:
     if pos_encoding_mode not in ("NONE", "ROPE_LLAMA"):
         raise NotImplementedError(f"pos_encoding_mode={pos_encoding_mode!r}: cutefi's prefill supports 'NONE' and "
                                   "'ROPE_LLAMA'")
-    if backend is not None and backend not in ("auto", "cutefi"):
-        raise ValueError(f"backend must be 'auto' or 'cutefi'; got {backend!r} (cutefi runs its own kernels only)")
+    if backend is not None:
+        check_backend(backend)
 
 
 def _scales(sm_scale, head_dim: int, logits_soft_cap) -> tuple[float, float]:

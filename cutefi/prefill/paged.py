@@ -26,6 +26,7 @@ from .masks import plan_mask
 from .ops import (PAGED_OP, SIZES, _check_options, _output, _rows_aligned, check_sinks, fp8_widen, host_indptr,
                   launch_paged, plan_options, run_scales)
 from .rotate import rope_index
+from .compat import check_run_extras, remember_plan
 from .wrapper import PrefillWrapperBase, check_plan_extras
 
 
@@ -56,6 +57,7 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
         self._plan: dict | None = None
 
     @api_log
+    @remember_plan
     def plan(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads, num_kv_heads,
              head_dim_qk, page_size, head_dim_vo=None, custom_mask=None, packed_custom_mask=None, causal=False,
              pos_encoding_mode="NONE", use_fp16_qk_reduction=False, sm_scale=None, window_left=-1,
@@ -142,14 +144,19 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
 
     @api_log
     def run(self, q, paged_kv_cache, *args, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None,
-            return_lse=False, enable_pdl=None, window_left=None, sinks=None):
+            return_lse=False, enable_pdl=None, window_left=None, sinks=None, kv_cache_sf=None,
+            skip_softmax_threshold_scale_factor=None, use_fp16_softmax=None, uses_spcompress=None):
         """Attention of each request's queries ``q`` [total_q, num_qo_heads, head_dim] over its
-        pages. Returns ``out`` or ``(out, lse)`` (lse float32 [total_q, num_qo_heads], base 2)."""
+        pages. Returns ``out`` or ``(out, lse)`` (lse float32 [total_q, num_qo_heads], base 2).
+        The keywords of FlashInfer's other backends (``kv_cache_sf`` and after) are refused
+        unless None."""
         p = self._plan
         if p is None:
             raise RuntimeError("run() before plan(): call plan(qo_indptr, paged_kv_indptr, ...) first")
         if args:
             raise TypeError(f"run() takes q, paged_kv_cache and keyword arguments; got {len(args)} extra positional ones")
+        check_run_extras(kv_cache_sf=kv_cache_sf, skip_softmax_threshold_scale_factor=skip_softmax_threshold_scale_factor,
+                         use_fp16_softmax=use_fp16_softmax, uses_spcompress=uses_spcompress)
         scales = run_scales(p, q_scale, k_scale, v_scale)
         if window_left is not None and window_left != p["window_left"]:
             raise ValueError(f"window_left={window_left} differs from the planned {p['window_left']}: plan again")
@@ -179,4 +186,21 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
                          p["rope_index"], self._kv_layout, p["page_size"], sizes, scales, pdl)
         return (out, lse) if return_lse else out
 
-    forward = run
+    def forward(self, q, paged_kv_cache, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
+                k_scale=None, v_scale=None, window_left=-1, logits_soft_cap=None, sm_scale=None, rope_scale=None,
+                rope_theta=None):
+        """FlashInfer's deprecated ``forward``: :meth:`run` with these options replacing the
+        plan's (``compat.PrefillWrapperCompat._forward``)."""
+        return self._forward((q, paged_kv_cache), dict(k_scale=k_scale, v_scale=v_scale),
+                             dict(causal=causal, pos_encoding_mode=pos_encoding_mode, window_left=window_left,
+                                  logits_soft_cap=logits_soft_cap, sm_scale=sm_scale, rope_scale=rope_scale,
+                                  rope_theta=rope_theta))
+
+    def forward_return_lse(self, q, paged_kv_cache, causal=False, pos_encoding_mode="NONE",
+                           use_fp16_qk_reduction=False, k_scale=None, v_scale=None, window_left=-1,
+                           logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None):
+        """:meth:`forward` returning ``(out, lse)``."""
+        return self._forward((q, paged_kv_cache), dict(k_scale=k_scale, v_scale=v_scale, return_lse=True),
+                             dict(causal=causal, pos_encoding_mode=pos_encoding_mode, window_left=window_left,
+                                  logits_soft_cap=logits_soft_cap, sm_scale=sm_scale, rope_scale=rope_scale,
+                                  rope_theta=rope_theta))

@@ -11,6 +11,7 @@ from ..jit.staging import Int32Staging
 from . import launch, plan
 from .masks import check_mask_buffer
 from ..attention.decode_compat import check_jit_args
+from .compat import PrefillWrapperCompat
 from .ops import _NAMED, KV_LAYOUTS, _check_options
 
 
@@ -45,7 +46,7 @@ def plan_dtype(value) -> torch.dtype:
     return dtype
 
 
-class PrefillWrapperBase:
+class PrefillWrapperBase(PrefillWrapperCompat):
     """The device (the workspace's), KV layout, work array, custom-mask buffer and plan."""
 
     def _setup(self, float_workspace_buffer, kv_layout: str, use_cuda_graph, custom_mask_buf, backend,
