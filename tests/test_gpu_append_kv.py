@@ -161,10 +161,33 @@ def test_bad_inputs_are_refused_clearly():
         (dict(paged_kv_cache=cache.half()), TypeError, "k_cache dtype torch.float16 must match"),
         (dict(paged_kv_cache=cache[..., :1, :]), ValueError, "must hold 2 heads of head_dim 64"),
         (dict(paged_kv_cache=[cache[:, 0]]), TypeError, "paged_kv_cache must be a \\(k_cache, v_cache\\) pair"),
-        (dict(positions=torch.arange(3, device="cuda")), TypeError, "positions must be int32"),
+        (dict(positions=torch.arange(3, device="cuda", dtype=torch.int16)), TypeError, "positions must be int32"),
         (dict(kv_last_page_len=torch.tensor([3, 3], **i32)), ValueError, "kv_last_page_len must be 1-D \\[1\\]"),
         (dict(kv_indptr=torch.tensor([0, 4], dtype=torch.int32)), ValueError, "one device"),
     ]
     for change, exc, pattern in cases:
         with pytest.raises(exc, match=pattern):
             cutefi.append_paged_kv_cache(**{**good, **change})
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("fused", [False, True], ids=["pair", "4d"])
+def test_token_cache_and_int64_indices(layout, fused):
+    """SGLang's token-granular cache (page size 1, no page dimension: a (k, v) pair of 3-D
+    [slots, heads, head_dim] or one [slots, 2, heads, head_dim]) and int64 index tensors, which
+    FlashInfer converts to int32."""
+    torch.manual_seed(3)
+    dtype, heads, head_dim = torch.bfloat16, 4, 128
+    before, appended = [0, 5, 31], [7, 1, 33]
+    kv_indices, kv_indptr, last, append_indptr, lengths = batch(before, appended, 1, 120)
+    cache, (k_cache, v_cache) = random_cache(120, 1, heads, head_dim, dtype, layout, fused)
+    page_dim = 1 if layout == "NHD" else 2  # (of the 4-D k_cache / v_cache)
+    given = cache.squeeze(page_dim + 1) if fused else tuple(c.squeeze(page_dim) for c in cache)
+    nnz = sum(appended)
+    key = torch.randn(nnz, heads, head_dim, device="cuda").to(dtype)
+    value = torch.randn(nnz, heads, head_dim, device="cuda").to(dtype)
+    batch_indices, positions = cutefi.get_batch_indices_positions(append_indptr, lengths, nnz)
+    k_ref, v_ref = reference(k_cache, v_cache, key, value, batch_indices, positions, kv_indices, kv_indptr, 1, layout)
+    long = [t.long() for t in (batch_indices, positions, kv_indices, kv_indptr, last)]
+    cutefi.append_paged_kv_cache(key, value, long[0], long[1], given, *long[2:], kv_layout=layout)
+    assert same_bits(k_cache, k_ref) and same_bits(v_cache, v_ref)

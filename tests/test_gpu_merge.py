@@ -159,7 +159,7 @@ def test_bad_inputs_are_refused_clearly():
     v = torch.randn(4, 2, 64, device="cuda", dtype=torch.bfloat16)
     s = torch.randn(4, 2, device="cuda")
     with pytest.raises(TypeError, match="s_a .*must be float32"):
-        cutefi.merge_state(v, s.half(), v, s)
+        cutefi.merge_state(v, s.int(), v, s)
     with pytest.raises(ValueError, match="s_b must have shape \\(4, 2\\)"):
         cutefi.merge_state(v, s, v, s[:3])
     with pytest.raises(ValueError, match="head_dim must be a multiple of 8"):
@@ -196,3 +196,23 @@ def test_get_seq_lens_and_batch_indices_positions(dtype):
         want_batch += [b] * count
         want_pos += list(range(length - count, length))
     assert batch.cpu().tolist() == want_batch and positions.cpu().tolist() == want_pos
+
+
+@pytest.mark.parametrize("s_dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_log_sum_exps_of_other_float_dtypes(s_dtype):
+    """FlashInfer converts s to float32 first: merged against the reference of the converted
+    values; the in-place form writes the merged s back in s's own dtype."""
+    torch.manual_seed(5)
+    v, s = states(33, 3, 4, 128, torch.bfloat16)
+    s = s.to(s_dtype)
+    ref_v, ref_s = reference(v[:, :2], s[:, :2].float())
+    v_out, s_out = cutefi.merge_state(v[:, 0].clone(), s[:, 0].clone(), v[:, 1].clone(), s[:, 1].clone())
+    assert s_out.dtype == torch.float32
+    assert_merged(v_out, s_out, ref_v, ref_s, torch.bfloat16)
+    v_in, s_in = v[:, 0].clone(), s[:, 0].clone()
+    assert cutefi.merge_state_in_place(v_in, s_in, v[:, 1].clone(), s[:, 1].clone()) is None
+    assert s_in.dtype == s_dtype  # (merged in float32, written back rounded to s's dtype)
+    assert_merged(v_in, ref_s.float(), ref_v, ref_s, torch.bfloat16)
+    torch.testing.assert_close(s_in.double(), ref_s, rtol=1e-2, atol=1e-2)
+    all_v, all_s = cutefi.merge_states(v, s)
+    assert_merged(all_v, all_s, *reference(v, s.float()), torch.bfloat16)

@@ -257,3 +257,22 @@ def cache(rotary_dim=64, dtype=torch.float32):
 def test_bad_inputs(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+@pytest.mark.parametrize("form", ["row", "padded"])
+def test_position_tensors_flashinfer_takes(form):
+    """FlashInfer reads the first nnz entries of any contiguous position tensor: a [1, nnz] row,
+    or a CUDA-graph buffer longer than nnz (its tail holds garbage here)."""
+    nnz, head_dim = 100, 128
+    q, k = make_qk(nnz, (8, 2), head_dim, torch.bfloat16)
+    positions = torch.randint(0, MAX_POS, (nnz,), device="cuda", dtype=torch.int32)
+    given = positions[None] if form == "row" else torch.cat([positions, torch.full((28,), -7, device="cuda",
+                                                                                   dtype=torch.int32)])
+    check_rope("apply_rope_pos_ids", False, q, k, (given,), positions, inv_freq(head_dim, **ROPE), False)
+    cache = random_cos_sin_cache(MAX_POS, head_dim)
+    query, key = q.reshape(nnz, -1), k.reshape(nnz, -1)
+    q_out, k_out = cutefi.apply_rope_with_cos_sin_cache(given.long(), query, key, head_dim, cache)
+    rows = cache[positions.long()].double()
+    cos, sin = rows[:, : head_dim // 2], rows[:, head_dim // 2:]
+    for out, x in ((q_out, q), (k_out, k)):
+        assert_rotated(out.view(x.shape), x, rotate(x, cos, sin, False), head_dim)

@@ -125,6 +125,14 @@ def _plan_stack(v, s, v_out, s_out, aligned: bool) -> MergePlan:
     return plan_merge(v, s, v_out, s_out, True, [("v", v), ("s", s)], staged)
 
 
+def _lse32(s: object) -> object:
+    """A log-sum-exp in float32: FlashInfer converts 16- and 64-bit float ones (anything else is
+    left to the checks, which name it)."""
+    if isinstance(s, torch.Tensor) and s.dtype in (torch.float16, torch.bfloat16, torch.float64):
+        return s.float()
+    return s
+
+
 def _new_state(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Outputs for a merge of ``v`` ([seq_len, (states,) heads, head_dim]): merged v and s."""
     shape = (v.shape[0], v.shape[-2])
@@ -136,11 +144,12 @@ def _new_state(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def merge_state(v_a, s_a, v_b, s_b):
     """Merge the attention states of two disjoint KV ranges A and B: returns ``(v_merged,
     s_merged)``, the attention output over A ∪ B ``[seq_len, num_heads, head_dim]`` (v_a's
-    dtype) and its base-2 log-sum-exp ``[seq_len, num_heads]`` (float32)."""
+    dtype) and its base-2 log-sum-exp ``[seq_len, num_heads]`` (float32). ``s_a``, ``s_b``:
+    float32, or 16-/64-bit floats converted to it (as FlashInfer does)."""
     require_tensor("v_a", v_a)
     check_v("v_a", v_a, 3)
     v_merged, s_merged = _new_state(v_a)
-    _merge_pair(v_a, s_a, v_b, s_b, v_merged, s_merged, None, ("v_a", "s_a", "v_b", "s_b"))
+    _merge_pair(v_a, _lse32(s_a), v_b, _lse32(s_b), v_merged, s_merged, None, ("v_a", "s_a", "v_b", "s_b"))
     return v_merged, s_merged
 
 
@@ -148,8 +157,12 @@ def merge_state(v_a, s_a, v_b, s_b):
 def merge_state_in_place(v, s, v_other, s_other, mask=None):
     """Merge the state ``(v_other, s_other)`` into ``(v, s)`` in place; ``mask`` (bool or uint8
     ``[seq_len]``, optional) leaves the positions where it is 0 untouched (fixed shapes for
-    CUDA graphs). Returns None."""
-    _merge_pair(v, s, v_other, s_other, v, s, mask, ("v", "s", "v_other", "s_other"))
+    CUDA graphs). Returns None. ``s`` of another float dtype (16- or 64-bit) is merged in a
+    float32 copy and written back (FlashInfer converts it and leaves ``s`` as it was)."""
+    s32 = _lse32(s)
+    _merge_pair(v, s32, v_other, _lse32(s_other), v, s32, mask, ("v", "s", "v_other", "s_other"))
+    if s32 is not s:
+        s.copy_(s32)
 
 
 @api_log
@@ -160,7 +173,7 @@ def merge_states(v, s):
     require_tensor("v", v)
     check_v("v", v, 4)
     v_merged, s_merged = _new_state(v)
-    _merge_stack(v, s, v_merged, s_merged)
+    _merge_stack(v, _lse32(s), v_merged, s_merged)
     return v_merged, s_merged
 
 
@@ -263,7 +276,11 @@ def append_paged_kv_cache(append_key, append_value, batch_indices, positions, pa
     ``paged_kv_cache``: a ``(k_cache, v_cache)`` pair, ``[pages, page_size, heads, head_dim]``
     (NHD) or ``[pages, heads, page_size, head_dim]`` (HND), or one ``[pages, 2, ...]`` tensor; its
     dtype is the appended one (FP8 caches included). A token whose page slot or page id is out
-    of range writes nothing. Returns None."""
+    of range writes nothing. Returns None. int64 index tensors are converted to int32 first, as
+    FlashInfer does (one small copy each: pass int32 where it matters)."""
+    batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len = (
+        t.int() if isinstance(t, torch.Tensor) and t.dtype == torch.int64 else t
+        for t in (batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len))
     fused = paged_kv_cache if isinstance(paged_kv_cache, torch.Tensor) else None
     if compiling() and fused is not None:  # one op on the whole cache (no views traced)
         return _OPS["append_paged_kv_cache_fused"](append_key, append_value, batch_indices, positions, fused,

@@ -66,6 +66,17 @@ def _check_index(name: str, tensor: torch.Tensor, length: int | None) -> None:
         raise ValueError(f"{name} must be contiguous")
 
 
+def _check_positions(name: str, tensor: torch.Tensor, nnz: int) -> None:
+    """One position a token: FlashInfer reads the first ``nnz`` entries of any contiguous index
+    tensor (``[nnz]``, a padded CUDA-graph buffer, ``[1, nnz]``), and so does cutefi's kernel."""
+    require_tensor(name, tensor)
+    if tensor.dtype not in _INDEX_DTYPES:
+        require_dtype(name, tensor, _INDEX_DTYPES)
+    if tensor.numel() < nnz or not tensor.is_contiguous():
+        raise ValueError(f"{name} must be a contiguous tensor of at least nnz = {nnz} positions (one a token, "
+                         f"e.g. [nnz]); got shape {tuple(tensor.shape)} strides {tuple(tensor.stride())}")
+
+
 class _Plan(NamedTuple):
     kernel: Kernel | None  # None: nothing to do
     device: int
@@ -141,7 +152,7 @@ def _check_and_plan(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out
         if batch < 1 and nnz:
             raise ValueError("indptr must hold at least one request ([batch + 1] entries, batch >= 1)")
     else:
-        _check_index(pos_name, pos, nnz)
+        _check_positions(pos_name, pos, nnz)
         if positions == "cache":
             batch = cache.shape[0]
     heads = num_q_heads + num_k_heads
