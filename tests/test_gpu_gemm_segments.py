@@ -41,7 +41,9 @@ def test_segment_gemm(dtype, column_major, lens, d_in, d_out):
     shape = (len(lens), d_out, d_in) if column_major else (len(lens), d_in, d_out)
     weights = torch.randn(shape, device="cuda", dtype=dtype, generator=gen) / d_in**0.5
     wrapper = cutefi.SegmentGEMMWrapper(torch.empty(1 << 20, dtype=torch.int8, device="cuda"))
-    for kwargs in (dict(seg_lens=torch.tensor(lens, device="cuda")), dict(seg_indptr=_indptr(lens, torch.int32))):
+    # (host seg_lens too: FlashInfer copies them over)
+    for kwargs in (dict(seg_lens=torch.tensor(lens, device="cuda")), dict(seg_indptr=_indptr(lens, torch.int32)),
+                   dict(seg_lens=torch.tensor(lens))):
         out = torch.full((rows, d_out), float("nan"), device="cuda", dtype=dtype)
         result = wrapper.run(x, weights, len(lens), column_major, out=out, **kwargs)
         assert result is out
@@ -72,6 +74,8 @@ def test_segment_gemm_weight_indices_and_uncovered_rows():
     assert torch.isnan(out[start:]).all(), "rows outside every segment were written"
     fresh = wrapper.run(x, weights, 4, True, seg_indptr=_indptr(lens), weight_indices=chosen)
     assert (fresh[start:] == 0).all() and torch.equal(fresh[:start], out[:start])
+    host = wrapper.run(x, weights, 4, True, seg_indptr=_indptr(lens).cpu(), weight_indices=chosen.cpu())
+    assert torch.equal(host, fresh)  # (host index tensors: copied over, the same launch)
 
 
 @pytest.mark.parametrize("segments", [33, 100, 1024])

@@ -32,7 +32,8 @@ from .plan import GENERATION, GemvPlan, SkinnyPlan, Sm80Plan, launch_plan
 _PLANS = PlanCache()
 _TORCH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 BACKENDS = ("auto", "cutefi")
-_FLASHINFER_BACKENDS = ("cudnn", "cutlass", "tgv", "cublas", "trtllm_low_latency")
+_FLASHINFER_BACKENDS = ("cudnn", "cutlass", "tgv", "cublas", "cublaslt", "tinygemm", "cutile", "cute-dsl", "trtllm",
+                        "trtllm_low_latency")
 _current_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") \
     else (lambda device: torch.cuda.current_stream(device).cuda_stream)
 # split-K scratch per (device, stream): fp32 partial tiles and per-tile arrival counters

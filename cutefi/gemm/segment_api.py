@@ -97,13 +97,16 @@ def _identity(groups: int, device: torch.device) -> torch.Tensor:
 
 
 def _index(name: str, tensor: torch.Tensor, length: int, device: torch.device) -> torch.Tensor:
-    """``tensor`` as contiguous int32 on ``device`` (a copy where it is not already)."""
+    """``tensor`` as contiguous int32 on ``device`` (a copy where it is not already; a host
+    tensor is copied over, as FlashInfer does: pass device tensors where the copy matters)."""
     require_tensor(name, tensor)
     if tensor.dim() != 1 or tensor.shape[0] != length or tensor.dtype not in _INDEX_DTYPES:
         raise ValueError(f"{name} must be a 1-D int32 or int64 tensor of {length} entries, got "
                          f"{tuple(tensor.shape)} {tensor.dtype}")
     if tensor.device != device:
-        raise ValueError(f"{name} must be on {device}, got {tensor.device}")
+        if tensor.is_cuda:
+            raise ValueError(f"{name} must be on {device} or the host, got {tensor.device}")
+        tensor = tensor.to(device)
     return tensor.to(torch.int32).contiguous()
 
 
@@ -254,7 +257,7 @@ class SegmentGEMMWrapper:
 def group_gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
                                 m_indptr: torch.Tensor, scale_granularity_mnk: tuple[int, int, int] = (1, 128, 128),
                                 scale_major_mode: str = "MN", mma_sm: int = 1, out: torch.Tensor | None = None,
-                                out_dtype: torch.dtype | None = None) -> torch.Tensor:
+                                out_dtype: torch.dtype | None = None, backend: str = "auto") -> torch.Tensor:
     """Segment ``s`` (rows ``[m_indptr[s], m_indptr[s + 1])`` of ``a`` [cum_m, K]) times expert
     ``b[s]`` (``b`` [experts, N, K]) with block scales: ``a_scale`` ``[cum_m, K/128]`` ("K") or
     ``[K/128, cum_m]`` ("MN"), ``b_scale`` ``[experts, N/128, K/128]`` ("K") or
@@ -267,13 +270,13 @@ def group_gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch
         try:
             key = ("group_gemm_fp8", signature(a), signature(b), signature(a_scale), signature(b_scale),
                    signature(m_indptr), signature(out), out_dtype, scale_major_mode, mma_sm,
-                   tuple(scale_granularity_mnk), GENERATION[0])
+                   tuple(scale_granularity_mnk), backend, GENERATION[0])
         except (AttributeError, TypeError):
             key = None
         planned = _FP8_CALLS.get(key)
         if planned is not None:
             return planned(a, b, a_scale, b_scale, m_indptr, out)
-    granularity = _check_options(scale_major_mode, mma_sm, scale_granularity_mnk, "auto")
+    granularity = _check_options(scale_major_mode, mma_sm, scale_granularity_mnk, backend)
     if granularity != (1, BLOCK, BLOCK):
         raise ValueError(f"group_gemm_fp8_nt_groupwise takes scale_granularity_mnk (1, 128, 128), got {granularity}")
     if scale_major_mode is None:
