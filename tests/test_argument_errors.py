@@ -287,7 +287,8 @@ def _like(input):
     pytest.param(dict(eps=math.inf), ValueError, r"^eps must be finite", id="eps-inf"),
     pytest.param(dict(eps=1e39), ValueError, r"^eps .*float32", id="eps-over-f32"),
     pytest.param(dict(enable_pdl="no"), TypeError, r"^enable_pdl must be a bool or None", id="pdl-str"),
-    pytest.param(dict(enable_pdl=1), TypeError, r"^enable_pdl must be a bool or None", id="pdl-int"),
+    pytest.param(dict(enable_pdl=1), ValueError, CUDA, id="pdl-int"),  # (FlashInfer takes an int by its truth)
+    pytest.param(dict(enable_pdl=1.0), TypeError, r"^enable_pdl must be a bool or None", id="pdl-float"),
     # any hidden size and any row stride are accepted (the shifted build)
     pytest.param(dict(input=x2(hidden=12), weight=vec(12)), ValueError, CUDA, id="hidden-12"),
     pytest.param(dict(input=x2(hidden=12)[:, :11], weight=vec(11)), ValueError, CUDA, id="hidden-11-view"),

@@ -391,3 +391,21 @@ def test_cuda_graph_decode_on_cuda1_while_cuda0_is_current(kv_dtype, rope):
         assert out.device == dev and lse.device == dev
         ref_out, ref_lse = reference(q, k_cache, v_cache, indptr, used, lengths, "NHD", rope=rope, **scales)
         decode_check(out, lse, ref_out, ref_lse, torch.bfloat16)
+
+
+@pytest.mark.parametrize("cur", [0, 1], ids=["cuda0-current", "cuda1-current"])
+def test_quant_scale_tensor_on_the_other_device(cur):
+    """FlashInfer copies a quant norm's scale tensor to the input's device: the same bytes as
+    with the scale there, and the float32 reference (y / scale, saturated) within FP8 rounding."""
+    fp8 = torch.float8_e4m3fn
+    x = torch.randn(16, 512, device="cuda:0", dtype=torch.bfloat16)
+    w = torch.randn(512, device="cuda:0", dtype=torch.bfloat16)
+    here, there = poisoned(x).to(fp8), poisoned(x).to(fp8)
+    with current(cur):
+        cutefi.rmsnorm_quant(here, x, w, torch.tensor([0.25], device="cuda:0"))
+        cutefi.rmsnorm_quant(there, x, w, torch.tensor([0.25], device="cuda:1"))
+    synchronize_both()
+    assert torch.equal(here.view(torch.uint8), there.view(torch.uint8))
+    xf = x.float()
+    ref = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS) * w.float() / 0.25).clamp(-448, 448)
+    torch.testing.assert_close(there.float(), ref, rtol=0.07, atol=2e-2)

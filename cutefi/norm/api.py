@@ -10,6 +10,8 @@ sequence length. Each distinct call layout is checked once and its plan kept.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from .._capability import declare
@@ -39,7 +41,9 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     if type(eps) is not float or not 0.0 <= eps <= F32_MAX:
         eps = require_eps(eps)
     if enable_pdl is not None and enable_pdl is not True and enable_pdl is not False:
-        enable_pdl = require_flag("enable_pdl", enable_pdl, optional=True)
+        # (an int is taken by its truth, as FlashInfer's C++ op takes it; a str is refused)
+        enable_pdl = bool(enable_pdl) if isinstance(enable_pdl, numbers.Integral) else \
+            require_flag("enable_pdl", enable_pdl, optional=True)
     quant = scale is not None
     scale_value, scale_tensor = _scale_arguments(scale) if quant else (1.0, None)
     if compiling():  # torch.compile traces this: one cutefi op in the graph (see _library)
@@ -67,8 +71,8 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
         if plan.staged:
             _run_staged(kind, input, weight, bias, out, residual, eps, gemma, enable_pdl, weight_name, scale)
         return
-    if scale_tensor is not None:
-        _check_scale_device(scale_tensor, plan.device)
+    if scale_tensor is not None and scale_tensor.get_device() != plan.device:
+        scale_tensor = scale_tensor.to(f"cuda:{plan.device}")  # (another GPU's: copied over, as FlashInfer does)
     s_ptr = scale_tensor.data_ptr() if scale_tensor is not None else w_ptr
     shift = 0
     if plan.shifted:  # pointers rounded down to 16 bytes; the kernel adds the shift back
@@ -120,11 +124,6 @@ def _scale_arguments(scale: float | torch.Tensor) -> tuple[float, torch.Tensor |
         raise ValueError(f"scale must be a nonzero finite float32 with a finite reciprocal (the output is "
                          f"divided by it); got {scale!r}")
     return value, None
-
-
-def _check_scale_device(scale: torch.Tensor, device: int) -> None:
-    if scale.get_device() != device:
-        raise ValueError(f"scale must be on the device of input (cuda:{device}); got {scale.device}")
 
 
 # ---- public API -------------------------------------------------------------------------
