@@ -144,7 +144,8 @@ def test_forward_replaces_the_plans_options_as_flashinfer_does():
     plan, kwargs = wrapper._forward((), {"return_lse": True}, _options(causal=True, sm_scale=0.25))
     assert wrapper.plans == 2 and plan["causal"] and plan["window_left"] == -1 and kwargs == {"return_lse": True}
     assert plan["scales"] == list(_scales(0.25, 128, None))
-    assert wrapper._plan_arguments["qo_indptr"] == [0, 4] and wrapper._plan_arguments["num_heads"] == 8
+    arguments = wrapper._planned_arguments()
+    assert arguments["qo_indptr"] == [0, 4] and arguments["num_heads"] == 8
     wrapper._forward((), {}, _options(causal=True, sm_scale=0.25))
     assert wrapper.plans == 2  # (the next layer: the same options, no new plan)
     # the scores' options only rescale

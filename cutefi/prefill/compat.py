@@ -23,16 +23,15 @@ _SCORE_OPTIONS = ("logits_soft_cap", "sm_scale", "rope_scale", "rope_theta")
 
 
 def remember_plan(plan: Callable) -> Callable:
-    """Keep ``plan``'s arguments (as bound to its signature) so ``forward`` can plan again with
-    its own causal / window / position-encoding values."""
+    """Keep ``plan``'s arguments so ``forward`` can plan again with its own causal / window /
+    position-encoding values (bound to the signature only when read: nothing on the plan path)."""
     signature = inspect.signature(plan)
 
     @functools.wraps(plan)
     def planned(self, *args, **kwargs):
-        bound = signature.bind(self, *args, **kwargs)
         plan(self, *args, **kwargs)
-        bound.apply_defaults()
-        self._plan_arguments = {name: value for name, value in bound.arguments.items() if name != "self"}
+        self._plan_call = (signature, args, kwargs)
+        self._plan_arguments = None
 
     return planned
 
@@ -88,8 +87,14 @@ class PrefillWrapperCompat:
         return self.run(*run_args, **run_kwargs)
 
     def _planned_arguments(self) -> dict:
+        """The last plan's arguments by name, defaults included."""
         if self._plan is None:
             raise RuntimeError("no plan yet: call plan(...) with the batch's indptr arrays first")
+        if self._plan_arguments is None:
+            signature, args, kwargs = self._plan_call
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            self._plan_arguments = {name: value for name, value in bound.arguments.items() if name != "self"}
         return self._plan_arguments
 
     # the planned values FlashInfer keeps as attributes, which servers read back (vLLM asserts them)
