@@ -23,8 +23,9 @@ from .._plans import PlanCache, signature
 from ..jit.logs import api_log
 from ..jit.policy import Family
 from . import launch
-from .decode import (BatchDecodeWithPagedKVCacheWrapper, CUDAGraphBatchDecodeWithPagedKVCacheWrapper,  # noqa: F401
-                     fast_decode_plan, single_decode_with_kv_cache)
+from .decode import BatchDecodeWithPagedKVCacheWrapper  # noqa: F401
+from .decode_forms import (CUDAGraphBatchDecodeWithPagedKVCacheWrapper, fast_decode_plan,  # noqa: F401
+                           single_decode_with_kv_cache)
 from .plan import (MergePlan, append_rows_aligned, check_mask, check_pair, check_s, check_v, plan_append, plan_merge,
                    rows_aligned, split_cache)
 
