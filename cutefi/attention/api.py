@@ -31,6 +31,7 @@ from .plan import (MergePlan, append_rows_aligned, check_mask, check_pair, check
 
 _PLANS = PlanCache()
 _INDEX_DTYPES = (torch.int32, torch.int64)
+_I64 = torch.int64
 
 
 # ---- merges ---------------------------------------------------------------------------------
@@ -279,9 +280,15 @@ def append_paged_kv_cache(append_key, append_value, batch_indices, positions, pa
     dtype is the appended one (FP8 caches included). A token whose page slot or page id is out
     of range writes nothing. Returns None. int64 index tensors are converted to int32 first, as
     FlashInfer does (one small copy each: pass int32 where it matters)."""
-    batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len = (
-        t.int() if isinstance(t, torch.Tensor) and t.dtype == torch.int64 else t
-        for t in (batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len))
+    try:  # (identity tests: the int32 call pays a few attribute reads, no loop)
+        wide = batch_indices.dtype is _I64 or positions.dtype is _I64 or kv_indices.dtype is _I64 \
+            or kv_indptr.dtype is _I64 or kv_last_page_len.dtype is _I64
+    except AttributeError:  # not tensors: the checks name the argument
+        wide = False
+    if wide:
+        batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len = (
+            t.int() if t.dtype is _I64 else t for t in (batch_indices, positions, kv_indices, kv_indptr,
+                                                         kv_last_page_len))
     fused = paged_kv_cache if isinstance(paged_kv_cache, torch.Tensor) else None
     if compiling() and fused is not None:  # one op on the whole cache (no views traced)
         return _OPS["append_paged_kv_cache_fused"](append_key, append_value, batch_indices, positions, fused,

@@ -209,7 +209,8 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
             raise RuntimeError("run() before plan(): call plan(qo_indptr, kv_indptr, ...) first")
         if args:
             raise TypeError(f"run() takes q, k, v and keyword arguments; got {len(args)} extra positional ones")
-        check_run_extras(o_scale=o_scale, kv_cache_sf=kv_cache_sf)
+        if o_scale is not None or kv_cache_sf is not None:  # (a guard, not a call, on the launch path)
+            check_run_extras(o_scale=o_scale, kv_cache_sf=kv_cache_sf)
         scales = run_scales(p, q_scale, k_scale, v_scale)
         heads, kv_heads, head_dim, kv_tokens = _check_qkv(q, k, v, self._kv_layout, 3)
         if (heads, kv_heads, head_dim, v.shape[2]) != (p["heads"], p["kv_heads"], p["head_dim"], p["head_dim_vo"]) \

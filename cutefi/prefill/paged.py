@@ -155,8 +155,11 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
             raise RuntimeError("run() before plan(): call plan(qo_indptr, paged_kv_indptr, ...) first")
         if args:
             raise TypeError(f"run() takes q, paged_kv_cache and keyword arguments; got {len(args)} extra positional ones")
-        check_run_extras(kv_cache_sf=kv_cache_sf, skip_softmax_threshold_scale_factor=skip_softmax_threshold_scale_factor,
-                         use_fp16_softmax=use_fp16_softmax, uses_spcompress=uses_spcompress)
+        if kv_cache_sf is not None or skip_softmax_threshold_scale_factor is not None or use_fp16_softmax is not None \
+                or uses_spcompress is not None:  # (a guard, not a call, on the launch path)
+            check_run_extras(kv_cache_sf=kv_cache_sf,
+                             skip_softmax_threshold_scale_factor=skip_softmax_threshold_scale_factor,
+                             use_fp16_softmax=use_fp16_softmax, uses_spcompress=uses_spcompress)
         scales = run_scales(p, q_scale, k_scale, v_scale)
         if window_left is not None and window_left != p["window_left"]:
             raise ValueError(f"window_left={window_left} differs from the planned {p['window_left']}: plan again")
