@@ -31,7 +31,7 @@ from .plan import (MergePlan, append_rows_aligned, check_mask, check_pair, check
 
 _PLANS = PlanCache()
 _INDEX_DTYPES = (torch.int32, torch.int64)
-_I64 = torch.int64
+_I64, _F32 = torch.int64, torch.float32
 
 
 # ---- merges ---------------------------------------------------------------------------------
@@ -129,10 +129,11 @@ def _plan_stack(v, s, v_out, s_out, aligned: bool) -> MergePlan:
 
 def _lse32(s: object) -> object:
     """A log-sum-exp in float32: FlashInfer converts 16- and 64-bit float ones (anything else is
-    left to the checks, which name it)."""
-    if isinstance(s, torch.Tensor) and s.dtype in (torch.float16, torch.bfloat16, torch.float64):
-        return s.float()
-    return s
+    left to the checks, which name it). A float32 one costs an attribute read and a test."""
+    dtype = getattr(s, "dtype", None)
+    if dtype is _F32 or dtype not in (torch.float16, torch.bfloat16, torch.float64):
+        return s
+    return s.float()
 
 
 def _new_state(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

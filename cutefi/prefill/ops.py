@@ -96,10 +96,14 @@ def _check_qkv(q, k, v, kv_layout: str, q_dims: int) -> tuple[int, int, int, int
 
 
 def _rows_aligned(name: str, t: torch.Tensor) -> None:
-    """TMA: head_dim contiguous, every other stride and the base a multiple of 16 bytes."""
-    size = t.element_size()
-    if t.stride(-1) != 1 or any(t.stride(d) * size % 16 for d in range(t.dim() - 1)) or \
-            (not compiling() and t.data_ptr() % 16):
+    """TMA: head_dim contiguous, every other stride and the base a multiple of 16 bytes (3-D
+    tensors, the launch path's, tested without a loop)."""
+    size, strides = t.element_size(), t.stride()
+    if len(strides) == 3:
+        bad = strides[2] != 1 or (strides[0] * size) % 16 or (strides[1] * size) % 16
+    else:
+        bad = strides[-1] != 1 or any(stride * size % 16 for stride in strides[:-1])
+    if bad or (not compiling() and t.data_ptr() % 16):
         raise ValueError(f"{name} rows must start on 16-byte boundaries with head_dim contiguous; got strides "
                          f"{tuple(t.stride())}")
 
