@@ -741,9 +741,9 @@ def test_single_decode_in_a_cuda_graph(monkeypatch):
     plan) replays with new q values, also after newer lengths evicted its plan from the cache
     (the captured wrapper and its buffers stay alive: freed blocks are poisoned here); an unseen
     length during capture is refused clearly."""
-    from cutefi.attention import decode
+    from cutefi.attention import decode_forms
 
-    monkeypatch.setattr(decode._SINGLE, "limit", 2)
+    monkeypatch.setattr(decode_forms._SINGLE, "limit", 2)
     torch.manual_seed(9)
     kv_len, qo_heads, kv_heads, d = 9000, 32, 8, 128
     q = torch.randn(qo_heads, d, device="cuda", dtype=torch.bfloat16)
