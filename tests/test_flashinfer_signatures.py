@@ -115,7 +115,7 @@ class _Planned(compat.PrefillWrapperCompat):
     """compat's forward logic on a stand-in wrapper: plan counts its calls, run returns the plan."""
 
     def __init__(self) -> None:
-        self._plan, self.plans = None, 0
+        self._plan, self.plans, self._launches = None, 0, {}
 
     @compat.remember_plan
     def plan(self, qo_indptr, num_heads, causal=False, pos_encoding_mode="NONE", window_left=-1,
@@ -148,9 +148,10 @@ def test_forward_replaces_the_plans_options_as_flashinfer_does():
     assert arguments["qo_indptr"] == [0, 4] and arguments["num_heads"] == 8
     wrapper._forward((), {}, _options(causal=True, sm_scale=0.25))
     assert wrapper.plans == 2  # (the next layer: the same options, no new plan)
-    # the scores' options only rescale
+    # the scores' options only rescale (and drop the launches kept with the old scales)
+    wrapper._launches["kept"] = object()
     plan, _ = wrapper._forward((), {}, _options(causal=True, sm_scale=0.1, logits_soft_cap=30.0))
-    assert wrapper.plans == 2 and plan["causal"]
+    assert wrapper.plans == 2 and plan["causal"] and not wrapper._launches
     assert plan["scales"] == list(_scales(0.1, 128, 30.0))
     assert (wrapper._sm_scale, wrapper._logits_soft_cap) == (0.1, 30.0)
     # RoPE switched on at forward: a new plan (the RoPE tables are the plan's)

@@ -84,6 +84,7 @@ class PrefillWrapperCompat:
                                plan["head_dim_vo"])
             self._plan = dict(plan, scales=scales, rope=rope)
             self._plan_arguments = given
+            self._launches.clear()  # (the kept launches carry the old scales)
         return self.run(*run_args, **run_kwargs)
 
     def _planned_arguments(self) -> dict:

@@ -126,23 +126,56 @@ def _output(name: str, tensor, shape, dtype, like: torch.Tensor) -> torch.Tensor
 
 
 # ---- the launch ------------------------------------------------------------------------------------
+class TmaLaunch:
+    """The Hopper kernel's launch of a checked run with all but the tensors' addresses fixed (its
+    build, grid, scalars and output strides). ``launch_kernel`` builds and calls one; the batch
+    wrappers keep it by call layout, so a repeated run pays for the launch alone."""
+
+    __slots__ = ("kernel", "device", "ctas", "pdl", "paged", "args")
+
+    def __init__(self, q, v_view, out, lse, page_size: int, p: dict, units: int, scales, pdl: bool,
+                 has_sinks: bool) -> None:
+        self.device = device = q.get_device()
+        dtype, head_dim = name_of(q.dtype), q.shape[2]
+        mla = v_view.shape[-1] != head_dim
+        spec = (launch.PAGED_SPECS[(dtype, head_dim, page_size)] if page_size else launch.SM90_MLA_SPECS[dtype]
+                if mla else launch.SM90_SPECS[(dtype, head_dim)])
+        self.kernel = get_kernel(spec, device)
+        self.ctas = ctas = min(units, device_info(device).sms)
+        self.pdl, self.paged = pdl, bool(page_size)
+        self.args = dict(has_sinks=int(has_sinks), units=units, heads=p["heads"], group=p["group"],
+                         causal=p["causal"], window_left=p["window_left"], write_lse=int(lse is not None), ctas=ctas,
+                         q_mult=scales[0], cap_scale=scales[1], out_scale=scales[2], out_stride_token=out.stride(0),
+                         out_stride_head=out.stride(1), lse_stride_token=lse.stride(0) if lse is not None else 0,
+                         lse_stride_head=lse.stride(1) if lse is not None else 0)
+
+    def __call__(self, q, k_view, v_view, out, lse, work, counter, kv_indices, sinks) -> None:
+        """Launch on these tensors (laid out as the ones this was built for)."""
+        paged = {"kv_indices": kv_indices.data_ptr()} if self.paged else {}
+        self.kernel.launch((self.ctas, 1, 1), self.device, None, self.pdl, q=q.transpose(0, 1), k=k_view, v=v_view,
+                           out=out.data_ptr(), lse=lse.data_ptr() if lse is not None else 0, work=work.data_ptr(),
+                           counter=counter.data_ptr(), sinks=sinks.data_ptr() if sinks is not None else 0, **paged,
+                           **self.args)
+
+
 def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size: int, sizes, scales,
-                  pdl: bool, mask: torch.Tensor | None = None, sinks: torch.Tensor | None = None) -> None:
+                  pdl: bool, mask: torch.Tensor | None = None, sinks: torch.Tensor | None = None) -> TmaLaunch | None:
     """Run the kernel on checked tensors: q/out [tokens, heads, d]; ``k_view``/``v_view``
     [kv_heads, tokens, d] (``page_size`` 0) or [pages, kv_heads, page_size, d] with
     ``kv_indices``; ``counter``: the int32 the CTAs take units from (zero between launches:
     the kernel puts it back; launches sharing one must not overlap in time); ``mask``: a packed
     custom mask (``masks.py``; the work array holds each request's first byte); ``sinks``:
-    float32 [heads] attention-sink logits."""
+    float32 [heads] attention-sink logits. Returns the launch where the Hopper kernel took the
+    tensors as given (no pre-pass: a later run of the same layout can repeat it), else None."""
     p = dict(zip(SIZES, sizes))
     units = p["pairs"] * p["heads"]
     if units == 0 or q.shape[0] == 0:
-        return
-    device = q.get_device()
-    dtype, head_dim = name_of(q.dtype), q.shape[2]
+        return None
+    device, head_dim = q.get_device(), q.shape[2]
     rope = scales[3] > 0  # (in-kernel RoPE: the mma.sync kernel's)
     mla = v_view.shape[-1] != head_dim  # (the Hopper kernel's MLA build is ragged only)
     tma = mask is None and not rope and not (mla and page_size) and uses_tma_kernel(device, page_size)
+    widened = None
     if tma and k_view.dtype != q.dtype and p.get("widen", 0) and (p.get("entries", 0) or not page_size):
         widened = _widened(q.dtype, k_view, v_view, kv_indices, page_size, p.get("entries", 0), pdl)
         if widened is not None:
@@ -150,20 +183,10 @@ def launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_s
     if not tma or k_view.dtype != q.dtype:
         _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size, p, units, scales, pdl, mask,
                          sinks)
-        return
-    spec = (launch.PAGED_SPECS[(dtype, head_dim, page_size)] if page_size else launch.SM90_MLA_SPECS[dtype] if mla
-            else launch.SM90_SPECS[(dtype, head_dim)])
-    kernel = get_kernel(spec, device)
-    ctas = min(units, device_info(device).sms)
-    paged = {"kv_indices": kv_indices.data_ptr()} if page_size else {}
-    kernel.launch((ctas, 1, 1), device, None, pdl, q=q.transpose(0, 1), k=k_view, v=v_view, out=out.data_ptr(),
-                  lse=lse.data_ptr() if lse is not None else 0, work=work.data_ptr(), counter=counter.data_ptr(),
-                  sinks=sinks.data_ptr() if sinks is not None else 0, has_sinks=int(sinks is not None), units=units,
-                  heads=p["heads"], group=p["group"], causal=p["causal"], window_left=p["window_left"],
-                  write_lse=int(lse is not None), ctas=ctas, q_mult=scales[0], cap_scale=scales[1], out_scale=scales[2],
-                  out_stride_token=out.stride(0), out_stride_head=out.stride(1),
-                  lse_stride_token=lse.stride(0) if lse is not None else 0,
-                  lse_stride_head=lse.stride(1) if lse is not None else 0, **paged)
+        return None
+    tma_launch = TmaLaunch(q, v_view, out, lse, page_size, p, units, scales, pdl, sinks is not None)
+    tma_launch(q, k_view, v_view, out, lse, work, counter, kv_indices, sinks)
+    return tma_launch if widened is None else None
 
 
 def _widened(dtype: torch.dtype, k_view: torch.Tensor, v_view: torch.Tensor, kv_indices, page_size: int,
@@ -246,31 +269,46 @@ def _launch_mma_sync(q, k_view, v_view, out, lse, work, kv_indices, page_size: i
                   lse_stride_head=lse.stride(1) if lse is not None else 0)
 
 
-def launch_ragged(q, k, v, out, lse, work, counter, mask, sinks, rope_index, kv_layout: str, sizes, scales,
-                  pdl: bool) -> None:
+def ragged_launch(q, k, v, out, lse, work, counter, mask, sinks, rope_index, kv_layout: str, sizes, scales,
+                  pdl: bool) -> TmaLaunch | None:
     """q/out [tokens, heads, d]; k/v in ``kv_layout`` (NHD [tokens, kv_heads, d], HND [kv_heads, tokens,
-    d]); ``rope_index``: the plan's ``rotate.rope_index`` (with in-kernel RoPE)."""
+    d]); ``rope_index``: the plan's ``rotate.rope_index`` (with in-kernel RoPE). Returns the
+    launch a later run of this layout can repeat (``launch_kernel``), or None."""
     if k.shape[0 if kv_layout == "NHD" else 1] == 0:  # no keys anywhere (TMA cannot describe it)
         if q.shape[0]:
             out.zero_()
             if lse is not None:
                 lse.fill_(-math.inf)
-        return
+        return None
     k_view = _heads_first(k, kv_layout)
     if scales[3] > 0 and rope_index is not None and mask is None and k.dtype == q.dtype and \
             v.shape[-1] == q.shape[-1] and uses_tma_kernel(q.get_device(), 0):
         # RoPE first, in copies, so Hopper's TMA kernel (which has none inside) takes the call
         q, k_rows = rotated(q, k_view.transpose(0, 1), rope_index, scales[3], scales[4])
         k_view, scales = k_rows.transpose(0, 1), [*scales[:3], 0.0, scales[4]]
-    launch_kernel(q, k_view, _heads_first(v, kv_layout), out, lse, work, counter, None, 0, sizes, scales, pdl, mask,
-                  sinks)
+        launch_kernel(q, k_view, _heads_first(v, kv_layout), out, lse, work, counter, None, 0, sizes, scales, pdl,
+                      mask, sinks)
+        return None  # (a pre-pass: not repeatable from the caller's tensors)
+    return launch_kernel(q, k_view, _heads_first(v, kv_layout), out, lse, work, counter, None, 0, sizes, scales, pdl,
+                         mask, sinks)
 
 
-def launch_paged(q, k_cache, v_cache, out, lse, work, counter, kv_indices, mask, sinks, rope_index, kv_layout: str,
-                 page_size: int, sizes, scales, pdl: bool) -> None:
+def launch_ragged(*args) -> None:
+    """:func:`ragged_launch` for the torch op and the single form (nothing returned)."""
+    ragged_launch(*args)
+
+
+def paged_views(k_cache: torch.Tensor, v_cache: torch.Tensor, kv_layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's [pages, kv_heads, page_size, d] views of the caches."""
+    return (k_cache.transpose(1, 2), v_cache.transpose(1, 2)) if kv_layout == "NHD" else (k_cache, v_cache)
+
+
+def paged_launch(q, k_cache, v_cache, out, lse, work, counter, kv_indices, mask, sinks, rope_index, kv_layout: str,
+                 page_size: int, sizes, scales, pdl: bool) -> TmaLaunch | None:
     """q/out [tokens, heads, d]; caches [pages, page_size, kv_heads, d] (NHD) or [pages, kv_heads,
-    page_size, d] (HND); ``rope_index``: the plan's ``rotate.rope_index`` (with in-kernel RoPE)."""
-    k_view, v_view = (k_cache.transpose(1, 2), v_cache.transpose(1, 2)) if kv_layout == "NHD" else (k_cache, v_cache)
+    page_size, d] (HND); ``rope_index``: the plan's ``rotate.rope_index`` (with in-kernel RoPE).
+    Returns the launch a later run of this layout can repeat, or None."""
+    k_view, v_view = paged_views(k_cache, v_cache, kv_layout)
     entries = dict(zip(SIZES, sizes)).get("entries", 0)
     if scales[3] > 0 and rope_index is not None and entries > 0 and mask is None and k_cache.dtype == q.dtype and \
             uses_tma_kernel(q.get_device(), page_size):
@@ -278,7 +316,16 @@ def launch_paged(q, k_cache, v_cache, out, lse, work, counter, kv_indices, mask,
         q, k_view, v_view, kv_indices = rotated_pages(q, k_view, v_view, kv_indices, entries, rope_index, scales[3],
                                                       scales[4])
         scales = [*scales[:3], 0.0, scales[4]]
-    launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size, sizes, scales, pdl, mask, sinks)
+        launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size, sizes, scales, pdl, mask,
+                      sinks)
+        return None  # (a pre-pass: not repeatable from the caller's tensors)
+    return launch_kernel(q, k_view, v_view, out, lse, work, counter, kv_indices, page_size, sizes, scales, pdl, mask,
+                         sinks)
+
+
+def launch_paged(*args) -> None:
+    """:func:`paged_launch` for the torch op (nothing returned)."""
+    paged_launch(*args)
 
 
 RAGGED_OP = define("prefill_out(Tensor q, Tensor k, Tensor v, Tensor(a!) out, Tensor(b!)? lse, Tensor work, "

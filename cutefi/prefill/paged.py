@@ -18,13 +18,13 @@ import torch
 from .._checks import require_int, require_same_device, require_tensor
 from .._library import compiling
 from ..attention.decode_ops import Layout
-from ..attention.plan import check_i32
+from ..attention.plan import check_i32, split_cache
 from ..jit.logs import api_log
 from ..jit.staging import Int32Staging
 from . import launch, plan
 from .masks import plan_mask
 from .ops import (PAGED_OP, SIZES, _check_options, _output, _rows_aligned, check_sinks, fp8_widen, host_indptr,
-                  launch_paged, plan_options, run_scales)
+                  paged_launch, paged_views, plan_options, run_scales)
 from .rotate import rope_index
 from .compat import check_run_extras, remember_plan
 from .wrapper import PrefillWrapperBase, check_plan_extras
@@ -120,6 +120,7 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
             rope = self._buffer.upload_rope(rope_index(qo_host, kv_host * page_size, kv_len), bool(non_blocking))
         self._plan = dict(options, pairs=pairs, page_size=page_size, total_q=int(qo_host[-1]), indices=indices,
                           mask=mask, widen=widen, entries=entries, rope_index=rope)
+        self._launches.clear()
 
     begin_forward = plan
 
@@ -160,6 +161,19 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
             check_run_extras(kv_cache_sf=kv_cache_sf,
                              skip_softmax_threshold_scale_factor=skip_softmax_threshold_scale_factor,
                              use_fp16_softmax=use_fp16_softmax, uses_spcompress=uses_spcompress)
+        key = None
+        if not compiling():  # a layout this plan ran before: only the pointers are new
+            cache = (paged_kv_cache,) if isinstance(paged_kv_cache, torch.Tensor) else tuple(paged_kv_cache) \
+                if isinstance(paged_kv_cache, (tuple, list)) else (None,)
+            key = self._launch_key((q, out, lse, sinks, *cache), (return_lse, q_scale, k_scale, v_scale, enable_pdl,
+                                                                  window_left))
+            prepared = self._launches.get(key)
+            if prepared is not None:
+                k_cache, v_cache = split_cache(paged_kv_cache, self._kv_layout)
+                if not (q.data_ptr() | k_cache.data_ptr() | v_cache.data_ptr()
+                        | (out.data_ptr() if out is not None else 0)) & 15:
+                    return self._repeat(prepared, q, *paged_views(k_cache, v_cache, self._kv_layout), out, lse,
+                                        return_lse, sinks, p["indices"], p["head_dim"])
         scales = run_scales(p, q_scale, k_scale, v_scale)
         if window_left is not None and window_left != p["window_left"]:
             raise ValueError(f"window_left={window_left} differs from the planned {p['window_left']}: plan again")
@@ -185,8 +199,9 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
             PAGED_OP(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], p["mask"], sinks,
                      p["rope_index"], self._kv_layout, p["page_size"], sizes, scales, pdl)
         else:
-            launch_paged(q, layout.k_cache, layout.v_cache, out, lse, work, counter, p["indices"], p["mask"], sinks,
-                         p["rope_index"], self._kv_layout, p["page_size"], sizes, scales, pdl)
+            self._launches.put(key, paged_launch(q, layout.k_cache, layout.v_cache, out, lse, work, counter,
+                                                 p["indices"], p["mask"], sinks, p["rope_index"], self._kv_layout,
+                                                 p["page_size"], sizes, scales, pdl))
         return (out, lse) if return_lse else out
 
     def forward(self, q, paged_kv_cache, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,

@@ -7,12 +7,13 @@ import numpy as np
 import torch
 
 from .._checks import require_cuda, require_flag, require_tensor
+from .._plans import PlanCache, signature
 from ..jit.staging import Int32Staging
 from . import launch, plan
 from .masks import check_mask_buffer
 from ..attention.decode_compat import check_jit_args
 from .compat import PrefillWrapperCompat
-from .ops import _NAMED, KV_LAYOUTS, _check_options
+from .ops import _NAMED, KV_LAYOUTS, TmaLaunch, _check_options
 
 
 def check_plan_extras(q_dtype: torch.dtype, o_data_type=None, prefix_len_ptr=None, token_pos_in_items_ptr=None,
@@ -61,6 +62,32 @@ class PrefillWrapperBase(PrefillWrapperCompat):
         self._buffer = WorkBuffer(self.device, bool(require_flag("use_cuda_graph", use_cuda_graph)))
         self._mask_buf = check_mask_buffer(custom_mask_buf, self.device)
         self._plan: dict | None = None
+        self._launches = PlanCache(64)  # the plan's repeatable launches (``ops.TmaLaunch``), by call layout
+
+    @staticmethod
+    def _launch_key(tensors: tuple, options: tuple) -> tuple | None:
+        """What a kept launch depends on besides data pointers: the call's tensor layouts and
+        options (None, never kept: a tensor scale, read each call, or arguments that are not
+        tensors, which the full checks name)."""
+        try:
+            if any(isinstance(option, torch.Tensor) for option in options):
+                return None
+            key = (*(signature(t) for t in tensors), *options)
+            hash(key)
+            return key
+        except (AttributeError, TypeError):
+            return None
+
+    def _repeat(self, launch_: TmaLaunch, q, k_view, v_view, out, lse, return_lse: bool, sinks, kv_indices,
+                head_dim_vo: int):
+        """A kept launch on this call's tensors (the layout it was checked for; aligned)."""
+        if out is None:
+            out = torch.empty((*q.shape[:2], head_dim_vo), dtype=q.dtype, device=q.device)
+        if lse is None and return_lse:
+            lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device)
+        launch_(q, k_view, v_view, out, lse, self._buffer.work, self._buffer.counter, kv_indices,
+                None if sinks is None else sinks.contiguous())
+        return (out, lse) if return_lse else out
 
     @property
     def is_cuda_graph_enabled(self) -> bool:
