@@ -130,8 +130,8 @@ class _Planned(compat.PrefillWrapperCompat):
 
 
 def _options(**given):
-    return {**dict(causal=False, pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_scale=None,
-                   rope_scale=None, rope_theta=None), **given}
+    return {**dict(causal=False, window_left=-1, logits_soft_cap=None, sm_scale=None, rope_scale=None,
+                   rope_theta=None), **given}
 
 
 def test_forward_replaces_the_plans_options_as_flashinfer_does():
@@ -154,7 +154,8 @@ def test_forward_replaces_the_plans_options_as_flashinfer_does():
     assert wrapper.plans == 2 and plan["causal"] and not wrapper._launches
     assert plan["scales"] == list(_scales(0.1, 128, 30.0))
     assert (wrapper._sm_scale, wrapper._logits_soft_cap) == (0.1, 30.0)
-    # RoPE switched on at forward: a new plan (the RoPE tables are the plan's)
-    plan, _ = wrapper._forward((), {}, _options(causal=True, pos_encoding_mode="ROPE_LLAMA", rope_theta=5e5))
+    # the position encoding stays the plan's (FlashInfer's kernel is built with it); RoPE's theta rescales
+    wrapper.plan([0, 4], 8, causal=True, pos_encoding_mode="ROPE_LLAMA")
+    plan, _ = wrapper._forward((), {}, _options(causal=True, rope_theta=5e5))
     assert wrapper.plans == 3 and plan["rope"] == rope_scales("ROPE_LLAMA", None, 5e5, 128, 128)
     assert wrapper._pos_encoding_mode == "ROPE_LLAMA"

@@ -251,8 +251,9 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
     def forward(self, q, k, v, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False, window_left=-1,
                 logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None):
         """FlashInfer's deprecated ``forward``: :meth:`run` with these options replacing the
-        plan's (``compat.PrefillWrapperCompat._forward``)."""
-        return self._forward((q, k, v), {}, dict(causal=causal, pos_encoding_mode=pos_encoding_mode,
+        plan's (``compat.PrefillWrapperCompat._forward``; ``pos_encoding_mode`` and
+        ``use_fp16_qk_reduction`` are taken and ignored, as in FlashInfer)."""
+        return self._forward((q, k, v), {}, dict(causal=causal,
                                                  window_left=window_left, logits_soft_cap=logits_soft_cap,
                                                  sm_scale=sm_scale, rope_scale=rope_scale, rope_theta=rope_theta))
 
@@ -260,7 +261,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(PrefillWrapperBase):
                            window_left=-1, logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None):
         """:meth:`forward` returning ``(out, lse)``."""
         return self._forward((q, k, v), dict(return_lse=True),
-                             dict(causal=causal, pos_encoding_mode=pos_encoding_mode, window_left=window_left,
+                             dict(causal=causal, window_left=window_left,
                                   logits_soft_cap=logits_soft_cap, sm_scale=sm_scale, rope_scale=rope_scale,
                                   rope_theta=rope_theta))
 

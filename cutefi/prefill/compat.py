@@ -16,9 +16,10 @@ import torch
 from .._checks import require_cuda, require_tensor
 from .ops import _scales, rope_scales
 
-# forward's options: those that shape the plan's partition (and RoPE tables), and those that only
-# change the scores (applied to the plan without partitioning again)
-_PARTITION_OPTIONS = ("causal", "pos_encoding_mode", "window_left")
+# forward's options: those that shape the plan's partition, and those that only change the scores
+# (applied to the plan without partitioning again). Its pos_encoding_mode is taken and ignored:
+# FlashInfer builds its kernel with the plan's mode, so its forward keeps that mode too
+_PARTITION_OPTIONS = ("causal", "window_left")
 _SCORE_OPTIONS = ("logits_soft_cap", "sm_scale", "rope_scale", "rope_theta")
 
 
@@ -66,8 +67,9 @@ class PrefillWrapperCompat:
     def _forward(self, run_args: tuple, run_kwargs: dict, options: dict):
         """FlashInfer's ``forward``: its options replace the plan's (defaults included: a
         ``forward`` without ``window_left`` runs without a window), then :meth:`run`. A change
-        of causal / window / position encoding partitions the batch again (once: later layers
-        with the same values reuse it); a change of the score scales only rescales."""
+        of causal or window partitions the batch again (once: later layers with the same values
+        reuse it); a change of the score scales (sm_scale, soft cap, RoPE's scale and theta) only
+        rescales. The position encoding stays the plan's, as in FlashInfer."""
         arguments = self._planned_arguments()
         changed = {name: value for name, value in options.items() if arguments[name] != value}
         if any(name in _PARTITION_OPTIONS for name in changed):

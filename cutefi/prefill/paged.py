@@ -208,9 +208,10 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
                 k_scale=None, v_scale=None, window_left=-1, logits_soft_cap=None, sm_scale=None, rope_scale=None,
                 rope_theta=None):
         """FlashInfer's deprecated ``forward``: :meth:`run` with these options replacing the
-        plan's (``compat.PrefillWrapperCompat._forward``)."""
+        plan's (``compat.PrefillWrapperCompat._forward``; ``pos_encoding_mode`` and
+        ``use_fp16_qk_reduction`` are taken and ignored, as in FlashInfer)."""
         return self._forward((q, paged_kv_cache), dict(k_scale=k_scale, v_scale=v_scale),
-                             dict(causal=causal, pos_encoding_mode=pos_encoding_mode, window_left=window_left,
+                             dict(causal=causal, window_left=window_left,
                                   logits_soft_cap=logits_soft_cap, sm_scale=sm_scale, rope_scale=rope_scale,
                                   rope_theta=rope_theta))
 
@@ -219,6 +220,6 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
                            logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None):
         """:meth:`forward` returning ``(out, lse)``."""
         return self._forward((q, paged_kv_cache), dict(k_scale=k_scale, v_scale=v_scale, return_lse=True),
-                             dict(causal=causal, pos_encoding_mode=pos_encoding_mode, window_left=window_left,
+                             dict(causal=causal, window_left=window_left,
                                   logits_soft_cap=logits_soft_cap, sm_scale=sm_scale, rope_scale=rope_scale,
                                   rope_theta=rope_theta))
