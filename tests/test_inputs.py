@@ -86,6 +86,8 @@ def _cpu_calls():
             x.to(torch.float8_e4m3fn), torch.randn(2, 128, 64).to(torch.float8_e4m3fn), torch.ones(4, 1),
             torch.ones(2, 1, 1), torch.tensor([0, 1, 4], dtype=i32), scale_major_mode="K"), "a"),
         "single_prefill_with_kv_cache": (lambda: cutefi.single_prefill_with_kv_cache(q, k, k, causal=True), "q"),
+        "single_prefill_with_kv_cache_return_lse": (
+            lambda: cutefi.single_prefill_with_kv_cache_return_lse(q, k, k, causal=True), "q"),
         "BatchPrefillWithRaggedKVCacheWrapper": (
             lambda: cutefi.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(1024, dtype=torch.uint8)),
             "float_workspace_buffer"),
