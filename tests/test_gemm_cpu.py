@@ -204,7 +204,7 @@ def test_contract_fits_hopper(config):
 
 def test_specs_cover_the_api():
     for dtype in launch.DTYPES:
-        for out_dtype in launch.OUT_DTYPES:
+        for out_dtype in launch.DENSE_OUT_DTYPES:
             for config in launch.CONFIGS:
                 assert (dtype, out_dtype, "k", config) in launch.SM90_SPECS
                 assert ((dtype, out_dtype, "n", config) in launch.SM90_SPECS) == (
@@ -214,6 +214,8 @@ def test_specs_cover_the_api():
             for config in launch.SM80_CONFIGS:
                 for b_major in launch.B_MAJORS:
                     assert (dtype, out_dtype, b_major, config) in launch.SM80_SPECS
+            for tokens in launch.gemv_launch.GEMV_TOKENS:
+                assert (dtype, out_dtype, tokens) in launch.GEMV_SPECS
 
 
 BF16 = torch.bfloat16
@@ -232,8 +234,10 @@ def _w(n, k, dtype=BF16):
      ValueError, "not taken without a copy"),
     (lambda: cutefi.mm_bf16(torch.randn(4, 64), _w(128, 64)), TypeError, "a must be torch.bfloat16"),
     (lambda: cutefi.mm_fp16(torch.randn(4, 64).half(), _w(128, 64)), TypeError, "b must be torch.float16"),
-    (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), _w(128, 64), out_dtype=torch.float32),
+    (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), _w(128, 64), out_dtype=torch.float64),
      TypeError, "out_dtype"),
+    (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), _w(128, 64), out=torch.empty(4, 128, dtype=BF16),
+                            out_dtype=torch.float32), ValueError, "out must be"),
     (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), _w(128, 64), out=torch.empty(4, 128)),
      ValueError, "out must be"),
     (lambda: cutefi.mm_bf16(torch.randn(4, 64).to(BF16), _w(128, 64), bias=torch.randn(128)),

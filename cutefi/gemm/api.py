@@ -31,6 +31,8 @@ from .plan import GENERATION, GemvPlan, SkinnyPlan, Sm80Plan, launch_plan
 
 _PLANS = PlanCache()
 _TORCH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+# outputs: the inputs' types, or fp32 (the sums as they are, FlashInfer's out_dtype=torch.float32)
+_OUT_DTYPES = {**_TORCH_DTYPES, torch.float32: "fp32"}
 BACKENDS = ("auto", "cutefi")
 _FLASHINFER_BACKENDS = ("cudnn", "cutlass", "tgv", "cublas", "cublaslt", "tinygemm", "cutile", "cute-dsl", "trtllm",
                         "trtllm_low_latency")
@@ -105,8 +107,8 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, bias: torc
     if n % launch.ALIGN_ELEMS or k % launch.ALIGN_ELEMS:
         raise ValueError(f"N and K must be multiples of {launch.ALIGN_ELEMS} (rows of 16 bytes, for TMA); "
                          f"got N={n}, K={k}")
-    if out_dtype not in _TORCH_DTYPES:
-        raise TypeError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
+    if out_dtype not in _OUT_DTYPES:
+        raise TypeError(f"out_dtype must be torch.bfloat16, torch.float16 or torch.float32, got {out_dtype}")
     expected = (batch, m, n) if batched else (m, n)
     if out is not None:
         require_tensor("out", out)
@@ -141,13 +143,13 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, bias: torc
     plan = launch_plan(m, n, k, batch, _sms(device), b_major == "k", wgmma=device_cc(device) == (9, 0),
                        l2_bytes=_l2_bytes(device))
     if isinstance(plan, GemvPlan):
-        spec = launch.GEMV_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], plan.config.tokens)]
+        spec = launch.GEMV_SPECS[(dtype_name, _OUT_DTYPES[out_dtype], plan.config.tokens)]
     elif isinstance(plan, SkinnyPlan):
-        spec = launch.SKINNY_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], plan.config)]
+        spec = launch.SKINNY_SPECS[(dtype_name, _OUT_DTYPES[out_dtype], plan.config)]
     elif isinstance(plan, Sm80Plan):
-        spec = launch.SM80_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], b_major, plan.config)]
+        spec = launch.SM80_SPECS[(dtype_name, _OUT_DTYPES[out_dtype], b_major, plan.config)]
     else:
-        spec = launch.SM90_SPECS[(dtype_name, _TORCH_DTYPES[out_dtype], b_major, plan.config)]
+        spec = launch.SM90_SPECS[(dtype_name, _OUT_DTYPES[out_dtype], b_major, plan.config)]
     return get_kernel(spec, device), device, expected, b_major, plan
 
 
@@ -280,7 +282,7 @@ def mm_bf16(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, 
             out: torch.Tensor | None = None, out_dtype: torch.dtype = torch.bfloat16,
             backend: str = "auto") -> torch.Tensor:
     """``out = a @ b (+ bias)``: ``a`` [M, K] bf16, ``b`` [K, N] bf16 (``w.t()`` of an [N, K]
-    weight, or row-major), ``bias`` [N] bf16, output bf16 or fp16 ``out_dtype`` (or ``out``)."""
+    weight, or row-major), ``bias`` [N] bf16, output bf16, fp16 or fp32 ``out_dtype`` (or ``out``)."""
     if compiling():
         return _OPS["mm"](a, b, bias, pdl, out, out_dtype, "bf16")
     return _gemm(a, b, bias, pdl, out, out_dtype, backend, False, "bf16")
@@ -299,7 +301,8 @@ def mm_fp16(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, 
 @api_log
 def bmm_bf16(A: torch.Tensor, B: torch.Tensor, out: torch.Tensor | None = None,
              out_dtype: torch.dtype = torch.bfloat16, backend: str = "auto") -> torch.Tensor:
-    """``out[i] = A[i] @ B[i]``: ``A`` [b, M, K], ``B`` [b, K, N] (column- or row-major), bf16."""
+    """``out[i] = A[i] @ B[i]``: ``A`` [b, M, K], ``B`` [b, K, N] (column- or row-major), bf16;
+    output bf16, fp16 or fp32 ``out_dtype``."""
     if compiling():
         return _OPS["mm"](A, B, None, False, out, out_dtype, "bf16")
     return _gemm(A, B, None, False, out, out_dtype, backend, True, "bf16")

@@ -13,13 +13,15 @@ the end, through shared memory.
 
 from __future__ import annotations
 
+from .. import dtypes
 from ..jit.contract import LaunchContract, Param, ceil_div, pointers, scalars
 from ..jit.policy import Family
 from ..jit.registry import register
 from ..jit.spec import KernelSpec
 
-# (launch.DTYPES and launch.OUT_DTYPES; not imported: launch.py imports this module)
-DTYPES = OUT_DTYPES = ("bf16", "fp16")
+# (launch.DTYPES and launch.DENSE_OUT_DTYPES; not imported: launch.py imports this module)
+DTYPES = ("bf16", "fp16")
+OUT_DTYPES = (*DTYPES, "fp32")
 
 GEMV_THREADS = 128
 GEMV_ROWS = 8
@@ -36,7 +38,8 @@ def gemv_contract(dtype: str, out_dtype: str, tokens: int) -> LaunchContract:
     if dtype not in DTYPES or out_dtype not in OUT_DTYPES or tokens not in GEMV_TOKENS:
         raise ValueError(f"unsupported GEMV build: {dtype} -> {out_dtype}, {tokens} tokens")
     return LaunchContract(
-        params=(*pointers("a", "b", dtype=dtype), Param("c", "ptr", out_dtype, 2), Param("bias", "ptr", dtype, 2),
+        params=(*pointers("a", "b", dtype=dtype), Param("c", "ptr", out_dtype, dtypes.bits(out_dtype) // 8),
+                Param("bias", "ptr", dtype, 2),
                 *scalars("i32", "m", "n", "k", "has_bias"), *scalars("i64", "lda", "ldb", "ldc")),
         block=(GEMV_THREADS, 1, 1),
         grid=lambda p: (ceil_div(p["n"], GEMV_ROWS), 1, 1),

@@ -40,9 +40,13 @@ from ..jit.spec import KernelSpec
 DTYPES = ("bf16", "fp16")
 FP8_DTYPES = ("fp8e4m3", "fp8e5m2")  # K-major operands, per-tensor scales (Hopper; mma.sync from sm_89)
 OUT_DTYPES = ("bf16", "fp16")
+# the 16-bit dense builds also write fp32 (FlashInfer's mm_bf16 / bmm_bf16 out_dtype=torch.float32:
+# the fp32 sums stored as they are); FP8, block-scaled and grouped builds write 16 bits only
+DENSE_OUT_DTYPES = (*OUT_DTYPES, "fp32")
 B_MAJORS = ("k", "n")  # k: the transposed view of an [N, K] weight; n: a row-major [K, N]
 TILE_K = 64           # 128 bytes of a 16-bit row: one 128-byte swizzle atom (FP8: 128 elements)
-EPI_TILE_N = 32       # columns the epilogue stores per TMA store
+EPI_ROW_BYTES = 64    # bytes of an output row the epilogue stores per TMA store (64-byte swizzle rows)
+EPI_TILE_N = 32       # its columns at 16 bits (epi_tile_n)
 EPI_STAGES = 4
 WARPGROUP = 128
 SM90_THREADS = 3 * WARPGROUP  # producer + two consumers
@@ -53,6 +57,14 @@ HEAD_FLAG_BYTES = 64          # the kernel's mbarriers and flags besides the rin
 # per mode so no tile index folds away; the kernel only reads the descriptors and scalars
 PLACEHOLDER = (2, 4096, 4096)
 ALIGN_ELEMS = 8  # TMA: every row stride (and base) a multiple of 16 bytes (16 FP8 elements)
+
+
+def epi_tile_n(out_dtype: str) -> int:
+    """Columns of an epilogue piece: 64 bytes of a row at any output type, so an fp32 output's
+    store ring takes a 16-bit one's shared memory and the main loop keeps its stages (pieces of
+    32 fp32 columns cost the 224- and 256-wide tiles a stage: 256 x 14336 x 4096 ran 24% slower
+    than with bf16 out, H200)."""
+    return EPI_ROW_BYTES * 8 // dtypes.bits(out_dtype)
 
 
 def tile_k(dtype: str) -> int:
@@ -141,7 +153,7 @@ class Sm90Config:
     def epi_bytes(self, out_dtype: str, grouped: bool = False) -> int:
         if self.swap:  # (stored from registers)
             return 0
-        return self.tile_m * EPI_TILE_N * dtypes.bits(out_dtype) // 8 * EPI_STAGES
+        return self.tile_m * EPI_ROW_BYTES * EPI_STAGES
 
     def head_bytes(self, stages: int, grouped: bool, slot: int) -> int:
         """Shared memory before the tiles (which start on a 1 KiB boundary): the ring's and the
@@ -241,11 +253,11 @@ def sm90_contract(dtype: str, out_dtype: str, b_major: str, tile_m: int, tile_n:
                   swizzle="128B", l2_promotion="256B"),
     )
     if swap:  # the output, transposed: stored from registers through a pointer
-        c_params: tuple[Param, ...] = (Param("c", "ptr", out_dtype, 2),)
+        c_params: tuple[Param, ...] = (Param("c", "ptr", out_dtype, dtypes.bits(out_dtype) // 8),)
     else:
         c_params = (Param("c", "tma"),)
-        tma += (TmaRecipe("c", out_dtype, box=(EPI_TILE_N, tile_m, 1), placeholder=PLACEHOLDER,
-                          swizzle=_swizzle(EPI_TILE_N * dtypes.bits(out_dtype) // 8)),)
+        tma += (TmaRecipe("c", out_dtype, box=(epi_tile_n(out_dtype), tile_m, 1), placeholder=PLACEHOLDER,
+                          swizzle=_swizzle(EPI_ROW_BYTES)),)
     # FP8: out = scale_a[0] * scale_b[0] * (A @ B), the per-tensor scales read on the device;
     # block_scaled: every 128-element K block of the sums promoted into fp32 registers with
     # scale_a[row // scale_rows, k block] * scale_b[col // 128, k block] (element strides below)
@@ -296,7 +308,7 @@ def _sm90_spec(dtype: str, out_dtype: str, b_major: str, config: Sm90Config, blo
 
 SM90_SPECS = {
     (dtype, out_dtype, b_major, config): _sm90_spec(dtype, out_dtype, b_major, config)
-    for dtype in DTYPES for out_dtype in OUT_DTYPES for b_major in B_MAJORS for config in CONFIGS
+    for dtype in DTYPES for out_dtype in DENSE_OUT_DTYPES for b_major in B_MAJORS for config in CONFIGS
     # multicast splits B's box: K-major only; a swapped build's B is the tokens (K-major); an
     # N-major B tile is whole 64-column swizzle atoms (not 224)
     if b_major == "k" or (config.cluster_m == 1 and not config.swap and config.tile_n % 64 == 0)
@@ -416,7 +428,8 @@ def skinny_contract(dtype: str, out_dtype: str, token_tiles: int, row_tiles: int
                     unroll: int, row_groups: int = 1) -> LaunchContract:
     config = SkinnyConfig(token_tiles, row_tiles, warps, unroll, row_groups)
     return LaunchContract(
-        params=(*pointers("a", "b", dtype=dtype), Param("c", "ptr", out_dtype, 2), Param("bias", "ptr", dtype, 2),
+        params=(*pointers("a", "b", dtype=dtype), Param("c", "ptr", out_dtype, dtypes.bits(out_dtype) // 8),
+                Param("bias", "ptr", dtype, 2),
                 Param("workspace", "ptr", "fp32", 16), Param("counters", "ptr", "i32", 4),
                 *scalars("i32", "m", "n", "k", "has_bias", "splits"), *scalars("i64", "lda", "ldb", "ldc")),
         block=(32 * warps, 1, 1),
@@ -433,7 +446,7 @@ SKINNY_SPECS = {
         "gemm.skinny", "cute", "cutefi.gemm.skinny_kernel:GemmSkinny", "cutefi.gemm.launch:skinny_contract",
         Family.MMA_SYNC, dtype=dtype, out_dtype=out_dtype, token_tiles=config.token_tiles,
         row_tiles=config.row_tiles, warps=config.warps, unroll=config.unroll, row_groups=config.row_groups)
-    for dtype in DTYPES for out_dtype in OUT_DTYPES for config in SKINNY_CONFIGS
+    for dtype in DTYPES for out_dtype in DENSE_OUT_DTYPES for config in SKINNY_CONFIGS
 }
 register(*SKINNY_SPECS.values())
 
@@ -534,7 +547,7 @@ def _sm80_spec(dtype: str, out_dtype: str, b_major: str, config: Sm80Config, **o
 
 SM80_SPECS = {
     (dtype, out_dtype, b_major, config): _sm80_spec(dtype, out_dtype, b_major, config)
-    for dtype in DTYPES for out_dtype in OUT_DTYPES for b_major in B_MAJORS for config in SM80_CONFIGS
+    for dtype in DTYPES for out_dtype in DENSE_OUT_DTYPES for b_major in B_MAJORS for config in SM80_CONFIGS
 }
 SM80_SPECS.update({  # (mixed formats keyed by the (A, B) pair)
     (dtype if dtype == b_dtype else (dtype, b_dtype), out_dtype, "k", config):

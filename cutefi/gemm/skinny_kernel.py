@@ -47,7 +47,7 @@ class GemmSkinny:
     # ------------------------------------------------------------------ #
     def __init__(self, dtype: str, out_dtype: str, token_tiles: int, row_tiles: int, warps: int,
                  unroll: int, row_groups: int = 1) -> None:
-        if dtype not in launch.DTYPES or out_dtype not in launch.OUT_DTYPES:
+        if dtype not in launch.DTYPES or out_dtype not in launch.DENSE_OUT_DTYPES:
             raise ValueError(f"unsupported skinny GEMM build: {dtype} -> {out_dtype}")
         self.contract = launch.skinny_contract(dtype, out_dtype, token_tiles, row_tiles, warps, unroll, row_groups)
         self.config = launch.SkinnyConfig(token_tiles, row_tiles, warps, unroll, row_groups)

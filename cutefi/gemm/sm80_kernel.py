@@ -47,7 +47,8 @@ class GemmSm80:
                  stages: int, warps_m: int, warps_n: int, b_dtype: str | None = None,
                  block_scaled: bool = False, grouped: bool = False) -> None:
         fp8 = dtype in launch.FP8_DTYPES
-        if (dtype not in launch.DTYPES and not fp8) or out_dtype not in launch.OUT_DTYPES or \
+        outs = launch.DENSE_OUT_DTYPES if dtype in launch.DTYPES and not grouped else launch.OUT_DTYPES
+        if (dtype not in launch.DTYPES and not fp8) or out_dtype not in outs or \
                 b_major not in (("k",) if fp8 else launch.B_MAJORS) or \
                 (b_dtype is not None and (not fp8 or b_dtype not in launch.FP8_DTYPES)) or \
                 (block_scaled and (not fp8 or b_dtype is not None)) or (grouped and (fp8 != block_scaled)):
@@ -356,6 +357,38 @@ class GemmSm80:
             scale = cute.make_tensor(args.scale_a, cute.make_layout(1))[0] * \
                 cute.make_tensor(args.scale_b, cute.make_layout(1))[0]
             acc.store(acc.load() * scale)
+        if const_expr(self.out_dtype.width == 32):
+            self._store_pairs(m_c, thr_mma, acc, m_tile, n_tile, batch, low)
+        else:
+            self._store_staged(m_c, s_c, thr_mma, acc, m_tile, n_tile, batch, tidx, low)
+
+    @cute.jit
+    def _store_pairs(self, m_c, thr_mma, acc, m_tile, n_tile, batch, low):
+        """fp32 out, from registers: each thread's two neighbouring columns of a row as one
+        8-byte store (a quad of threads writes a row's 32-byte sector; staging the fp32 tile
+        would take twice the ring's shared memory). N is a multiple of 8: a pair is whole."""
+        config = self.config
+        coords = thr_mma.partition_C(cute.make_identity_tensor((config.tile_m, config.tile_n)))
+        first_row, first_col = m_tile * config.tile_m, n_tile * config.tile_n
+        out = m_c[None, None, batch]
+        for i in cutlass.range(0, cute.size(acc), 2, unroll_full=True):
+            row = first_row + coords[i][0]
+            col = first_col + coords[i][1]
+            inside = row < m_c.shape[0] and col < m_c.shape[1]
+            if const_expr(low is not None):
+                inside = inside and row >= low
+            if inside:
+                pair = cute.make_rmem_tensor(cute.make_layout(2), Float32)
+                pair[0] = acc[i]
+                pair[1] = acc[i + 1]
+                cute.autovec_copy(pair, cute.make_tensor((out.iterator + out.layout((row, col))).align(8),
+                                                         cute.make_layout(2)))
+
+    @cute.jit
+    def _store_staged(self, m_c, s_c, thr_mma, acc, m_tile, n_tile, batch, tidx, low):
+        """16-bit out: the tile through shared memory (the ring's), stored 16 bytes a thread."""
+        config = self.config
+        tile_m, tile_n = config.tile_m, config.tile_n
         out = cute.make_fragment_like(acc, self.out_dtype)
         out.store(acc.load().to(self.out_dtype))
         cute.autovec_copy(out, thr_mma.partition_C(s_c))

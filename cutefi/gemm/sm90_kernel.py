@@ -16,8 +16,8 @@ ABI, configurations and launch: ``launch.py`` (``sm90_contract``). A CTA has thr
      before once those wgmmas are done (one step of MMAs stays in flight; both loops are
      unrolled 4 times);
   then the epilogue: bias added to the fp32 accumulators, converted to the output dtype,
-  written to shared memory with stmatrix in ``EPI_TILE_N``-column pieces and stored by TMA
-  from a ring of ``EPI_STAGES`` buffers (one consumer warp issues the stores).
+  written to shared memory with stmatrix in pieces 64 bytes wide (``launch.epi_tile_n``) and
+  stored by TMA from a ring of ``EPI_STAGES`` buffers (one consumer warp issues the stores).
 
 Tiles are taken in :class:`~cutefi.cute.tile_scheduler.GroupedRaster` order, clusters
 ``gridDim.x / cluster size`` apart. Where M or N is not a multiple of the tile, the last tile
@@ -69,7 +69,8 @@ class GemmSm90(Sm90Stores, Sm90Segments):
                  swap: bool = False, cluster_k: int = 1, block_scaled: bool = False, grouped: bool = False,
                  cluster_n: int = 1, b_dtype: str | None = None) -> None:
         fp8 = dtype in launch.FP8_DTYPES
-        if (dtype not in launch.DTYPES and not fp8) or out_dtype not in launch.OUT_DTYPES \
+        outs = launch.DENSE_OUT_DTYPES if dtype in launch.DTYPES and not grouped else launch.OUT_DTYPES
+        if (dtype not in launch.DTYPES and not fp8) or out_dtype not in outs \
                 or b_major not in launch.B_MAJORS or (fp8 and b_major != "k") \
                 or (b_dtype is not None and (not fp8 or b_dtype not in launch.FP8_DTYPES)):
             raise ValueError(f"unsupported sm90 GEMM build: {dtype} x {b_dtype or dtype} -> {out_dtype}, "
@@ -115,7 +116,7 @@ class GemmSm90(Sm90Stores, Sm90Segments):
         self.staged_scales = self.scale_slot > 0
         self.stages = config.stages(dtype, out_dtype, grouped, block_scaled)
         self.pair = config.k_tiles_a_stage(dtype, block_scaled, grouped)  # (K tiles a ring stage)
-        self.epi_tile = (tile_m, launch.EPI_TILE_N)
+        self.epi_tile = (tile_m, launch.epi_tile_n(out_dtype))
 
     def _tiled_mma(self, width: int | None = None):
         """The wgmma of the tile (``width``: of a column slice of it): the two consumer
@@ -149,8 +150,8 @@ class GemmSm90(Sm90Stores, Sm90Segments):
 
     def _smem_layouts(self):
         """(A, B, C) staged swizzled layouts: A (tile_m, 64, slots) K-major; B (tile_n, 64,
-        slots) K- or N-major (``pair`` K-tile slots a ring stage); C (epi rows, 32, EPI_STAGES)
-        N-major."""
+        slots) K- or N-major (``pair`` K-tile slots a ring stage); C (epi rows, 64 bytes of
+        columns, EPI_STAGES) N-major."""
         tile_m, tile_n, tile_k = self.tile_mnk
         slots = self.stages * self.pair  # (a stage's K tiles are slots pair * stage + j)
         a = self._staged(warpgroup.SmemLayoutAtomKind.K_SW128, self.dtype, (tile_m, tile_k), slots, (0, 1, 2))

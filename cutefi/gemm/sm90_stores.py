@@ -23,10 +23,12 @@ class Sm90Stores:
 
     def _store_ring(self, thread, tiled_mma, warp_idx, s_c, tma_c, atom_c, acc):
         """The TMA-store epilogue's pieces: stmatrix copy, its views, the store ring."""
-        # epilogue: fp32 registers -> out dtype -> shared memory (stmatrix) -> TMA store
+        # epilogue: fp32 registers -> out dtype -> shared memory (stmatrix; fp32 out: plain
+        # stores of each thread's pairs in stmatrix's arrangement) -> TMA store
+        layout_type = self.out_dtype if self.out_dtype.width == 16 else cutlass.BFloat16
         store_r2s = cute.make_tiled_copy_S(
             sm90_utils.sm90_get_smem_store_op(row_major(), elem_ty_d=self.out_dtype, elem_ty_acc=Float32),
-            cute.make_tiled_copy_C_atom(cute.make_copy_atom(warp.StMatrix8x8x16bOp(False, 4), self.out_dtype),
+            cute.make_tiled_copy_C_atom(cute.make_copy_atom(warp.StMatrix8x8x16bOp(False, 4), layout_type),
                                         tiled_mma))
         thr_r2s = store_r2s.get_slice(thread)
         t_sc = thr_r2s.partition_D(s_c)

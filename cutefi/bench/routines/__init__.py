@@ -6,7 +6,7 @@ from .append_kv import AppendPagedKvCache
 from .base import DTYPES, BenchInputError, Cost, Routine, ShapeFlag
 from .ceilings import Attention, Copy, Matmul
 from .decode import BatchDecode, SingleDecode
-from .gemm import BmmBf16, MmBf16
+from .gemm import BmmBf16, MmBf16, MmFp32Out
 from .gemm_fp8 import BmmFp8, GemmFp8Groupwise
 from .grouped import GroupGemmFp8, SegmentGemm
 from .merge import MergeStates
@@ -18,7 +18,7 @@ from .rope import Rope
 ROUTINES: dict[str, type[Routine]] = {
     routine.name: routine for routine in (RmsNorm, FusedAddRmsNorm, LayerNorm, RmsNormQuant, FusedAddRmsNormQuant,
                                          LayerNormQuant, Rope, MergeStates, AppendPagedKvCache, BatchDecode,
-                                         SingleDecode, BatchPrefill, SinglePrefill, MmBf16, BmmBf16, BmmFp8, GemmFp8Groupwise, SegmentGemm, GroupGemmFp8,
+                                         SingleDecode, BatchPrefill, SinglePrefill, MmBf16, MmFp32Out, BmmBf16, BmmFp8, GemmFp8Groupwise, SegmentGemm, GroupGemmFp8,
                                          Copy, Matmul, Attention)
 }
 

@@ -60,6 +60,33 @@ class MmBf16(Routine):
     cost = Matmul.cost
 
 
+def _cutefi_mm_fp32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    mm = cutefi.mm_bf16 if a.dtype == torch.bfloat16 else cutefi.mm_fp16
+    return mm(a, b, out_dtype=torch.float32)
+
+
+def _matmul_fp32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.mm(a, b, out_dtype=torch.float32)  # (cuBLAS writing its fp32 sums)
+
+
+class MmFp32Out(MmBf16):
+    name = "mm_bf16_fp32_out"
+    help = "mm_bf16 / mm_fp16 (by --dtype) with out_dtype=torch.float32 (e.g. router logits); peer torch.mm(out_dtype=)"
+    _cutefi = staticmethod(_cutefi_mm_fp32)
+    _peer = staticmethod(_matmul_fp32)
+
+    def backends(self) -> dict[str, Backend]:
+        found = super().backends()
+        if "flashinfer" in found:
+            function = flashinfer_module().mm_bf16
+            found["flashinfer"] = lambda a, b: function(a, b, out_dtype=torch.float32)
+        return found
+
+    def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
+        one = Matmul.cost(self, shape, dtype)  # (the output's 4 bytes an element, not 2)
+        return Cost(bytes=one.bytes + shape["m"] * shape["n"] * 2, flops=one.flops)
+
+
 def _cutefi_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if a.dtype == torch.bfloat16:
         return cutefi.bmm_bf16(a, b)
