@@ -4,7 +4,6 @@ values (4 or 8 bytes a store, never split into 16-bit halves), with its MMAs and
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -13,20 +12,7 @@ from cutefi.gemm import launch
 from cutefi.gemm.launch import Sm90Config
 
 from conftest import requires_dsl
-
-
-def _sass(spec, arch: str) -> str:
-    from cutefi.jit.compile import build
-    from cutefi.jit.sass import DisassemblerNotFoundError, disassemble
-    from cutefi.jit.targets import Target
-
-    artifact = build(spec, Target.parse(arch))
-    try:
-        return disassemble(artifact.cubin)
-    except DisassemblerNotFoundError as error:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(error))
+from test_gemm_builds_cpu import _build
 
 
 def test_fp32_out_is_dense_16_bit_only():
@@ -53,7 +39,7 @@ def test_fp32_out_is_dense_16_bit_only():
     (("bf16", "fp32", "k", Sm90Config(128, 16, 1, True)), r"\bSTG\.E\b"),         # swapped: from registers
 ], ids=lambda v: v[3].name if isinstance(v, tuple) else "")
 def test_hopper_fp32_out_builds(key, stores):
-    sass = _sass(launch.SM90_SPECS[key], "9.0a")
+    _, sass = _build(launch.SM90_SPECS[key], "9.0a")
     assert re.search(r"\bHGMMA\.64x\d+x16\.F32\b", sass)
     assert re.search(stores, sass)
     assert not re.search(r"\bSTG\.E\.U16\b", sass), "an fp32 value stored as 16-bit halves"
@@ -67,7 +53,7 @@ def test_mma_sync_fp32_out_builds(kind, arch):
     spec = {"sm80": launch.SM80_SPECS[("bf16", "fp32", "k", launch.SM80_CONFIGS[0])],
             "skinny": launch.SKINNY_SPECS[("fp16", "fp32", launch.SKINNY_CONFIGS[0])],
             "gemv": launch.GEMV_SPECS[("bf16", "fp32", 1)]}[kind]
-    sass = _sass(spec, arch)
+    _, sass = _build(spec, arch)
     if kind == "sm80":  # each thread's column pair of a row: one 8-byte store
         assert re.search(r"\bHMMA\.16816\.F32\b", sass) and re.search(r"\bSTG\.E\.64\b", sass)
     else:
