@@ -151,10 +151,19 @@ def test_llama31_bad_scalar(fn, kwargs, exc, pattern):
     pytest.param(dict(rotary_dim=np.int64(32), interleave=True), id="numpy-rotary_dim"),
     pytest.param(dict(interleave=np.bool_(True)), id="numpy-bool-interleave"),
     pytest.param(dict(rotary_dim=None), id="rotary_dim-none"),
+    pytest.param(dict(rotary_dim=40, interleave=True), id="interleaved-rotary_dim-8-mod-16"),
+    pytest.param(dict(rotary_dim=8, interleave=True), id="interleaved-rotary_dim-8"),
     pytest.param(dict(q=tok(4, d=128)[:, :, :64], k=tok(2, d=80)[:, :, :64]), id="strided-views"),
 ])
 def test_rope_accepted_scalars_reach_the_device_check(fn, kwargs):
     refused(rope_call(fn, **kwargs), ValueError, CUDA)
+
+
+@pytest.mark.parametrize("fn", ALL_ROPE, ids=ids(ALL_ROPE))
+@pytest.mark.parametrize("rotary_dim", [20, 4, 72])
+def test_rope_interleaved_rotary_dim_is_a_multiple_of_8(fn, rotary_dim):
+    pattern = r"^rotary_dim must be a multiple of 8 in \[8, head_dim=64\] for interleaved RoPE"
+    refused(rope_call(fn, rotary_dim=rotary_dim, interleave=True), ValueError, pattern)
 
 
 @pytest.mark.parametrize("fn", ROPE_RAGGED + LLAMA_RAGGED, ids=ids(ROPE_RAGGED + LLAMA_RAGGED))
@@ -233,6 +242,8 @@ def test_rope_pos_ids_bad_tensor(fn, kwargs, exc, pattern):
                  id="cache-wider-than-head"),
     pytest.param(dict(cos_sin_cache=torch.randn(128, 40)), ValueError, r"^cos_sin_cache .*multiple of 16",
                  id="cache-width-40"),
+    pytest.param(dict(cos_sin_cache=torch.randn(128, 20), is_neox=False), ValueError,
+                 r"^cos_sin_cache .*multiple of 8 .*interleaved", id="gptj-cache-width-20"),
 ])
 def test_rope_cos_sin_cache_bad_argument(fn, kwargs, exc, pattern):
     refused(rope_call(fn, **kwargs), exc, pattern)
@@ -245,6 +256,7 @@ def test_rope_cos_sin_cache_bad_argument(fn, kwargs, exc, pattern):
     pytest.param(dict(is_neox=np.bool_(False)), id="numpy-bool-is_neox"),
     pytest.param(dict(query=tok(4), key=tok(2)), id="3d"),
     pytest.param(dict(cos_sin_cache=torch.randn(128, 32)), id="partial-rotary"),
+    pytest.param(dict(cos_sin_cache=torch.randn(128, 40), is_neox=False), id="gptj-width-8-mod-16"),
 ])
 def test_rope_cos_sin_cache_accepted(fn, kwargs):
     refused(rope_call(fn, **kwargs), ValueError, CUDA)

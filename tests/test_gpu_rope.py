@@ -215,6 +215,38 @@ def test_rope_with_cos_sin_cache(inplace, layout, pos_dtype, is_neox, head_size,
         assert_rotated(out3, x3, rotate(x3, cos, sin, interleave=not is_neox), rotary_dim)
 
 
+@pytest.mark.parametrize("head_dim, rotary_dim", [(64, 8), (64, 24), (64, 40), (128, 56), (128, 120)])
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+@pytest.mark.parametrize("name, mode, freq_args", [("apply_rope_pos_ids", "pos_ids", ROPE),
+                                                   ("apply_rope", "indptr", ROPE),
+                                                   ("apply_llama31_rope_pos_ids", "pos_ids", LLAMA31)])
+def test_interleaved_rotary_dim_8_mod_16(name, mode, freq_args, inplace, head_dim, rotary_dim):
+    """Interleaved (GPT-J) pairs fill 8-element vectors: FlashInfer takes rotary dims that are
+    8 mod 16, whose last 16-element slot rotates its first half and passes the rest through."""
+    q, k = make_qk(300, (8, 2), head_dim, torch.bfloat16)
+    batch, positions = make_batch(mode, 300)
+    check_rope(name, inplace, q, k, batch, positions, inv_freq(rotary_dim, **freq_args), True,
+               rotary_dim=rotary_dim, **freq_args)
+
+
+@pytest.mark.parametrize("head_size, rotary_dim", [(64, 8), (64, 40), (128, 24), (128, 120)])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_gptj_cos_sin_cache_width_8_mod_16(dtype, head_size, rotary_dim):
+    """A cache of 8 mod 16 columns, interleaved: its last row is read too (positions up to the
+    cache's end), where a whole 8-float sin read of the half slot would run past the tensor."""
+    nnz, hq, hk, max_pos = 777, 8, 2, 64
+    cache_ = random_cos_sin_cache(max_pos, rotary_dim)
+    positions = torch.randint(0, max_pos, (nnz,), device="cuda", dtype=torch.int64)
+    positions[-1] = max_pos - 1
+    query = torch.randn(nnz, hq, head_size, device="cuda", dtype=dtype)
+    key = torch.randn(nnz, hk, head_size, device="cuda", dtype=dtype)
+    q_out, k_out = cutefi.apply_rope_with_cos_sin_cache(positions, query, key, head_size, cache_, is_neox=False)
+    rows = cache_[positions].double()
+    cos, sin = rows[:, : rotary_dim // 2], rows[:, rotary_dim // 2:]
+    for out, x in ((q_out, query), (k_out, key)):
+        assert_rotated(out, x, rotate(x, cos, sin, interleave=True), rotary_dim)
+
+
 def tok(heads, d=64, dtype=torch.bfloat16, nnz=8, device="cuda"):
     return torch.randn(nnz, heads, d, device=device).to(dtype)
 

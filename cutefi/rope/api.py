@@ -5,8 +5,8 @@ that is a multiple of 8 elements, e.g. views into a fused qkv buffer); both are 
 launch. Positions come from ``pos_ids``, from a ragged batch (``indptr``, ``offsets``), or, for
 ``apply_rope_with_cos_sin_cache``, index a precomputed fp32 cos|sin cache.
 
-Scalars: ``rotary_dim`` and ``head_size`` are ints (multiples of 16; ``rotary_dim`` may be
-None), ``interleave`` and ``is_neox`` bools; ``rope_scale`` > 0, ``rope_theta`` > 1,
+Scalars: ``rotary_dim`` and ``head_size`` are ints (multiples of 16; an interleaved
+``rotary_dim`` a multiple of 8; ``rotary_dim`` may be None), ``interleave`` and ``is_neox`` bools; ``rope_scale`` > 0, ``rope_theta`` > 1,
 ``0 < low_freq_factor < high_freq_factor`` and ``old_context_len`` > 0 are finite real numbers
 (int, float or NumPy; not bool or str). Anything else is a TypeError or ValueError naming it.
 """
@@ -136,8 +136,7 @@ def _check_and_plan(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out
     if head_dim % launch.SLOT or not launch.SLOT <= head_dim <= launch.MAX_HEAD_DIM:
         raise ValueError(f"head_dim must be a multiple of 16 in [16, {launch.MAX_HEAD_DIM}]; got {head_dim}")
     rotary_dim = head_dim if rotary_dim is None else rotary_dim  # an int: _launch checked it
-    if rotary_dim % launch.SLOT or not 0 < rotary_dim <= head_dim:
-        raise ValueError(f"rotary_dim must be a multiple of 16 in [16, head_dim={head_dim}]; got {rotary_dim}")
+    _check_rotary_dim("rotary_dim", rotary_dim, interleave, "head_dim", head_dim)
     for out, src in ((q_out, q), (k_out, k)):
         if out is not src:
             _check_heads("output", out)
@@ -174,6 +173,17 @@ def _check_and_plan(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out
                  cache_row_stride=cache.stride(0) if cache is not None else 0)
     kernel = get_kernel(spec, device)
     return _Plan(kernel, device, kernel.contract.grid(sizes), sizes)
+
+
+def _check_rotary_dim(name: str, rotary_dim: int, interleave: bool, limit_name: str, limit: int) -> None:
+    """Interleaved (GPT-J) pairs sit in one 8-element vector: any multiple of 8, as FlashInfer
+    takes; NeoX pairs element i with i + R/2, whose vectors line up only for multiples of 16
+    (FlashInfer's kernel would load them misaligned)."""
+    step = launch.VEC if interleave else launch.SLOT
+    if rotary_dim % step or not 0 < rotary_dim <= limit:
+        style = "interleaved" if interleave else "non-interleaved (NeoX)"
+        raise ValueError(f"{name} must be a multiple of {step} in [{step}, {limit_name}={limit}] for {style} "
+                         f"RoPE; got {rotary_dim}")
 
 
 def _check_rotary(rotary_dim: object, interleave: object) -> tuple[int | None, bool]:
@@ -349,9 +359,8 @@ def _with_cache(positions, query, key, head_size, cos_sin_cache, is_neox, inplac
     if cos_sin_cache.shape[0] < 1:
         raise ValueError("cos_sin_cache has no rows")
     rotary_dim = cos_sin_cache.shape[1]
-    if rotary_dim % launch.SLOT or not launch.SLOT <= rotary_dim <= head_size:
-        raise ValueError(f"cos_sin_cache [max_position, rotary_dim] must have rotary_dim a multiple of 16 in "
-                         f"[16, head_size={head_size}]; got {rotary_dim}")
+    _check_rotary_dim("cos_sin_cache [max_position, rotary_dim]: rotary_dim", rotary_dim, not is_neox,
+                      "head_size", head_size)
     if inplace:
         q_out, k_out, result = q, k, None
     else:

@@ -65,7 +65,8 @@ class RopeKernel:
         token = bidx * tokens_per_cta + token_in_cta
         if token_in_cta < tokens_per_cta and token < nnz:
             # ---- stage 1: position and this slot's cos / sin ---------------
-            rotates = slot < rotary_dim // launch.SLOT
+            # (an interleaved slot may rotate its first 8 elements only: rotary_dim = 8 mod 16)
+            rotates = slot * launch.SLOT < rotary_dim
             cos = cute.make_rmem_tensor(cute.make_layout(launch.VEC), Float32)
             sin = cute.make_rmem_tensor(cute.make_layout(launch.VEC), Float32)
             cos.fill(1.0)
@@ -78,6 +79,11 @@ class RopeKernel:
                     position = self._position(a.pos, a.offsets, token, nnz, batch)
                     self._cos_sin(position, slot, rotary_dim, a.rcp_scale, a.log2_theta, a.smooth_a,
                                   a.smooth_b, cos, sin)
+                if const_expr(self.interleave):
+                    if slot * launch.SLOT + launch.VEC >= rotary_dim:  # b passes through: the identity
+                        for j in cutlass.range_constexpr(launch.VEC // 2, launch.VEC):
+                            cos[j] = Float32(1.0)
+                            sin[j] = Float32(0.0)
 
             # ---- stage 2: the slot's two vectors within a head row ---------
             # pass-through slots (and interleaved ones) own [16s, 16s + 16)
@@ -151,9 +157,19 @@ class RopeKernel:
         row = Int32(cutlass.min(cutlass.max(position, 0), rows - 1))
         row_stride = cute.assume(row_stride, divby=4)
         cache = cute.make_tensor(cache_ptr, cute.make_layout((rows, rotary_dim), stride=(row_stride, 1)))
-        half = rotary_dim // (2 * launch.VEC)
-        cute.autovec_copy(cute.local_tile(cache[row, None], (launch.VEC,), (slot,)), cos)
-        cute.autovec_copy(cute.local_tile(cache[row, None], (launch.VEC,), (half + slot,)), sin)
+        # frequencies 8s .. 8s+7: cos at [8s, ...), sin at [R/2 + 8s, ...), in 4-float (16-byte)
+        # pieces (R/2 is a multiple of 4); a slot that rotates only its first 8 elements
+        # (interleaved, R = 8 mod 16) reads its first piece of each only: the row ends there
+        piece = (launch.VEC // 2,)
+        first = 2 * slot
+        half = rotary_dim // launch.VEC
+        pieces = 2 if slot * launch.SLOT + launch.VEC < rotary_dim else 1
+        for p in cutlass.range_constexpr(2):
+            if p < pieces:
+                cute.autovec_copy(cute.local_tile(cache[row, None], piece, (first + p,)),
+                                  cute.local_tile(cos, piece, (p,)))
+                cute.autovec_copy(cute.local_tile(cache[row, None], piece, (half + first + p,)),
+                                  cute.local_tile(sin, piece, (p,)))
 
     @cute.jit
     def _rotate(self, src: cute.Tensor, dst: cute.Tensor, token: Int32, first: Int32, end: Int32,
