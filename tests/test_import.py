@@ -53,7 +53,7 @@ FLASHINFER_MODULES = {
     "rope": ("apply_rope", "apply_rope_inplace", "apply_rope_pos_ids", "apply_rope_pos_ids_inplace",
              "apply_llama31_rope", "apply_llama31_rope_inplace", "apply_llama31_rope_pos_ids",
              "apply_llama31_rope_pos_ids_inplace", "apply_rope_with_cos_sin_cache",
-             "apply_rope_with_cos_sin_cache_inplace"),
+             "apply_rope_with_cos_sin_cache_inplace", "rope_quantize_fp8", "mla_rope_quantize_fp8"),
     "decode": ("BatchDecodeWithPagedKVCacheWrapper", "CUDAGraphBatchDecodeWithPagedKVCacheWrapper",
                "single_decode_with_kv_cache", "fast_decode_plan"),
     "cascade": ("merge_state", "merge_state_in_place", "merge_states"),

@@ -65,6 +65,9 @@ def _cpu_calls():
         "CUDAGraphBatchDecodeWithPagedKVCacheWrapper": (lambda: cutefi.CUDAGraphBatchDecodeWithPagedKVCacheWrapper(
             torch.empty(1024, dtype=torch.uint8), indptr, pos, pos[:2]), "workspace_buffer"),
         "single_decode_with_kv_cache": (lambda: cutefi.single_decode_with_kv_cache(q[0], k, k), "q"),
+        "rope_quantize_fp8": (lambda: cutefi.rope_quantize_fp8(q, k, None, None, cache, pos), "q_rope"),
+        "mla_rope_quantize_fp8": (lambda: cutefi.mla_rope_quantize_fp8(
+            q[..., :16], k[:, 0, :16], q, k[:, 0], torch.randn(64, 16), pos), "q_rope"),
         "mm_bf16": (lambda: cutefi.mm_bf16(x, torch.randn(128, 64).to(bf16).t(), bias=torch.randn(128).to(bf16),
                                            out=torch.empty(4, 128, dtype=bf16)), "a"),
         "mm_fp16": (lambda: cutefi.mm_fp16(x.half(), torch.randn(64, 128).half()), "a"),

@@ -94,3 +94,62 @@ ROPE_SPECS = {
     for index_dtype in INDEX_DTYPES for interleave in (False, True)
 }
 register(*ROPE_SPECS.values())
+
+
+# ---- rope.quant: RoPE + FP8 quantisation (FlashInfer's rope_quantize_fp8) ----------------------
+# Four row sets a token: q_rope, k_rope (rotated), q_nope, k_nope (passed through); each times
+# its scale (q's or kv's) and saturated to the FP8 format. A row is cut into 16-element slots
+# (a NeoX slot: [8s, 8s + 8) and [8s + R/2, ...); interleaved and nope: [16s, 16s + 16)); the
+# grid is the four sets' CTAs one after another, and a thread takes QUANT_UNITS (token, head,
+# slot) units of its set, QUANT_THREADS apart, loading all of them before its first store.
+# One unit a thread measured fastest (H200, 16384 tokens of MLA's 128 heads: 1 unit 840 us,
+# 2 units 924, 4 units 1012, 8 units 1421; 32 tokens 4.9 / 5.3 / 6.0 / 7.5 us): more CTAs in
+# flight, fewer registers (rope_quant_units_ab_h200_session45.txt).
+QUANT_THREADS = 128
+QUANT_UNITS = 1
+QUANT_OUT_DTYPES = ("fp8e4m3", "fp8e5m2")
+QUANT_SETS = ("q_rope", "k_rope", "q_nope", "k_nope")
+QUANT_STRIDES = tuple(f"{name}{io}_stride_{d}" for name in QUANT_SETS for io in ("", "_out") for d in "th")
+
+
+def quant_set_ctas(nnz, heads, width):
+    """CTAs of one row set: its (token, head, slot) units over a CTA's. Python ints or traced Int32."""
+    return ceil_div(nnz * heads * (width // SLOT), QUANT_THREADS * QUANT_UNITS)
+
+
+def quant_grid(nnz, num_q_heads, num_k_heads, rope_dim, nope_dim) -> tuple:
+    ctas = (quant_set_ctas(nnz, num_q_heads, rope_dim) + quant_set_ctas(nnz, num_k_heads, rope_dim)
+            + quant_set_ctas(nnz, num_q_heads, nope_dim) + quant_set_ctas(nnz, num_k_heads, nope_dim))
+    return (ctas, 1, 1)
+
+
+def quant_contract(dtype: str, out_dtype: str, index_dtype: str, interleave: bool) -> LaunchContract:
+    index_bytes = {"i32": 4, "i64": 8}[index_dtype]
+    return LaunchContract(
+        params=(
+            *pointers(*QUANT_SETS, dtype=dtype),
+            *pointers(*(f"{name}_out" for name in QUANT_SETS), dtype=out_dtype),
+            *pointers("pos", dtype=index_dtype, align=index_bytes),
+            *pointers("cos_sin_cache", dtype="fp32"),
+            *scalars("i32", "nnz", "num_q_heads", "num_k_heads", "rope_dim", "nope_dim", "cache_rows"),
+            *scalars("i64", *QUANT_STRIDES, "cache_row_stride"),
+            *scalars("f32", "scale_q", "scale_kv"),
+        ),
+        block=(QUANT_THREADS, 1, 1),
+        grid=lambda p: quant_grid(p["nnz"], p["num_q_heads"], p["num_k_heads"], p["rope_dim"], p["nope_dim"]),
+        sample={"nnz": 1000, "num_q_heads": 128, "num_k_heads": 1, "rope_dim": 64, "nope_dim": 512,
+                "cache_rows": 4096, **{s: 4096 for s in QUANT_STRIDES}, "cache_row_stride": 64,
+                "scale_q": 1.0, "scale_kv": 1.0},
+        entry=f"cutefi_rope_quant_{dtype}_{out_dtype}_{index_dtype}" + ("_interleave" if interleave else ""),
+        pdl=True,
+    )
+
+
+QUANT_SPECS = {
+    (dtype, out_dtype, index_dtype, interleave): KernelSpec.make(
+        "rope.quant", "cute", "cutefi.rope.quant_kernel:RopeQuantKernel", "cutefi.rope.launch:quant_contract",
+        Family.SIMT, dtype=dtype, out_dtype=out_dtype, index_dtype=index_dtype, interleave=interleave,
+    )
+    for dtype in DTYPES for out_dtype in QUANT_OUT_DTYPES for index_dtype in INDEX_DTYPES for interleave in (False, True)
+}
+register(*QUANT_SPECS.values())

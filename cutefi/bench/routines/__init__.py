@@ -14,10 +14,11 @@ from .norm import FusedAddRmsNorm, LayerNorm, RmsNorm
 from .norm_quant import FusedAddRmsNormQuant, LayerNormQuant, RmsNormQuant
 from .prefill import BatchPrefill, SinglePrefill
 from .rope import Rope
+from .rope_quant import RopeQuantizeFp8
 
 ROUTINES: dict[str, type[Routine]] = {
     routine.name: routine for routine in (RmsNorm, FusedAddRmsNorm, LayerNorm, RmsNormQuant, FusedAddRmsNormQuant,
-                                         LayerNormQuant, Rope, MergeStates, AppendPagedKvCache, BatchDecode,
+                                         LayerNormQuant, Rope, RopeQuantizeFp8, MergeStates, AppendPagedKvCache, BatchDecode,
                                          SingleDecode, BatchPrefill, SinglePrefill, MmBf16, MmFp32Out, BmmBf16, BmmFp8, GemmFp8Groupwise, SegmentGemm, GroupGemmFp8,
                                          Copy, Matmul, Attention)
 }
