@@ -156,6 +156,9 @@ def _samples():
                                 torch.rand(2, 1, -(-x.shape[1] // 128), device=x.device) + 0.5,
                                 torch.tensor([0, 5, 24], dtype=torch.int32, device=x.device), "K",
                                 torch.empty(24, w2.shape[0], dtype=x.dtype, device=x.device)),
+        "rope_quantize_fp8": (q[..., :64], k[..., :64], q[..., 64:], k[..., 64:], torch.randn(512, 64, device=q.device),
+                              pos, *(torch.empty(t.shape[:2] + (64,), dtype=torch.float8_e4m3fn, device=q.device)
+                                     for t in (q, k, q, k)), False, 0.5, 2.0, False),
         **_prefill_args(),
     }
 
@@ -230,7 +233,7 @@ def test_opcheck(op):
     if op == "tma_copy_into" and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA needs sm_90+")
     args = _samples()[op]
-    if op.endswith("_quant") or op.startswith("gemm_fp8") or op == "group_gemm_fp8_into":
+    if op.endswith("_quant") or op.startswith("gemm_fp8") or op in ("group_gemm_fp8_into", "rope_quantize_fp8"):
         # opcheck's schema test compares outputs with torch ops that have no FP8 kernels; the
         # mutation annotations are checked by hand instead: what is not marked is not written
         torch.library.opcheck(getattr(torch.ops.cutefi, op).default, args,
@@ -238,9 +241,10 @@ def test_opcheck(op):
         written = MUTATIONS[op]
         names = [a.name for a in getattr(torch.ops.cutefi, op).default._schema.arguments]
         before = {n: a.clone() for n, a in zip(names, args) if isinstance(a, torch.Tensor)}
-        for tensor in (a for n, a in zip(names, args) if n == "out"):
-            tensor.view(torch.uint8).fill_(0x7F)
-            before["out"] = tensor.clone()
+        for name, tensor in zip(names, args):  # (FP8 outputs poisoned: a written one must change)
+            if name == "out" or (name.endswith("_out") and tensor.element_size() == 1):
+                tensor.view(torch.uint8).fill_(0x7F)
+                before[name] = tensor.clone()
         getattr(torch.ops.cutefi, op)(*args)
         torch.cuda.synchronize()
         for name, tensor in zip(names, args):
