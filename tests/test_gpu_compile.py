@@ -156,9 +156,10 @@ def _samples():
                                 torch.rand(2, 1, -(-x.shape[1] // 128), device=x.device) + 0.5,
                                 torch.tensor([0, 5, 24], dtype=torch.int32, device=x.device), "K",
                                 torch.empty(24, w2.shape[0], dtype=x.dtype, device=x.device)),
-        "rope_quantize_fp8": (q[..., :64], k[..., :64], q[..., 64:], k[..., 64:], torch.randn(512, 64, device=q.device),
-                              pos, *(torch.empty(t.shape[:2] + (64,), dtype=torch.float8_e4m3fn, device=q.device)
-                                     for t in (q, k, q, k)), False, 0.5, 2.0, False),
+        "rope_quantize_fp8": (q[..., :64], k[..., :64], q[..., 64:], k[..., 64:],
+                              torch.randn(512, 64, device=q.device), pos,
+                              *(torch.empty(t.shape[:2] + (64,), dtype=torch.float8_e4m3fn, device=q.device)
+                                for t in (q, k, q, k)), False, 0.5, 2.0, False),
         **_prefill_args(),
     }
 

@@ -6,7 +6,8 @@ launch. Positions come from ``pos_ids``, from a ragged batch (``indptr``, ``offs
 ``apply_rope_with_cos_sin_cache``, index a precomputed fp32 cos|sin cache.
 
 Scalars: ``rotary_dim`` and ``head_size`` are ints (multiples of 16; an interleaved
-``rotary_dim`` a multiple of 8; ``rotary_dim`` may be None), ``interleave`` and ``is_neox`` bools; ``rope_scale`` > 0, ``rope_theta`` > 1,
+``rotary_dim`` a multiple of 8; ``rotary_dim`` may be None), ``interleave`` and ``is_neox``
+bools; ``rope_scale`` > 0, ``rope_theta`` > 1,
 ``0 < low_freq_factor < high_freq_factor`` and ``old_context_len`` > 0 are finite real numbers
 (int, float or NumPy; not bool or str). Anything else is a TypeError or ValueError naming it.
 """

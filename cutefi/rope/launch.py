@@ -150,6 +150,7 @@ QUANT_SPECS = {
         "rope.quant", "cute", "cutefi.rope.quant_kernel:RopeQuantKernel", "cutefi.rope.launch:quant_contract",
         Family.SIMT, dtype=dtype, out_dtype=out_dtype, index_dtype=index_dtype, interleave=interleave,
     )
-    for dtype in DTYPES for out_dtype in QUANT_OUT_DTYPES for index_dtype in INDEX_DTYPES for interleave in (False, True)
+    for dtype in DTYPES for out_dtype in QUANT_OUT_DTYPES for index_dtype in INDEX_DTYPES
+    for interleave in (False, True)
 }
 register(*QUANT_SPECS.values())

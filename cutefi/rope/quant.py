@@ -35,8 +35,8 @@ from .api import _check_positions, _stride
 _INPUT_DTYPES = (torch.bfloat16, torch.float16)
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 _I32_MAX = 2**31 - 1
-BACKENDS = ("cuda", "cutefi")
-_OUT_NAMES = ("q_rope_out", "k_rope_out", "q_nope_out", "k_nope_out")  # ("cuda": FlashInfer's default name, taken for cutefi's kernel)
+BACKENDS = ("cuda", "cutefi")  # ("cuda": FlashInfer's default name, taken for cutefi's kernel)
+_OUT_NAMES = ("q_rope_out", "k_rope_out", "q_nope_out", "k_nope_out")
 
 
 class _Plan(NamedTuple):

@@ -17,10 +17,10 @@ from .rope import Rope
 from .rope_quant import RopeQuantizeFp8
 
 ROUTINES: dict[str, type[Routine]] = {
-    routine.name: routine for routine in (RmsNorm, FusedAddRmsNorm, LayerNorm, RmsNormQuant, FusedAddRmsNormQuant,
-                                         LayerNormQuant, Rope, RopeQuantizeFp8, MergeStates, AppendPagedKvCache, BatchDecode,
-                                         SingleDecode, BatchPrefill, SinglePrefill, MmBf16, MmFp32Out, BmmBf16, BmmFp8, GemmFp8Groupwise, SegmentGemm, GroupGemmFp8,
-                                         Copy, Matmul, Attention)
+    routine.name: routine for routine in (
+        RmsNorm, FusedAddRmsNorm, LayerNorm, RmsNormQuant, FusedAddRmsNormQuant, LayerNormQuant, Rope,
+        RopeQuantizeFp8, MergeStates, AppendPagedKvCache, BatchDecode, SingleDecode, BatchPrefill, SinglePrefill,
+        MmBf16, MmFp32Out, BmmBf16, BmmFp8, GemmFp8Groupwise, SegmentGemm, GroupGemmFp8, Copy, Matmul, Attention)
 }
 
 __all__ = ["DTYPES", "ROUTINES", "BenchInputError", "Cost", "Routine", "ShapeFlag"]
