@@ -96,6 +96,16 @@ def require_flag(name: str, value: object, optional: bool = False) -> bool | Non
     raise TypeError(f"{name} must be a bool{' or None' if optional else ''}; got {_describe(value)}")
 
 
+def require_pdl(value: object) -> bool | None:
+    """An ``enable_pdl``: a bool, None, or an int taken by its truth (as FlashInfer's C++ ops
+    take it); a str or anything else is refused."""
+    if value is None or value is True or value is False:
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, torch.Tensor):
+        return bool(value)
+    return require_flag("enable_pdl", value, optional=True)
+
+
 def require_eps(value: object) -> float:
     """A norm's ``eps``: a finite real number >= 0 that fits in float32."""
     eps = require_real("eps", value)

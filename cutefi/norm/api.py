@@ -10,12 +10,11 @@ sequence length. Each distinct call layout is checked once and its plan kept.
 
 from __future__ import annotations
 
-import numbers
 
 import torch
 
 from .._capability import declare
-from .._checks import F32_MAX, require_eps, require_flag, require_real, require_tensor
+from .._checks import F32_MAX, require_eps, require_pdl, require_real, require_tensor
 from .._library import compiling, define
 from .._plans import PlanCache, signature
 from ..jit.logs import api_log
@@ -41,9 +40,7 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     if type(eps) is not float or not 0.0 <= eps <= F32_MAX:
         eps = require_eps(eps)
     if enable_pdl is not None and enable_pdl is not True and enable_pdl is not False:
-        # (an int is taken by its truth, as FlashInfer's C++ op takes it; a str is refused)
-        enable_pdl = bool(enable_pdl) if isinstance(enable_pdl, numbers.Integral) else \
-            require_flag("enable_pdl", enable_pdl, optional=True)
+        enable_pdl = require_pdl(enable_pdl)
     quant = scale is not None
     scale_value, scale_tensor = _scale_arguments(scale) if quant else (1.0, None)
     if compiling():  # torch.compile traces this: one cutefi op in the graph (see _library)

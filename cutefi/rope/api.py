@@ -31,9 +31,9 @@ from ..jit.logs import api_log
 from ..jit.lookup import get_kernel
 from ..jit.policy import Family
 from . import launch
+from .checks import INDEX_DTYPES as _INDEX_DTYPES, check_positions as _check_positions, stride as _stride
 
 _INPUT_DTYPES = (torch.bfloat16, torch.float16)
-_INDEX_DTYPES = (torch.int32, torch.int64)
 _I32_MAX = 2**31 - 1
 _FAST_REALS = (int, float)  # scalar types the per-call checks take without the full check
 _DBL_MAX = sys.float_info.max
@@ -51,11 +51,6 @@ def _check_heads(name: str, tensor: torch.Tensor) -> None:
                          f"elements and a 16-byte aligned start; got strides {tuple(tensor.stride())}")
 
 
-def _stride(tensor: torch.Tensor, dim: int) -> int:
-    """The stride the kernel sees: 0 for a dimension of size 1 (its stride is arbitrary in torch)."""
-    return tensor.stride(dim) if tensor.shape[dim] > 1 else 0
-
-
 def _check_index(name: str, tensor: torch.Tensor, length: int | None) -> None:
     require_tensor(name, tensor)
     if tensor.dtype not in _INDEX_DTYPES:
@@ -65,17 +60,6 @@ def _check_index(name: str, tensor: torch.Tensor, length: int | None) -> None:
         raise ValueError(f"{name} must be {want}; got shape {tuple(tensor.shape)}")
     if tensor.stride(0) != 1 and tensor.shape[0] > 1:
         raise ValueError(f"{name} must be contiguous")
-
-
-def _check_positions(name: str, tensor: torch.Tensor, nnz: int) -> None:
-    """One position a token: FlashInfer reads the first ``nnz`` entries of any contiguous index
-    tensor (``[nnz]``, a padded CUDA-graph buffer, ``[1, nnz]``), and so does cutefi's kernel."""
-    require_tensor(name, tensor)
-    if tensor.dtype not in _INDEX_DTYPES:
-        require_dtype(name, tensor, _INDEX_DTYPES)
-    if tensor.numel() < nnz or not tensor.is_contiguous():
-        raise ValueError(f"{name} must be a contiguous tensor of at least nnz = {nnz} positions (one a token, "
-                         f"e.g. [nnz]); got shape {tuple(tensor.shape)} strides {tuple(tensor.stride())}")
 
 
 class _Plan(NamedTuple):

@@ -16,13 +16,12 @@ contiguous).
 from __future__ import annotations
 
 import math
-import numbers
 from typing import NamedTuple
 
 import torch
 
-from .._checks import (require_cuda, require_dtype, require_flag, require_real, require_same_device,
-                       require_tensor)
+from .._checks import (require_cuda, require_dtype, require_flag, require_pdl, require_real,
+                       require_same_device, require_tensor)
 from .._library import compiling, define
 from .._plans import PlanCache, signature
 from ..dtypes import name_of
@@ -30,13 +29,14 @@ from ..jit.loader import Kernel
 from ..jit.logs import api_log
 from ..jit.lookup import get_kernel
 from . import launch
-from .api import _check_positions, _stride
+from .checks import check_positions as _check_positions, stride as _stride
 
 _INPUT_DTYPES = (torch.bfloat16, torch.float16)
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 _I32_MAX = 2**31 - 1
 BACKENDS = ("cuda", "cutefi")  # ("cuda": FlashInfer's default name, taken for cutefi's kernel)
 _OUT_NAMES = ("q_rope_out", "k_rope_out", "q_nope_out", "k_nope_out")
+_POINTERS = (*launch.QUANT_SETS, *_OUT_NAMES)  # (the kernel's pointer parameters, in the order passed)
 
 
 class _Plan(NamedTuple):
@@ -149,8 +149,7 @@ def _run(q_rope, k_rope, q_nope, k_nope, cache, pos_ids, outs, interleave, scale
     pointers = [t.data_ptr() for t in tensors]
     if any(p & 15 for p, t in zip(pointers, tensors) if t.numel()) or cache.data_ptr() & 15:  # (the full check)
         _check_and_plan(q_rope, k_rope, q_nope, k_nope, cache, pos_ids, outs, interleave)
-    names = (*launch.QUANT_SETS, *(f"{name}_out" for name in launch.QUANT_SETS))
-    plan.kernel.launch(plan.grid, plan.device, None, pdl, **dict(zip(names, pointers)), pos=pos_ids.data_ptr(),
+    plan.kernel.launch(plan.grid, plan.device, None, pdl, **dict(zip(_POINTERS, pointers)), pos=pos_ids.data_ptr(),
                        cos_sin_cache=cache.data_ptr(), **plan.sizes, scale_q=scale_q, scale_kv=scale_kv)
 
 
@@ -158,14 +157,6 @@ def _scale(name: str, value: object) -> float:
     if type(value) is float and math.isfinite(value):
         return value
     return require_real(name, value)
-
-
-def _pdl(value: object) -> bool:
-    if value is True or value is False:
-        return value
-    if isinstance(value, numbers.Integral) and not isinstance(value, torch.Tensor):
-        return bool(value)
-    return bool(require_flag("enable_pdl", value, optional=True))
 
 
 def _quantize_dtype(quantize_dtype, outs) -> torch.dtype:
@@ -188,7 +179,7 @@ def rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, is
         raise ValueError(f"backend must be one of {BACKENDS} (cutefi's kernel); got {backend!r}")
     interleave = not (is_neox if is_neox is True or is_neox is False else require_flag("is_neox", is_neox))
     scale_q, scale_kv = _scale("quant_scale_q", quant_scale_q), _scale("quant_scale_kv", quant_scale_kv)
-    pdl = _pdl(enable_pdl)
+    pdl = bool(require_pdl(enable_pdl))
     outs = [q_rope_out, k_rope_out, q_nope_out, k_nope_out]
     quantize_dtype = _quantize_dtype(quantize_dtype, outs)
     for name, out in zip(_OUT_NAMES, outs):
