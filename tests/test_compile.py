@@ -23,6 +23,7 @@ MUTATIONS = {
     "rmsnorm_out": {"out"}, "rmsnorm_inplace": {"input"}, "fused_add_rmsnorm": {"input", "residual"},
     "layernorm_out": {"out"}, "rope_inplace": {"q", "k"}, "rope_out": {"q_out", "k_out"},
     "rope_quantize_fp8": {"q_rope_out", "k_rope_out", "q_nope_out", "k_nope_out"},
+    "rope_quantize_fp8_append_paged_kv_cache": {"cache_0", "cache_1", "q_rope_out", "q_nope_out"},
     "copy_into": {"dst"}, "tma_copy_into": {"dst"}, "fill_bits": {"tensor"},
     "rmsnorm_quant": {"out"}, "fused_add_rmsnorm_quant": {"out", "residual"}, "layernorm_quant": {"out"},
     "merge_state_out": {"v_out", "s_out"}, "merge_state_in_place": {"v", "s"}, "merge_states_out": {"v_out", "s_out"},

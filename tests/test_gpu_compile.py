@@ -160,6 +160,13 @@ def _samples():
                               torch.randn(512, 64, device=q.device), pos,
                               *(torch.empty(t.shape[:2] + (64,), dtype=torch.float8_e4m3fn, device=q.device)
                                 for t in (q, k, q, k)), False, 0.5, 2.0, False),
+        "rope_quantize_fp8_append_paged_kv_cache": (
+            q[..., :64], k[..., :64], q[..., 64:], k[..., 64:], k, torch.randn(512, 64, device=q.device), pos,
+            *(torch.empty(8, 16, 2, 128, dtype=torch.float8_e4m3fn, device=q.device) for _ in "kv"),
+            *_append_pages(k)[:2], torch.zeros(64, dtype=torch.int32, device=q.device),
+            torch.arange(64, dtype=torch.int32, device=q.device),
+            *(torch.empty(64, 8, 64, dtype=torch.float8_e4m3fn, device=q.device) for _ in "qn"),
+            True, 0.5, 2.0, 16, "NHD", False),
         **_prefill_args(),
     }
 
@@ -234,7 +241,7 @@ def test_opcheck(op):
     if op == "tma_copy_into" and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA needs sm_90+")
     args = _samples()[op]
-    if op.endswith("_quant") or op.startswith("gemm_fp8") or op in ("group_gemm_fp8_into", "rope_quantize_fp8"):
+    if op.endswith("_quant") or op.startswith(("gemm_fp8", "rope_quantize_fp8")) or op == "group_gemm_fp8_into":
         # opcheck's schema test compares outputs with torch ops that have no FP8 kernels; the
         # mutation annotations are checked by hand instead: what is not marked is not written
         torch.library.opcheck(getattr(torch.ops.cutefi, op).default, args,
@@ -243,7 +250,7 @@ def test_opcheck(op):
         names = [a.name for a in getattr(torch.ops.cutefi, op).default._schema.arguments]
         before = {n: a.clone() for n, a in zip(names, args) if isinstance(a, torch.Tensor)}
         for name, tensor in zip(names, args):  # (FP8 outputs poisoned: a written one must change)
-            if name == "out" or (name.endswith("_out") and tensor.element_size() == 1):
+            if name == "out" or (name.endswith("_out") or name.startswith("cache_")) and tensor.element_size() == 1:
                 tensor.view(torch.uint8).fill_(0x7F)
                 before[name] = tensor.clone()
         getattr(torch.ops.cutefi, op)(*args)

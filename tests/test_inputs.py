@@ -68,6 +68,10 @@ def _cpu_calls():
         "rope_quantize_fp8": (lambda: cutefi.rope_quantize_fp8(q, k, None, None, cache, pos), "q_rope"),
         "mla_rope_quantize_fp8": (lambda: cutefi.mla_rope_quantize_fp8(
             q[..., :16], k[:, 0, :16], q, k[:, 0], torch.randn(64, 16), pos), "q_rope"),
+        "rope_quantize_fp8_append_paged_kv_cache": (lambda: cutefi.rope_quantize_fp8_append_paged_kv_cache(
+            q, k, None, None, k, cache, pos, tuple(torch.empty(3, 16, 2, 64, dtype=torch.float8_e4m3fn)
+                                                    for _ in range(2)), pos[:3], torch.tensor([0, 3], dtype=i32),
+            torch.zeros(8, dtype=i32), pos), "q_rope"),
         "mm_bf16": (lambda: cutefi.mm_bf16(x, torch.randn(128, 64).to(bf16).t(), bias=torch.randn(128).to(bf16),
                                            out=torch.empty(4, 128, dtype=bf16)), "a"),
         "mm_fp16": (lambda: cutefi.mm_fp16(x.half(), torch.randn(64, 128).half()), "a"),

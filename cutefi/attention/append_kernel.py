@@ -11,6 +11,7 @@ from cutlass import Int64
 from cutefi.attention import launch
 from cutefi.cute import args as kernel_args
 from cutefi.cute.args import KernelArgs
+from cutefi.cute.paged import page_entry
 from cutefi.cute.pdl import wait_for_inputs
 
 
@@ -35,24 +36,18 @@ class AppendPagedKvKernel:
         wait_for_inputs()
         if head < a.heads:
             # ---- stage 1: where the token goes (the same for the whole CTA) -----------
-            b = cute.make_tensor(a.batch_indices, cute.make_layout(a.nnz))[token]
-            p = cute.make_tensor(a.positions, cute.make_layout(a.nnz))[token]
-            indptr = cute.make_tensor(a.kv_indptr, cute.make_layout(a.batch + 1))
-            if b >= 0 and b < a.batch and p >= 0:
-                slot = indptr[b] + p // a.page_size
-                if slot < indptr[b + 1]:
-                    page = cute.make_tensor(a.kv_indices, cute.make_layout(slot + 1))[slot]
-                    if page >= 0 and page < a.num_pages:
-                        # ---- stage 2: one 16-byte piece, append row -> page entry ----------
-                        entry = p - (p // a.page_size) * a.page_size
-                        src = Int64(token) * a.append_stride_token + Int64(head) * a.append_stride_head
-                        dst = (Int64(page) * a.cache_stride_page + Int64(entry) * a.cache_stride_entry
-                               + Int64(head) * a.cache_stride_head)
-                        offset = Int64(chunk) * launch.CHUNK_BYTES
-                        if which == 0:
-                            self._move(a.key, src + offset, a.k_cache, dst + offset)
-                        else:
-                            self._move(a.value, src + offset, a.v_cache, dst + offset)
+            page, entry = page_entry(a.batch_indices, a.positions, a.kv_indptr, a.kv_indices, token, a.batch,
+                                     a.num_indices, a.page_size, a.num_pages)
+            if page >= 0:
+                # ---- stage 2: one 16-byte piece, append row -> page entry ----------
+                src = Int64(token) * a.append_stride_token + Int64(head) * a.append_stride_head
+                dst = (Int64(page) * a.cache_stride_page + Int64(entry) * a.cache_stride_entry
+                       + Int64(head) * a.cache_stride_head)
+                offset = Int64(chunk) * launch.CHUNK_BYTES
+                if which == 0:
+                    self._move(a.key, src + offset, a.k_cache, dst + offset)
+                else:
+                    self._move(a.value, src + offset, a.v_cache, dst + offset)
 
     @cute.jit
     def _move(self, src_ptr: cute.Pointer, src: Int64, dst_ptr: cute.Pointer, dst: Int64):

@@ -100,7 +100,7 @@ register(*MERGE_SPECS.values())
 # ---- append_paged_kv_cache ---------------------------------------------------------------------
 # Writes appended K and V rows into their pages: token t of request b = batch_indices[t] at
 # position p = positions[t] goes to page kv_indices[kv_indptr[b] + p // page_size], entry
-# p % page_size. Rows move as bytes, 16 at a time (any element type, FP8 caches included), so
+# p % page_size (cute/paged.py). Rows move as bytes, 16 at a time (any element type, FP8 caches included), so
 # one build serves every dtype; a token whose page slot or page id is out of range writes
 # nothing. Strides are in bytes (multiples of 16, the API checks): append (token, head), cache
 # (page, entry, head) for either layout (NHD or HND is only which stride is which).
@@ -116,13 +116,13 @@ def append_contract() -> LaunchContract:
         params=(
             *pointers("key", "value", "k_cache", "v_cache", dtype="u8"),
             *pointers("batch_indices", "positions", "kv_indices", "kv_indptr", dtype="i32", align=4),
-            *scalars("i32", "nnz", "heads", "row_chunks", "page_size", "batch", "num_pages"),
+            *scalars("i32", "nnz", "heads", "row_chunks", "page_size", "batch", "num_indices", "num_pages"),
             *scalars("i64", *APPEND_STRIDES),
         ),
         block=(APPEND_THREADS, 1, 1),
         grid=lambda p: (p["nnz"], ceil_div(p["heads"] * p["row_chunks"], APPEND_THREADS), 2),
-        sample={"nnz": 64, "heads": 8, "row_chunks": 16, "page_size": 16, "batch": 4, "num_pages": 100,
-                **{name: 16 for name in APPEND_STRIDES}},
+        sample={"nnz": 64, "heads": 8, "row_chunks": 16, "page_size": 16, "batch": 4, "num_indices": 100,
+                "num_pages": 100, **{name: 16 for name in APPEND_STRIDES}},
         entry="cutefi_append_paged_kv_cache",
         pdl=True,
     )

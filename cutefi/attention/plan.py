@@ -209,7 +209,7 @@ def plan_append(key: torch.Tensor, value: torch.Tensor, batch_indices: torch.Ten
     if nnz > _I32_MAX or num_pages > _I32_MAX:
         raise ValueError(f"nnz ({nnz}) and pages ({num_pages}) must each be at most {_I32_MAX}")
     sizes = dict(nnz=nnz, heads=heads, row_chunks=head_dim * size // 16, page_size=page_size, batch=batch,
-                 num_pages=num_pages, append_stride_token=key.stride(0) * size,
+                 num_indices=kv_indices.shape[0], num_pages=num_pages, append_stride_token=key.stride(0) * size,
                  append_stride_head=key.stride(1) * size, cache_stride_page=k_cache.stride(0) * size,
                  cache_stride_entry=k_cache.stride(entry_dim) * size,
                  cache_stride_head=k_cache.stride(head_dim_index) * size)

@@ -404,8 +404,10 @@ def _record_op(q, k, q_out, k_out, positions, pos, offsets, cache, rotary_dim, i
 for _public in (apply_rope, apply_rope_inplace, apply_rope_pos_ids, apply_rope_pos_ids_inplace, apply_llama31_rope, apply_llama31_rope_inplace, apply_llama31_rope_pos_ids, apply_llama31_rope_pos_ids_inplace, apply_rope_with_cos_sin_cache, apply_rope_with_cos_sin_cache_inplace):
     declare(_public, (Family.SIMT,), launch.DTYPES)
 
-# RoPE + FP8 quantisation (FlashInfer's rope_quantize_fp8): defined beside, public from here
+# RoPE + FP8 quantisation (FlashInfer's rope_quantize_fp8, and with the append to a paged cache):
+# defined beside, public from here
+from .append_quant import rope_quantize_fp8_append_paged_kv_cache  # noqa: E402
 from .quant import mla_rope_quantize_fp8, rope_quantize_fp8  # noqa: E402
 
-for _public in (rope_quantize_fp8, mla_rope_quantize_fp8):
+for _public in (rope_quantize_fp8, mla_rope_quantize_fp8, rope_quantize_fp8_append_paged_kv_cache):
     declare(_public, (Family.SIMT,), launch.DTYPES)

@@ -154,3 +154,62 @@ QUANT_SPECS = {
     for interleave in (False, True)
 }
 register(*QUANT_SPECS.values())
+
+
+# ---- rope.quant_append: RoPE + FP8 + append to a paged cache --------------------------------
+# (FlashInfer's rope_quantize_fp8_append_paged_kv_cache) The quant kernel with a fifth row set,
+# v (GQA/MHA; none for MLA), and k's and v's rows written into a paged FP8 cache instead of
+# dense outputs: token t goes to the page and entry of (batch_indices[t], positions[t])
+# (cute/paged.py; a padding or out-of-range token writes no K/V). GQA/MHA: k_rope to columns
+# [0, R) of its K-cache head row, k_nope to [R, R + N), v to the V cache; MLA: k_rope to
+# kpe_cache, k_nope to ckv_cache. A cache destination is a pointer to its first column and
+# (page, entry, head) strides in elements (multiples of 16: 16-byte stores).
+APPEND_SETS = (*QUANT_SETS, "v")
+APPEND_CACHES = ("k_rope_cache", "k_nope_cache", "v_cache")
+APPEND_STRIDES = (
+    *(f"{name}_stride_{d}" for name in APPEND_SETS for d in "th"),
+    *(f"{name}_out_stride_{d}" for name in ("q_rope", "q_nope") for d in "th"),
+    *(f"{name}_stride_{d}" for name in APPEND_CACHES for d in "peh"),
+)
+
+
+def append_grid(nnz, num_q_heads, num_k_heads, num_v_heads, rope_dim, nope_dim) -> tuple:
+    q_k = quant_grid(nnz, num_q_heads, num_k_heads, rope_dim, nope_dim)[0]
+    return (q_k + quant_set_ctas(nnz, num_v_heads, rope_dim + nope_dim), 1, 1)
+
+
+def append_contract(dtype: str, out_dtype: str, index_dtype: str, interleave: bool) -> LaunchContract:
+    index_bytes = {"i32": 4, "i64": 8}[index_dtype]
+    return LaunchContract(
+        params=(
+            *pointers(*APPEND_SETS, dtype=dtype),
+            *pointers("q_rope_out", "q_nope_out", *APPEND_CACHES, dtype=out_dtype),
+            *pointers("pos", dtype=index_dtype, align=index_bytes),
+            *pointers("batch_indices", "positions", "kv_indptr", "kv_indices", dtype="i32", align=4),
+            *pointers("cos_sin_cache", dtype="fp32"),
+            *scalars("i32", "nnz", "num_q_heads", "num_k_heads", "num_v_heads", "rope_dim", "nope_dim",
+                     "cache_rows", "page_size", "batch", "num_indices", "num_pages"),
+            *scalars("i64", *APPEND_STRIDES, "cache_row_stride"),
+            *scalars("f32", "scale_q", "scale_kv"),
+        ),
+        block=(QUANT_THREADS, 1, 1),
+        grid=lambda p: append_grid(p["nnz"], p["num_q_heads"], p["num_k_heads"], p["num_v_heads"], p["rope_dim"],
+                                   p["nope_dim"]),
+        sample={"nnz": 64, "num_q_heads": 32, "num_k_heads": 8, "num_v_heads": 8, "rope_dim": 64, "nope_dim": 64,
+                "cache_rows": 4096, "page_size": 16, "batch": 4, "num_indices": 100, "num_pages": 100,
+                **{s: 4096 for s in APPEND_STRIDES}, "cache_row_stride": 64, "scale_q": 1.0, "scale_kv": 1.0},
+        entry=f"cutefi_rope_quant_append_{dtype}_{out_dtype}_{index_dtype}" + ("_interleave" if interleave else ""),
+        pdl=True,
+    )
+
+
+APPEND_SPECS = {
+    (dtype, out_dtype, index_dtype, interleave): KernelSpec.make(
+        "rope.quant_append", "cute", "cutefi.rope.quant_kernel:RopeQuantAppendKernel",
+        "cutefi.rope.launch:append_contract", Family.SIMT, dtype=dtype, out_dtype=out_dtype,
+        index_dtype=index_dtype, interleave=interleave,
+    )
+    for dtype in DTYPES for out_dtype in QUANT_OUT_DTYPES for index_dtype in INDEX_DTYPES
+    for interleave in (False, True)
+}
+register(*APPEND_SPECS.values())

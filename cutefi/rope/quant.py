@@ -73,7 +73,19 @@ def _heads_view(tensor: torch.Tensor) -> torch.Tensor:
     return tensor if tensor.dim() == 3 else tensor.unsqueeze(1)
 
 
-def _check_and_plan(q_rope, k_rope, q_nope, k_nope, cache, pos_ids, outs, interleave) -> _Plan:
+class Parts(NamedTuple):
+    """The checked sizes of a call's q and k parts."""
+    nnz: int
+    num_q_heads: int
+    num_k_heads: int
+    rope_dim: int
+    nope_dim: int
+    mla: bool  # k_rope [nnz, R] (one latent key a token), not [nnz, Hk, R]
+
+
+def check_parts(q_rope, k_rope, q_nope, k_nope, cache, pos_ids) -> Parts:
+    """The q / k parts, the cos|sin cache and the positions (``rope_quantize_fp8`` and the
+    paged-cache variant alike); no device checks."""
     require_tensor("q_rope", q_rope)
     require_tensor("k_rope", k_rope)
     if q_rope.dtype not in _INPUT_DTYPES:
@@ -108,14 +120,24 @@ def _check_and_plan(q_rope, k_rope, q_nope, k_nope, cache, pos_ids, outs, interl
                          f"rows at a stride that is a multiple of 8, 16-byte aligned; got shape "
                          f"{tuple(cache.shape)} strides {tuple(cache.stride())}")
     _check_positions("pos_ids", pos_ids, nnz)
+    return Parts(nnz, num_q_heads, num_k_heads, rope_dim, nope_dim, mla)
+
+
+def check_output(name: str, out: object, src: torch.Tensor, out_dtype: torch.dtype) -> None:
+    require_tensor(name, out)
+    if out.dtype != out_dtype:
+        raise TypeError(f"{name} dtype {out.dtype} must be the quantize dtype {out_dtype}")
+    if out.shape != src.shape:
+        raise ValueError(f"{name} must have shape {tuple(src.shape)}; got {tuple(out.shape)}")
+    _rows(name, out, out.dim() == 3, None, launch.SLOT)
+
+
+def _check_and_plan(q_rope, k_rope, q_nope, k_nope, cache, pos_ids, outs, interleave) -> _Plan:
+    nnz, num_q_heads, num_k_heads, rope_dim, nope_dim, _ = check_parts(q_rope, k_rope, q_nope, k_nope, cache,
+                                                                        pos_ids)
     out_dtype = outs[0].dtype
     for name, out, src in zip(_OUT_NAMES, outs, (q_rope, k_rope, q_nope, k_nope)):
-        require_tensor(name, out)
-        if out.dtype != out_dtype:
-            raise TypeError(f"{name} dtype {out.dtype} must be the quantize dtype {out_dtype}")
-        if out.shape != src.shape:
-            raise ValueError(f"{name} must have shape {tuple(src.shape)}; got {tuple(out.shape)}")
-        _rows(name, out, out.dim() == 3, None, launch.SLOT)
+        check_output(name, out, src, out_dtype)
     units = nnz * (num_q_heads + num_k_heads) * ((rope_dim + nope_dim) // launch.SLOT)
     if units > _I32_MAX:
         raise ValueError(f"too many elements: nnz {nnz} x heads x dims exceeds the kernel's 2^31 units")
@@ -168,23 +190,16 @@ def _quantize_dtype(quantize_dtype, outs) -> torch.dtype:
     return quantize_dtype
 
 
-@api_log
-def rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, is_neox=True, quantize_dtype=None,
-                      quant_scale_q=1.0, quant_scale_kv=1.0, q_rope_out=None, k_rope_out=None, q_nope_out=None,
-                      k_nope_out=None, enable_pdl=False, backend="cuda"):
-    """RoPE on the rotary parts, then every part times its scale in FP8 (module docstring).
-    Returns ``(q_rope_out, k_rope_out, q_nope_out, k_nope_out)``; a None nope part gives an
-    empty [nnz, heads, 0] one, as in FlashInfer."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS} (cutefi's kernel); got {backend!r}")
+def scalar_args(is_neox, quant_scale_q, quant_scale_kv, enable_pdl) -> tuple[bool, float, float, bool]:
+    """(interleave, scale_q, scale_kv, pdl), each checked."""
     interleave = not (is_neox if is_neox is True or is_neox is False else require_flag("is_neox", is_neox))
     scale_q, scale_kv = _scale("quant_scale_q", quant_scale_q), _scale("quant_scale_kv", quant_scale_kv)
-    pdl = bool(require_pdl(enable_pdl))
-    outs = [q_rope_out, k_rope_out, q_nope_out, k_nope_out]
-    quantize_dtype = _quantize_dtype(quantize_dtype, outs)
-    for name, out in zip(_OUT_NAMES, outs):
-        if isinstance(out, torch.Tensor) and out.dtype != quantize_dtype:
-            raise TypeError(f"{name} dtype {out.dtype} must be the quantize dtype {quantize_dtype}")
+    return interleave, scale_q, scale_kv, bool(require_pdl(enable_pdl))
+
+
+def nope_parts(q_rope, k_rope, q_nope, k_nope) -> tuple[torch.Tensor, torch.Tensor]:
+    """The non-rotary parts, None ones as FlashInfer makes them: empty [nnz, heads, 0] (k's
+    [nnz, 0] for MLA's 2-D keys)."""
     for name, tensor in (("q_rope", q_rope), ("k_rope", k_rope), ("q_nope", q_nope), ("k_nope", k_nope)):
         if tensor is not None or name.endswith("rope"):
             require_tensor(name, tensor)
@@ -195,6 +210,25 @@ def rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, is
         q_nope = q_rope.new_empty((*q_rope.shape[:2], 0))
     if k_nope is None:
         k_nope = k_rope.new_empty((*k_rope.shape[:-1], 0))
+    return q_nope, k_nope
+
+
+@api_log
+def rope_quantize_fp8(q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, is_neox=True, quantize_dtype=None,
+                      quant_scale_q=1.0, quant_scale_kv=1.0, q_rope_out=None, k_rope_out=None, q_nope_out=None,
+                      k_nope_out=None, enable_pdl=False, backend="cuda"):
+    """RoPE on the rotary parts, then every part times its scale in FP8 (module docstring).
+    Returns ``(q_rope_out, k_rope_out, q_nope_out, k_nope_out)``; a None nope part gives an
+    empty [nnz, heads, 0] one, as in FlashInfer."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS} (cutefi's kernel); got {backend!r}")
+    interleave, scale_q, scale_kv, pdl = scalar_args(is_neox, quant_scale_q, quant_scale_kv, enable_pdl)
+    outs = [q_rope_out, k_rope_out, q_nope_out, k_nope_out]
+    quantize_dtype = _quantize_dtype(quantize_dtype, outs)
+    for name, out in zip(_OUT_NAMES, outs):
+        if isinstance(out, torch.Tensor) and out.dtype != quantize_dtype:
+            raise TypeError(f"{name} dtype {out.dtype} must be the quantize dtype {quantize_dtype}")
+    q_nope, k_nope = nope_parts(q_rope, k_rope, q_nope, k_nope)
     for i, src in enumerate((q_rope, k_rope, q_nope, k_nope)):
         if outs[i] is None:
             outs[i] = torch.empty(src.shape, dtype=quantize_dtype, device=src.device)

@@ -15,11 +15,13 @@ from .norm_quant import FusedAddRmsNormQuant, LayerNormQuant, RmsNormQuant
 from .prefill import BatchPrefill, SinglePrefill
 from .rope import Rope
 from .rope_quant import RopeQuantizeFp8
+from .rope_quant_append import RopeQuantizeFp8AppendPagedKvCache
 
 ROUTINES: dict[str, type[Routine]] = {
     routine.name: routine for routine in (
         RmsNorm, FusedAddRmsNorm, LayerNorm, RmsNormQuant, FusedAddRmsNormQuant, LayerNormQuant, Rope,
-        RopeQuantizeFp8, MergeStates, AppendPagedKvCache, BatchDecode, SingleDecode, BatchPrefill, SinglePrefill,
+        RopeQuantizeFp8, RopeQuantizeFp8AppendPagedKvCache, MergeStates, AppendPagedKvCache, BatchDecode,
+        SingleDecode, BatchPrefill, SinglePrefill,
         MmBf16, MmFp32Out, BmmBf16, BmmFp8, GemmFp8Groupwise, SegmentGemm, GroupGemmFp8, Copy, Matmul, Attention)
 }
 

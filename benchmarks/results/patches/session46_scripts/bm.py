@@ -1,0 +1,3 @@
+import sys
+from cutefi.bench.cli import main
+sys.exit(main(sys.argv[1:]))
