@@ -4,7 +4,7 @@ the attention family (``cutefi/attention/api.py``) and are resolved on first use
 
 from ._reexport import lazy_names
 
-API = ("append_paged_kv_cache", "get_batch_indices_positions", "get_seq_lens")
+API = ("append_paged_kv_cache", "append_paged_mla_kv_cache", "get_batch_indices_positions", "get_seq_lens")
 
 __all__ = ["API", *API]
 

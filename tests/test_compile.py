@@ -27,7 +27,8 @@ MUTATIONS = {
     "copy_into": {"dst"}, "tma_copy_into": {"dst"}, "fill_bits": {"tensor"},
     "rmsnorm_quant": {"out"}, "fused_add_rmsnorm_quant": {"out", "residual"}, "layernorm_quant": {"out"},
     "merge_state_out": {"v_out", "s_out"}, "merge_state_in_place": {"v", "s"}, "merge_states_out": {"v_out", "s_out"},
-    "append_paged_kv_cache": {"k_cache", "v_cache"}, "append_paged_kv_cache_fused": {"paged_kv_cache"},
+    "append_paged_kv_cache": {"k_cache", "v_cache"}, "append_paged_mla_kv_cache": {"ckv_cache", "kpe_cache"},
+    "append_paged_kv_cache_fused": {"paged_kv_cache"},
     "batch_decode_out": {"out", "lse", "workspace", "counters"},
     "gemm_mm_into": {"out"}, "gemm_fp8_into": {"out"}, "gemm_fp8_groupwise_into": {"out"},
     "segment_gemm_into": {"out"}, "group_gemm_fp8_into": {"out"},
@@ -99,7 +100,10 @@ def attention_merges(v_a, s_a, v_b, s_b, stacked_v, stacked_s, mask):
     cutefi.append_paged_kv_cache(v_b, v_b, index, positions, cache, pages, indptr, last)
     pair = tuple(torch.zeros(2, 4, v_a.shape[1], v_a.shape[2], dtype=v_a.dtype, device=v_a.device) for _ in "kv")
     cutefi.append_paged_kv_cache(v_b, v_b, index, positions, pair, pages, indptr, last)
-    return v, s, v_all, s_all, cache, pair[0]
+    latent = [torch.zeros(2, 4, width, dtype=v_a.dtype, device=v_a.device) for width in (64, 16)]  # MLA's caches
+    rows = [torch.randn(v_a.shape[0], width, dtype=v_a.dtype, device=v_a.device) for width in (64, 16)]
+    cutefi.append_paged_mla_kv_cache(*rows, index, positions, *latent, pages, indptr, last)
+    return v, s, v_all, s_all, cache, pair[0], latent[0]
 
 
 def test_attention_merges_trace_without_a_graph_break():
@@ -119,7 +123,7 @@ def test_attention_merges_trace_without_a_graph_break():
     assert [tuple(t.shape) for t in outputs][:4] == [(8, 4, 64), (8, 4), (8, 4, 64), (8, 4)]
     code = graphs[0].code
     for op in ("merge_state_out", "merge_state_in_place", "merge_states_out", "append_paged_kv_cache",
-               "append_paged_kv_cache_fused"):
+               "append_paged_kv_cache_fused", "append_paged_mla_kv_cache"):
         assert f"torch.ops.cutefi.{op}" in code, f"{op} not recorded:\n{code}"
 
 

@@ -191,3 +191,65 @@ def test_token_cache_and_int64_indices(layout, fused):
     long = [t.long() for t in (batch_indices, positions, kv_indices, kv_indptr, last)]
     cutefi.append_paged_kv_cache(key, value, long[0], long[1], given, *long[2:], kv_layout=layout)
     assert same_bits(k_cache, k_ref) and same_bits(v_cache, v_ref)
+
+
+def random_rows_cache(pages, page_size, dim, dtype):
+    raw = torch.randint(0, 255, (pages, page_size, dim), device="cuda", dtype=torch.uint8)
+    return raw.view(torch.int8).float().div(16).to(dtype) if dtype.itemsize > 1 else raw.view(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn])
+@pytest.mark.parametrize("page_size", [1, 16, 64])
+def test_append_mla(dtype, page_size):
+    """append_paged_mla_kv_cache: the compressed kv (512) and rope (64) rows as the two halves of
+    one latent buffer [nnz, 576] (as SGLang slices it) into ckv_cache / kpe_cache; int64 indices
+    for one call; a token past its pages and a padding token write nothing."""
+    torch.manual_seed(page_size)
+    before, appended = [0, 5, 63, 200], [9, 1, 70, 1]
+    kv_indices, kv_indptr, last, append_indptr, lengths = batch(before, appended, page_size, 400)
+    ckv_cache, kpe_cache = random_rows_cache(400, page_size, 512, dtype), random_rows_cache(400, page_size, 64, dtype)
+    nnz = sum(appended)
+    latent = torch.randn(nnz, 576, device="cuda").to(dtype)
+    ckv, kpe = latent[:, :512], latent[:, 512:]
+    batch_indices, positions = cutefi.get_batch_indices_positions(append_indptr, lengths, nnz)
+    batch_indices[3] = -1  # (padding)
+    positions[4] += 10_000  # (past its request's pages)
+    keep = [t for t in range(nnz) if t != 3]  # (the reference skips token 4 itself: its slot is past the pages)
+    ckv_ref, kpe_ref = reference(ckv_cache, kpe_cache, ckv[keep], kpe[keep], batch_indices[keep], positions[keep],
+                                 kv_indices, kv_indptr, page_size, "NHD")
+    indices = [t.long() for t in (batch_indices, positions, kv_indices, kv_indptr, last)] if page_size == 16 else \
+        [batch_indices, positions, kv_indices, kv_indptr, last]
+    assert cutefi.append_paged_mla_kv_cache(ckv, kpe, indices[0], indices[1], ckv_cache, kpe_cache,
+                                            *indices[2:]) is None
+    assert same_bits(ckv_cache, ckv_ref) and same_bits(kpe_cache, kpe_ref)
+
+
+def test_append_caches_with_their_own_strides():
+    """K and V caches allocated apart with different page strides (the plan no longer asks one
+    layout of both), and MLA inside a CUDA graph."""
+    torch.manual_seed(14)
+    dtype, heads, head_dim, page_size = torch.bfloat16, 2, 128, 16
+    k_big = torch.randn(40, page_size + 5, heads, head_dim, device="cuda").to(dtype)
+    k_cache, v_cache = k_big[:, :page_size], torch.randn(40, page_size, heads, head_dim, device="cuda").to(dtype)
+    kv_indices, kv_indptr, last, append_indptr, lengths = batch([3, 30], [20, 2], page_size, 40)
+    key = torch.randn(22, heads, head_dim, device="cuda").to(dtype)
+    value = torch.randn(22, heads, head_dim, device="cuda").to(dtype)
+    batch_indices, positions = cutefi.get_batch_indices_positions(append_indptr, lengths, 22)
+    k_ref, v_ref = reference(k_cache, v_cache, key, value, batch_indices, positions, kv_indices, kv_indptr,
+                             page_size, "NHD")
+    cutefi.append_paged_kv_cache(key, value, batch_indices, positions, (k_cache, v_cache), kv_indices, kv_indptr, last)
+    assert torch.equal(k_cache, k_ref) and torch.equal(v_cache, v_ref)
+
+    ckv_cache, kpe_cache = random_rows_cache(40, page_size, 512, dtype), random_rows_cache(40, page_size, 64, dtype)
+    ckv, kpe = torch.randn(22, 512, device="cuda").to(dtype), torch.randn(22, 64, device="cuda").to(dtype)
+    args = (ckv, kpe, batch_indices, positions, ckv_cache, kpe_cache, kv_indices, kv_indptr, last)
+    cutefi.append_paged_mla_kv_cache(*args)  # (loads the kernel outside the capture)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        cutefi.append_paged_mla_kv_cache(*args)
+    ckv.copy_(torch.randn_like(ckv))
+    ckv_ref, kpe_ref = reference(ckv_cache, kpe_cache, ckv, kpe, batch_indices, positions, kv_indices, kv_indptr,
+                                 page_size, "NHD")
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(ckv_cache, ckv_ref) and torch.equal(kpe_cache, kpe_ref)

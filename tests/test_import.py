@@ -58,7 +58,7 @@ FLASHINFER_MODULES = {
     "decode": ("BatchDecodeWithPagedKVCacheWrapper", "CUDAGraphBatchDecodeWithPagedKVCacheWrapper",
                "single_decode_with_kv_cache", "fast_decode_plan"),
     "cascade": ("merge_state", "merge_state_in_place", "merge_states"),
-    "page": ("append_paged_kv_cache", "get_batch_indices_positions", "get_seq_lens"),
+    "page": ("append_paged_kv_cache", "append_paged_mla_kv_cache", "get_batch_indices_positions", "get_seq_lens"),
     "prefill": ("single_prefill_with_kv_cache", "BatchPrefillWithRaggedKVCacheWrapper",
                 "BatchPrefillWithPagedKVCacheWrapper"),
     "gemm": ("mm_bf16", "bmm_bf16", "bmm_fp8", "mm_fp8", "gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise",

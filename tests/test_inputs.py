@@ -59,6 +59,9 @@ def _cpu_calls():
         "append_paged_kv_cache": (lambda: cutefi.append_paged_kv_cache(
             k, k, pos, pos, torch.zeros(4, 2, 16, 2, 64, dtype=bf16), pos[:4], torch.tensor([0, 4], dtype=i32),
             torch.tensor([8], dtype=i32)), "append_key"),
+        "append_paged_mla_kv_cache": (lambda: cutefi.append_paged_mla_kv_cache(
+            k[:, 0], k[:, 1, :16], pos, pos, torch.zeros(4, 16, 64, dtype=bf16), torch.zeros(4, 16, 16, dtype=bf16),
+            pos[:4], torch.tensor([0, 4], dtype=i32), torch.tensor([8], dtype=i32)), "append_ckv"),
         "BatchDecodeWithPagedKVCacheWrapper": (
             lambda: cutefi.BatchDecodeWithPagedKVCacheWrapper(torch.empty(1024, dtype=torch.uint8)),
             "float_workspace_buffer"),

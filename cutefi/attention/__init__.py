@@ -2,8 +2,8 @@
 merging attention states (its cascade merge ops), appending to a paged KV cache and its index
 helpers."""
 
-API = ("merge_state", "merge_state_in_place", "merge_states", "append_paged_kv_cache", "get_seq_lens",
-       "get_batch_indices_positions", "BatchDecodeWithPagedKVCacheWrapper",
+API = ("merge_state", "merge_state_in_place", "merge_states", "append_paged_kv_cache", "append_paged_mla_kv_cache",
+       "get_seq_lens", "get_batch_indices_positions", "BatchDecodeWithPagedKVCacheWrapper",
        "CUDAGraphBatchDecodeWithPagedKVCacheWrapper", "single_decode_with_kv_cache", "fast_decode_plan")
 
 

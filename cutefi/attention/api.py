@@ -26,7 +26,7 @@ from . import launch
 from .decode import BatchDecodeWithPagedKVCacheWrapper  # noqa: F401
 from .decode_forms import (CUDAGraphBatchDecodeWithPagedKVCacheWrapper, fast_decode_plan,  # noqa: F401
                            single_decode_with_kv_cache)
-from .plan import (MergePlan, append_rows_aligned, check_mask, check_pair, check_s, check_v, plan_append, plan_merge,
+from .plan import (MergePlan, append_row_strides, append_rows_aligned, check_mask, check_pair, check_s, check_v, plan_append, plan_merge,
                    rows_aligned, split_cache)
 
 _PLANS = PlanCache()
@@ -259,8 +259,7 @@ def _append(key, value, batch_indices, positions, k_cache, v_cache, kv_indices, 
         return
     if not append_rows_aligned(key, value):  # appended rows off 16-byte boundaries: from copies
         key, value = _fresh(key), _fresh(value)
-        sizes = {**plan.sizes, "append_stride_token": key.stride(0) * key.element_size(),
-                 "append_stride_head": key.stride(1) * key.element_size()}
+        sizes = {**plan.sizes, **append_row_strides(key, value)}
     else:
         sizes = plan.sizes
     plan.kernel.launch(plan.grid, plan.device, key=key.data_ptr(), value=value.data_ptr(),
@@ -299,6 +298,29 @@ def append_paged_kv_cache(append_key, append_value, batch_indices, positions, pa
             kv_last_page_len, kv_layout)
 
 
+@api_log
+def append_paged_mla_kv_cache(append_ckv, append_kpe, batch_indices, positions, ckv_cache, kpe_cache, kv_indices,
+                              kv_indptr, kv_last_page_len):
+    """MLA's :func:`append_paged_kv_cache`: the compressed kv rows ``append_ckv`` [nnz, ckv_dim]
+    into ``ckv_cache`` [pages, page_size, ckv_dim] and their rope part ``append_kpe``
+    [nnz, kpe_dim] into ``kpe_cache`` [pages, page_size, kpe_dim], in place, at each token's page
+    and entry (as :func:`append_paged_kv_cache`). Any dims whose rows are multiples of 16 bytes
+    (FlashInfer's kernel: 512 and 64 only); fp16 / bf16 / FP8 caches of the rows' dtype. Returns None."""
+    try:
+        wide = any(t.dtype is _I64 for t in (batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len))
+    except AttributeError:  # not tensors: the checks name the argument
+        wide = False
+    if wide:
+        batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len = (
+            t.int() if t.dtype is _I64 else t for t in (batch_indices, positions, kv_indices, kv_indptr,
+                                                         kv_last_page_len))
+    if compiling():
+        return _OPS["append_paged_mla_kv_cache"](append_ckv, append_kpe, batch_indices, positions, ckv_cache,
+                                                 kpe_cache, kv_indices, kv_indptr, kv_last_page_len)
+    _append(append_ckv, append_kpe, batch_indices, positions, ckv_cache, kpe_cache, kv_indices, kv_indptr,
+            kv_last_page_len, "MLA")
+
+
 # ---- torch.compile: the ops Dynamo records ------------------------------------------------------
 def _no_output(*args: object) -> None:
     return None
@@ -318,6 +340,10 @@ _define_ops = [
      "str kv_layout) -> ()",
      lambda key, value, b, p, k_cache, v_cache, indices, indptr, last, layout: _append(
          key, value, b, p, k_cache, v_cache, indices, indptr, last, layout)),
+    ("append_paged_mla_kv_cache(Tensor append_ckv, Tensor append_kpe, Tensor batch_indices, Tensor positions, "
+     "Tensor(a!) ckv_cache, Tensor(b!) kpe_cache, Tensor kv_indices, Tensor kv_indptr, Tensor kv_last_page_len) -> ()",
+     lambda ckv, kpe, b, p, ckv_cache, kpe_cache, indices, indptr, last: _append(
+         ckv, kpe, b, p, ckv_cache, kpe_cache, indices, indptr, last, "MLA")),
     ("append_paged_kv_cache_fused(Tensor append_key, Tensor append_value, Tensor batch_indices, Tensor positions, "
      "Tensor(a!) paged_kv_cache, Tensor kv_indices, Tensor kv_indptr, Tensor kv_last_page_len, str kv_layout) -> ()",
      lambda key, value, b, p, cache, indices, indptr, last, layout: _append(
@@ -327,7 +353,8 @@ _OPS = {schema.split("(", 1)[0]: define(schema, impl, _no_output) for schema, im
 
 for _public in (merge_state, merge_state_in_place, merge_states):
     declare(_public, (Family.SIMT,), launch.DTYPES)
-declare(append_paged_kv_cache, (Family.SIMT,), ("bf16", "fp16", "fp8e4m3", "fp8e5m2"))
+for _public in (append_paged_kv_cache, append_paged_mla_kv_cache):
+    declare(_public, (Family.SIMT,), ("bf16", "fp16", "fp8e4m3", "fp8e5m2"))
 for _public in (BatchDecodeWithPagedKVCacheWrapper, CUDAGraphBatchDecodeWithPagedKVCacheWrapper,
                 single_decode_with_kv_cache, fast_decode_plan):
     declare(_public, (Family.MMA_SYNC, Family.SIMT,), (*launch.DTYPES, *launch.KV_FP8))  # q 16-bit, KV any

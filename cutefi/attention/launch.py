@@ -97,18 +97,23 @@ MERGE_SPECS = {
 register(*MERGE_SPECS.values())
 
 
-# ---- append_paged_kv_cache ---------------------------------------------------------------------
+# ---- append_paged_kv_cache / append_paged_mla_kv_cache -----------------------------------------
 # Writes appended K and V rows into their pages: token t of request b = batch_indices[t] at
 # position p = positions[t] goes to page kv_indices[kv_indptr[b] + p // page_size], entry
-# p % page_size (cute/paged.py). Rows move as bytes, 16 at a time (any element type, FP8 caches included), so
-# one build serves every dtype; a token whose page slot or page id is out of range writes
-# nothing. Strides are in bytes (multiples of 16, the API checks): append (token, head), cache
-# (page, entry, head) for either layout (NHD or HND is only which stride is which).
-# Launch: grid = (nnz, ceil(heads * row_chunks / 128), 2: K then V), block = 128.
+# p % page_size (cute/paged.py). Rows move as bytes, 16 at a time (any element type, FP8 caches
+# included), so one build serves every dtype; a token whose page slot or page id is out of
+# range writes nothing. The two row sets (K and V; MLA: the compressed kv and its rope part,
+# one head) have their own widths (``*_row_chunks``, 16-byte pieces) and strides, in bytes
+# (multiples of 16, the API checks): appended (token, head), cache (page, entry, head) for
+# either layout (NHD or HND is only which stride is which).
+# Launch: grid = (nnz, ceil(row_pieces / 128), 2: K then V), block = 128; row_pieces = heads x the
+# wider set's row chunks (the host's max: the grid is also traced in the kernel).
 APPEND_THREADS = 128
 CHUNK_BYTES = 16
-APPEND_STRIDES = ("append_stride_token", "append_stride_head", "cache_stride_page", "cache_stride_entry",
-                  "cache_stride_head")
+APPEND_STRIDES = tuple(f"{name}_stride_{d}" for name, dims in (("key", ("token", "head")), ("value", ("token", "head")),
+                                                               ("k_cache", ("page", "entry", "head")),
+                                                               ("v_cache", ("page", "entry", "head")))
+                       for d in dims)
 
 
 def append_contract() -> LaunchContract:
@@ -116,13 +121,15 @@ def append_contract() -> LaunchContract:
         params=(
             *pointers("key", "value", "k_cache", "v_cache", dtype="u8"),
             *pointers("batch_indices", "positions", "kv_indices", "kv_indptr", dtype="i32", align=4),
-            *scalars("i32", "nnz", "heads", "row_chunks", "page_size", "batch", "num_indices", "num_pages"),
+            *scalars("i32", "nnz", "heads", "k_row_chunks", "v_row_chunks", "row_pieces", "page_size", "batch",
+                     "num_indices", "num_pages"),
             *scalars("i64", *APPEND_STRIDES),
         ),
         block=(APPEND_THREADS, 1, 1),
-        grid=lambda p: (p["nnz"], ceil_div(p["heads"] * p["row_chunks"], APPEND_THREADS), 2),
-        sample={"nnz": 64, "heads": 8, "row_chunks": 16, "page_size": 16, "batch": 4, "num_indices": 100,
-                "num_pages": 100, **{name: 16 for name in APPEND_STRIDES}},
+        grid=lambda p: (p["nnz"], ceil_div(p["row_pieces"], APPEND_THREADS), 2),
+        sample={"nnz": 64, "heads": 8, "k_row_chunks": 16, "v_row_chunks": 16, "row_pieces": 128, "page_size": 16,
+                "batch": 4,
+                "num_indices": 100, "num_pages": 100, **{name: 16 for name in APPEND_STRIDES}},
         entry="cutefi_append_paged_kv_cache",
         pdl=True,
     )

@@ -162,6 +162,11 @@ def check_i32(name: str, tensor: object, length: int | None = None) -> torch.Ten
 def plan_append(key: torch.Tensor, value: torch.Tensor, batch_indices: torch.Tensor, positions: torch.Tensor,
                 k_cache: torch.Tensor, v_cache: torch.Tensor, kv_indices: torch.Tensor, kv_indptr: torch.Tensor,
                 kv_last_page_len: torch.Tensor, kv_layout: str) -> AppendPlan:
+    """``append_paged_kv_cache``'s plan; ``kv_layout`` "MLA": ``append_paged_mla_kv_cache``'s
+    (key, value, caches: the compressed kv and rope rows [nnz, dim], caches [pages, page_size, dim])."""
+    if kv_layout == "MLA":
+        return _plan_append_mla(key, value, batch_indices, positions, k_cache, v_cache, kv_indices, kv_indptr,
+                                kv_last_page_len)
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
     for name, t in (("append_key", key), ("append_value", value)):
@@ -178,21 +183,61 @@ def plan_append(key: torch.Tensor, value: torch.Tensor, batch_indices: torch.Ten
                              f"got shape {tuple(cache.shape)}")
         if cache.dtype != key.dtype:
             raise TypeError(f"{name} dtype {cache.dtype} must match append_key dtype {key.dtype}")
-    if v_cache.shape != k_cache.shape or v_cache.stride() != k_cache.stride():
-        raise ValueError(f"k_cache and v_cache must have one shape and one layout; got {tuple(k_cache.shape)} "
-                         f"strides {k_cache.stride()} and {tuple(v_cache.shape)} strides {v_cache.stride()}")
+    if v_cache.shape != k_cache.shape:
+        raise ValueError(f"k_cache and v_cache must have one shape; got {tuple(k_cache.shape)} and "
+                         f"{tuple(v_cache.shape)}")
     entry_dim, head_dim_index = (1, 2) if kv_layout == "NHD" else (2, 1)
-    num_pages, page_size = k_cache.shape[0], k_cache.shape[entry_dim]
     if k_cache.shape[head_dim_index] != heads or k_cache.shape[3] != head_dim:
         raise ValueError(f"paged_kv_cache ({kv_layout}) {tuple(k_cache.shape)} must hold {heads} heads of "
                          f"head_dim {head_dim}, as append_key {tuple(key.shape)}")
-    size = key.element_size()
-    if (head_dim * size) % 16:
-        raise ValueError(f"a row of head_dim {head_dim} ({head_dim * size} bytes) must be a multiple of 16 bytes")
-    if k_cache.numel() and (k_cache.stride(3) != 1 or any((k_cache.stride(d) * size) % 16 for d in range(3))
-                            or (k_cache.data_ptr() | v_cache.data_ptr()) % 16):
-        raise ValueError(f"paged_kv_cache rows must start on 16-byte boundaries (contiguous head_dim, strides in "
-                         f"multiples of 16 bytes); got strides {k_cache.stride()}")
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        _check_cache_rows(name, cache, key.element_size())
+    order = (0, entry_dim, head_dim_index)  # (page, entry, head)
+    return _append_plan(key, value, k_cache.permute(*order, 3), v_cache.permute(*order, 3), batch_indices, positions,
+                        kv_indices, kv_indptr, kv_last_page_len, "append_key")
+
+
+def _plan_append_mla(ckv: torch.Tensor, kpe: torch.Tensor, batch_indices: torch.Tensor, positions: torch.Tensor,
+                     ckv_cache: torch.Tensor, kpe_cache: torch.Tensor, kv_indices: torch.Tensor,
+                     kv_indptr: torch.Tensor, kv_last_page_len: torch.Tensor) -> AppendPlan:
+    """Two row sets of one head: the compressed kv into ckv_cache, its rope part into kpe_cache."""
+    for name, t in (("append_ckv", ckv), ("append_kpe", kpe)):
+        require_tensor(name, t)
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D [nnz, dim]; got shape {tuple(t.shape)}")
+    if kpe.shape[0] != ckv.shape[0] or kpe.dtype != ckv.dtype:
+        raise ValueError(f"append_kpe {tuple(kpe.shape)} {kpe.dtype} must have append_ckv's nnz and dtype "
+                         f"({tuple(ckv.shape)} {ckv.dtype})")
+    for name, cache, rows in (("ckv_cache", ckv_cache, ckv), ("kpe_cache", kpe_cache, kpe)):
+        require_tensor(name, cache)
+        if cache.dim() != 3 or cache.shape[2] != rows.shape[1]:
+            raise ValueError(f"{name} must be [pages, page_size, {rows.shape[1]}]; got shape {tuple(cache.shape)}")
+        if cache.dtype != ckv.dtype:
+            raise TypeError(f"{name} dtype {cache.dtype} must match append_ckv dtype {ckv.dtype}")
+        if (rows.shape[1] * rows.element_size()) % 16:
+            raise ValueError(f"a row of {name} ({rows.shape[1]} elements) must be a multiple of 16 bytes")
+        _check_cache_rows(name, cache, ckv.element_size())
+    if kpe_cache.shape[:2] != ckv_cache.shape[:2]:
+        raise ValueError(f"ckv_cache {tuple(ckv_cache.shape)} and kpe_cache {tuple(kpe_cache.shape)} must have the "
+                         "same pages and page size")
+    return _append_plan(ckv.unsqueeze(1), kpe.unsqueeze(1), ckv_cache.unsqueeze(2), kpe_cache.unsqueeze(2),
+                        batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len, "append_ckv")
+
+
+def _check_cache_rows(name: str, cache: torch.Tensor, size: int) -> None:
+    if cache.numel() and (cache.stride(-1) != 1 or any((_stride(cache, d) * size) % 16 for d in range(cache.dim() - 1))
+                          or cache.data_ptr() % 16):
+        raise ValueError(f"{name} rows must start on 16-byte boundaries (contiguous head_dim, strides in "
+                         f"multiples of 16 bytes); got strides {cache.stride()}")
+
+
+def _append_plan(key: torch.Tensor, value: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
+                 batch_indices: torch.Tensor, positions: torch.Tensor, kv_indices: torch.Tensor,
+                 kv_indptr: torch.Tensor, kv_last_page_len: torch.Tensor, first_name: str) -> AppendPlan:
+    """The indices' checks and the kernel's sizes: rows [nnz, heads, dim] and caches viewed as
+    [pages, page_size, heads, dim] (page, entry, head strides in that order)."""
+    nnz, heads = key.shape[:2]
+    num_pages, page_size = k_pages.shape[:2]
     check_i32("batch_indices", batch_indices, nnz)
     check_i32("positions", positions, nnz)
     check_i32("kv_indices", kv_indices, None)
@@ -201,26 +246,34 @@ def plan_append(key: torch.Tensor, value: torch.Tensor, batch_indices: torch.Ten
         raise ValueError("kv_indptr must have batch + 1 >= 1 entries")
     batch = kv_indptr.shape[0] - 1
     check_i32("kv_last_page_len", kv_last_page_len, batch)
-    named = [("append_key", key), ("append_value", value), ("batch_indices", batch_indices),
-             ("positions", positions), ("k_cache", k_cache), ("v_cache", v_cache), ("kv_indices", kv_indices),
+    named = [("batch_indices", batch_indices), ("positions", positions), ("kv_indices", kv_indices),
              ("kv_indptr", kv_indptr), ("kv_last_page_len", kv_last_page_len)]
-    device = require_cuda("append_key", key)
-    require_same_device(*named)
+    device = require_cuda(first_name, key)
+    require_same_device((first_name, key), ("value rows", value), ("k cache", k_pages), ("v cache", v_pages), *named)
     if nnz > _I32_MAX or num_pages > _I32_MAX:
         raise ValueError(f"nnz ({nnz}) and pages ({num_pages}) must each be at most {_I32_MAX}")
-    sizes = dict(nnz=nnz, heads=heads, row_chunks=head_dim * size // 16, page_size=page_size, batch=batch,
-                 num_indices=kv_indices.shape[0], num_pages=num_pages, append_stride_token=key.stride(0) * size,
-                 append_stride_head=key.stride(1) * size, cache_stride_page=k_cache.stride(0) * size,
-                 cache_stride_entry=k_cache.stride(entry_dim) * size,
-                 cache_stride_head=k_cache.stride(head_dim_index) * size)
+    size = key.element_size()
+    k_chunks, v_chunks = key.shape[2] * size // 16, value.shape[2] * size // 16
+    cache_strides = [_stride(t, d) * size for t in (k_pages, v_pages) for d in range(3)]
+    sizes = dict(nnz=nnz, heads=heads, k_row_chunks=k_chunks, v_row_chunks=v_chunks,
+                 row_pieces=heads * max(k_chunks, v_chunks), page_size=page_size, batch=batch,
+                 num_indices=kv_indices.shape[0], num_pages=num_pages, **append_row_strides(key, value),
+                 **dict(zip(launch.APPEND_STRIDES[4:], cache_strides)))
     if nnz == 0 or heads == 0 or num_pages == 0 or batch == 0:
         return AppendPlan(None, device, (0, 0, 0), sizes)
     kernel = get_kernel(launch.APPEND_SPEC, device)
     return AppendPlan(kernel, device, kernel.contract.grid(sizes), sizes)
 
 
+def append_row_strides(key: torch.Tensor, value: torch.Tensor) -> dict[str, int]:
+    """The appended rows' (token, head) strides in bytes (2-D MLA rows: head stride 0)."""
+    size = key.element_size()
+    rows = [key if key.dim() == 3 else key.unsqueeze(1), value if value.dim() == 3 else value.unsqueeze(1)]
+    return dict(zip(launch.APPEND_STRIDES[:4], [_stride(t, d) * size for t in rows for d in (0, 1)]))
+
+
 def append_rows_aligned(key: torch.Tensor, value: torch.Tensor) -> bool:
     """The appended rows start on 16-byte boundaries (else they are appended from copies)."""
     size = key.element_size()
-    return not any((t.data_ptr() % 16) or (t.stride(0) * size) % 16 or (t.stride(1) * size) % 16
-                   or (t.shape[2] > 1 and t.stride(2) != 1) for t in (key, value)) and key.stride() == value.stride()
+    return not any((t.data_ptr() % 16) or any((t.stride(d) * size) % 16 for d in range(t.dim() - 1))
+                   or (t.shape[-1] > 1 and t.stride(-1) != 1) for t in (key, value))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .append_kv import AppendPagedKvCache
+from .append_kv import AppendPagedKvCache, AppendPagedMlaKvCache
 from .base import DTYPES, BenchInputError, Cost, Routine, ShapeFlag
 from .ceilings import Attention, Copy, Matmul
 from .decode import BatchDecode, SingleDecode
@@ -20,8 +20,8 @@ from .rope_quant_append import RopeQuantizeFp8AppendPagedKvCache
 ROUTINES: dict[str, type[Routine]] = {
     routine.name: routine for routine in (
         RmsNorm, FusedAddRmsNorm, LayerNorm, RmsNormQuant, FusedAddRmsNormQuant, LayerNormQuant, Rope,
-        RopeQuantizeFp8, RopeQuantizeFp8AppendPagedKvCache, MergeStates, AppendPagedKvCache, BatchDecode,
-        SingleDecode, BatchPrefill, SinglePrefill,
+        RopeQuantizeFp8, RopeQuantizeFp8AppendPagedKvCache, MergeStates, AppendPagedKvCache, AppendPagedMlaKvCache,
+        BatchDecode, SingleDecode, BatchPrefill, SinglePrefill,
         MmBf16, MmFp32Out, BmmBf16, BmmFp8, GemmFp8Groupwise, SegmentGemm, GroupGemmFp8, Copy, Matmul, Attention)
 }
 
