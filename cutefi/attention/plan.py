@@ -190,8 +190,11 @@ def plan_append(key: torch.Tensor, value: torch.Tensor, batch_indices: torch.Ten
     if k_cache.shape[head_dim_index] != heads or k_cache.shape[3] != head_dim:
         raise ValueError(f"paged_kv_cache ({kv_layout}) {tuple(k_cache.shape)} must hold {heads} heads of "
                          f"head_dim {head_dim}, as append_key {tuple(key.shape)}")
+    size = key.element_size()
+    if (head_dim * size) % 16:
+        raise ValueError(f"a row of head_dim {head_dim} ({head_dim * size} bytes) must be a multiple of 16 bytes")
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
-        _check_cache_rows(name, cache, key.element_size())
+        _check_cache_rows(name, cache, size)
     order = (0, entry_dim, head_dim_index)  # (page, entry, head)
     return _append_plan(key, value, k_cache.permute(*order, 3), v_cache.permute(*order, 3), batch_indices, positions,
                         kv_indices, kv_indptr, kv_last_page_len, "append_key")
