@@ -13,6 +13,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import cutefi
+from cutefi._plans import PlanCache
 from cutefi.rope import launch
 
 from conftest import requires_dsl
@@ -154,3 +155,54 @@ def test_builds_store_saturated_fp8_into_pages(arch, interleave):
     assert ("cvt.rn.satfinite.e5m2x2.f32" in ptx) == (arch != "8.0")
     assert not re.search(r"\b(LDL|STL)\b", sass), "the RoPE quant append build spills"
     assert "griddepcontrol.wait" in ptx or arch == "8.0"
+
+
+class _Recorder:
+    """A stand-in kernel: records what a launch would pass (no GPU here)."""
+
+    def __init__(self, contract):
+        self.contract = contract
+        self.calls = []
+
+    def launch(self, grid, device, *args, **params):
+        self.calls.append((grid, params))
+
+
+@pytest.mark.parametrize("args", [_gqa(), _gqa(kv_layout="HND", paged_kv_cache=tuple(
+    torch.empty(5, 2, 16, 128, dtype=E4M3) for _ in range(2))), _mla()], ids=["nhd", "hnd", "mla"])
+def test_plan_passes_every_kernel_parameter(monkeypatch, args):
+    """Past the device check (stubbed), the launch names each of the contract's parameters once,
+    the cache strides are (page, entry, head) in elements, k_nope's columns start R bytes into a
+    GQA K row, and the grid holds the five sets' CTAs."""
+    from cutefi.rope import append_quant
+
+    made = []
+
+    def kernel(spec, device):
+        options = dict(spec.options)
+        made.append(_Recorder(launch.append_contract(*(options[k] for k in ("dtype", "out_dtype", "index_dtype",
+                                                                             "interleave")))))
+        return made[-1]
+
+    monkeypatch.setattr(append_quant, "require_cuda", lambda name, tensor: 0)
+    monkeypatch.setattr(append_quant, "require_same_device", lambda *named: None)
+    monkeypatch.setattr(append_quant, "get_kernel", kernel)
+    monkeypatch.setattr(append_quant, "_PLANS", PlanCache())  # (no plan of another test's kernel)
+    cutefi.rope_quantize_fp8_append_paged_kv_cache(**args)
+    (grid, params), = made[0].calls
+    assert set(params) == {p.name for p in made[0].contract.params}
+    first, second = args["paged_kv_cache"]
+    if args["v"] is None:  # MLA: k_rope -> kpe, k_nope -> ckv, no V
+        assert params["k_rope_cache"] == second.data_ptr() and params["k_nope_cache"] == first.data_ptr()
+        assert (params["k_rope_cache_stride_p"], params["k_rope_cache_stride_e"]) == second.stride()[:2]
+        assert params["v"] == params["v_cache"] == params["num_v_heads"] == 0
+    else:
+        page, entry, head = (0, 1, 2) if args.get("kv_layout", "NHD") == "NHD" else (0, 2, 1)
+        assert params["k_nope_cache"] == first.data_ptr() + 64
+        for name, cache in (("k_rope_cache", first), ("k_nope_cache", first), ("v_cache", second)):
+            assert [params[f"{name}_stride_{d}"] for d in "peh"] == [cache.stride(i) for i in (page, entry, head)]
+    sets = [(4, 64), (1 if args["v"] is None else 2, 64), (4, 512 if args["v"] is None else 64)]
+    sets.append((sets[1][0], sets[2][1]))
+    if args["v"] is not None:
+        sets.append((2, 128))
+    assert grid == (sum(-(-8 * heads * (width // 16) // 128) for heads, width in sets), 1, 1)

@@ -268,6 +268,18 @@ def _append(key, value, batch_indices, positions, k_cache, v_cache, kv_indices, 
                        kv_indptr=kv_indptr.data_ptr(), **sizes)
 
 
+def _int32_indices(batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len) -> tuple:
+    """The five index tensors, int64 ones converted to int32 as FlashInfer does (one small copy
+    each: pass int32 where it matters)."""
+    try:  # (identity tests: the int32 call pays a few attribute reads, no loop)
+        wide = batch_indices.dtype is _I64 or positions.dtype is _I64 or kv_indices.dtype is _I64 \
+            or kv_indptr.dtype is _I64 or kv_last_page_len.dtype is _I64
+    except AttributeError:  # not tensors: the checks name the argument
+        wide = False
+    tensors = (batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len)
+    return tuple(t.int() if t.dtype is _I64 else t for t in tensors) if wide else tensors
+
+
 @api_log
 def append_paged_kv_cache(append_key, append_value, batch_indices, positions, paged_kv_cache, kv_indices, kv_indptr,
                           kv_last_page_len, kv_layout="NHD"):
@@ -280,15 +292,8 @@ def append_paged_kv_cache(append_key, append_value, batch_indices, positions, pa
     dtype is the appended one (FP8 caches included). A token whose page slot or page id is out
     of range writes nothing. Returns None. int64 index tensors are converted to int32 first, as
     FlashInfer does (one small copy each: pass int32 where it matters)."""
-    try:  # (identity tests: the int32 call pays a few attribute reads, no loop)
-        wide = batch_indices.dtype is _I64 or positions.dtype is _I64 or kv_indices.dtype is _I64 \
-            or kv_indptr.dtype is _I64 or kv_last_page_len.dtype is _I64
-    except AttributeError:  # not tensors: the checks name the argument
-        wide = False
-    if wide:
-        batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len = (
-            t.int() if t.dtype is _I64 else t for t in (batch_indices, positions, kv_indices, kv_indptr,
-                                                         kv_last_page_len))
+    batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len = _int32_indices(
+        batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len)
     fused = paged_kv_cache if isinstance(paged_kv_cache, torch.Tensor) else None
     if compiling() and fused is not None:  # one op on the whole cache (no views traced)
         return _OPS["append_paged_kv_cache_fused"](append_key, append_value, batch_indices, positions, fused,
@@ -306,14 +311,8 @@ def append_paged_mla_kv_cache(append_ckv, append_kpe, batch_indices, positions, 
     [nnz, kpe_dim] into ``kpe_cache`` [pages, page_size, kpe_dim], in place, at each token's page
     and entry (as :func:`append_paged_kv_cache`). Any dims whose rows are multiples of 16 bytes
     (FlashInfer's kernel: 512 and 64 only); fp16 / bf16 / FP8 caches of the rows' dtype. Returns None."""
-    try:
-        wide = any(t.dtype is _I64 for t in (batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len))
-    except AttributeError:  # not tensors: the checks name the argument
-        wide = False
-    if wide:
-        batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len = (
-            t.int() if t.dtype is _I64 else t for t in (batch_indices, positions, kv_indices, kv_indptr,
-                                                         kv_last_page_len))
+    batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len = _int32_indices(
+        batch_indices, positions, kv_indices, kv_indptr, kv_last_page_len)
     if compiling():
         return _OPS["append_paged_mla_kv_cache"](append_ckv, append_kpe, batch_indices, positions, ckv_cache,
                                                  kpe_cache, kv_indices, kv_indptr, kv_last_page_len)
