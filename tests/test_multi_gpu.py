@@ -59,7 +59,9 @@ def references(t):
             "rmsnorm_quant": (rms_reference(x, w) / t["scale"]).clamp(-448, 448),
             "rmsnorm.odd": rms_reference(x[:, 1:], w[1:]),
             "merge_state": merge_reference(t["q"], t["s_a"], t["v_b"], t["s_b"]),
-            "append_paged_kv_cache": t["k"],
+            "append_paged_kv_cache": t["k"], "append_paged_mla_kv_cache": t["k"][:, 0],
+            "rope_quantize_fp8.q": rope_reference(t["q"], t["pos_ids"]).clamp(-448, 448),
+            "rope_quantize_fp8.k_cache": rope_reference(t["k"], t["pos_ids"]).clamp(-448, 448),
             # GEMMs, each with split-K (partials in a scratch per device and stream)
             "mm.decode": t["ga"][:5].float() @ t["gw"].float().t(),
             "mm.few_tokens": t["ga"][:33].float() @ t["gw"].float().t(),
@@ -145,6 +147,24 @@ def launch_ops(t):
     cutefi.append_paged_kv_cache(t["k"], t["k"], torch.zeros(tokens, **index), torch.arange(tokens, **index), cache,
                                  pages, torch.arange(0, 5, 4, **index), torch.full((1,), tokens - 24, **index))
     outs["append_paged_kv_cache"] = cache[pages.long(), 0].reshape(-1, *t["k"].shape[1:])[:tokens]
+    # MLA's two row sets (k's first head as the compressed kv, its second's first half as the rope part)
+    latent = [poisoned(torch.empty(4, 8, width, dtype=t["k"].dtype, device=t["k"].device)) for width in (128, 64)]
+    cutefi.append_paged_mla_kv_cache(t["k"][:, 0], t["k"][:, 1, :64], torch.zeros(tokens, **index),
+                                     torch.arange(tokens, **index), *latent, pages, torch.arange(0, 5, 4, **index),
+                                     torch.full((1,), tokens - 24, **index))
+    outs["append_paged_mla_kv_cache"] = latent[0][pages.long()].reshape(-1, 128)[:tokens]
+    # q and k rotated (a cos|sin cache of rope_reference's angles) and made FP8, k and v appended
+    # to an FP8 cache over the same pages
+    half = t["q"].shape[-1] // 2
+    freq = 1e4 ** (-torch.arange(half, device=t["q"].device, dtype=torch.float64) / half)
+    angle = torch.arange(MAX_POS, device=t["q"].device, dtype=torch.float64)[:, None] * freq
+    fp8_caches = [torch.full((4, 8, *t["k"].shape[1:]), float("nan"), device=t["k"].device).to(torch.float8_e4m3fn)
+                  for _ in "kv"]
+    outs["rope_quantize_fp8.q"], _ = cutefi.rope_quantize_fp8_append_paged_kv_cache(
+        t["q"], t["k"], None, None, t["k"], torch.cat([angle.cos(), angle.sin()], -1).float(), t["pos_ids"],
+        fp8_caches, pages, torch.arange(0, 5, 4, **index), torch.zeros(tokens, **index),
+        torch.arange(tokens, **index), page_size=8)
+    outs["rope_quantize_fp8.k_cache"] = fp8_caches[0][pages.long()].reshape(-1, *t["k"].shape[1:])[:tokens]
     # the decode-sized kernel (5 tokens), Hopper's swapped build (33) or the mma.sync kernel
     # elsewhere, and whole tiles (300): all with K cut into splits; on Hopper also K split in a
     # cluster of two (200 rows, 128 x 128 tiles: the CTAs meet through distributed shared memory)
