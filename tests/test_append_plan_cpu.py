@@ -67,8 +67,10 @@ def test_k_and_v_caches_may_have_their_own_strides(recorder):
 
 @pytest.mark.parametrize("change, exc, pattern", [
     (dict(append_ckv=torch.randn(5, 2, 512)), ValueError, r"^append_ckv must be 2-D"),
-    (dict(append_kpe=torch.randn(4, 64).to(torch.bfloat16)), ValueError, r"^append_kpe .* must have append_ckv's nnz"),
-    (dict(kpe_cache=torch.zeros(4, 16, 32, dtype=torch.bfloat16)), ValueError, r"^kpe_cache must be \[pages, page_size, 64\]"),
+    (dict(append_kpe=torch.randn(4, 64).to(torch.bfloat16)), ValueError,
+     r"^append_kpe .* must have append_ckv's nnz"),
+    (dict(kpe_cache=torch.zeros(4, 16, 32, dtype=torch.bfloat16)), ValueError,
+     r"^kpe_cache must be \[pages, page_size, 64\]"),
     (dict(ckv_cache=torch.zeros(4, 16, 512, dtype=torch.float16)), TypeError, r"^ckv_cache dtype"),
     (dict(kpe_cache=torch.zeros(4, 8, 64, dtype=torch.bfloat16)), ValueError, r"must have the same pages and page size"),
     (dict(append_kpe=torch.randn(5, 4).to(torch.bfloat16), kpe_cache=torch.zeros(4, 16, 4, dtype=torch.bfloat16)),

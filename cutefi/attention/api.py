@@ -26,8 +26,8 @@ from . import launch
 from .decode import BatchDecodeWithPagedKVCacheWrapper  # noqa: F401
 from .decode_forms import (CUDAGraphBatchDecodeWithPagedKVCacheWrapper, fast_decode_plan,  # noqa: F401
                            single_decode_with_kv_cache)
-from .plan import (MergePlan, append_row_strides, append_rows_aligned, check_mask, check_pair, check_s, check_v, plan_append, plan_merge,
-                   rows_aligned, split_cache)
+from .plan import (MergePlan, append_row_strides, append_rows_aligned, check_mask, check_pair, check_s, check_v,
+                   plan_append, plan_merge, rows_aligned, split_cache)
 
 _PLANS = PlanCache()
 _INDEX_DTYPES = (torch.int32, torch.int64)
