@@ -148,7 +148,10 @@ def _ln(input=None, gamma=None, beta=None, **kw):
                  ValueError, HIDDEN_RULE + "0", id="hidden-0"),
     pytest.param(dict(gamma=[1.0]), TypeError, r"^gamma must be a torch.Tensor", id="gamma-list"),
     pytest.param(dict(beta="0"), TypeError, r"^beta must be a torch.Tensor", id="beta-str"),
-    pytest.param(dict(gamma=vec(dtype=BF16)), TypeError, r"^gamma dtype must be float32", id="gamma-bf16"),
+    pytest.param(dict(gamma=vec(dtype=torch.float64)), TypeError, r"^gamma dtype must be float32 or bfloat16 or float16",
+                 id="gamma-fp64"),
+    pytest.param(dict(beta=vec(dtype=torch.int8)), TypeError, r"^beta dtype must be float32 or bfloat16 or float16",
+                 id="beta-int8"),
     pytest.param(dict(beta=torch.tensor(0.0)), ValueError, r"^beta must be 1-D of size 64", id="beta-0d"),
     pytest.param(dict(beta=vec(32, torch.float32)), ValueError, r"^beta must be 1-D of size 64", id="beta-size"),
 ])

@@ -267,6 +267,14 @@ def test_opcheck(op):
     torch.library.opcheck(getattr(torch.ops.cutefi, op).default, args)
 
 
+def test_opcheck_layernorm_with_16bit_gamma_and_beta():
+    """LayerNorm's 16-bit gamma/beta (run on fp32 copies): the op's schema, fake and mutation checks."""
+    _, _, _, gamma, beta, _, _, _, scratch, _ = _inputs(1)
+    x = torch.randn(scratch.shape, device="cuda").to(scratch.dtype)
+    torch.library.opcheck(torch.ops.cutefi.layernorm_out.default,
+                          (scratch.clone(), x, gamma.to(torch.bfloat16), beta.to(torch.float16), 1e-6))
+
+
 def test_level_five_skips_statistics_during_graph_capture():
     code = ("import torch, cutefi\n"
             "x = torch.randn(4, 256, device='cuda', dtype=torch.bfloat16); w = torch.ones(256, device='cuda', dtype=torch.bfloat16)\n"

@@ -1,4 +1,5 @@
-"""GPU tier: LayerNorm (fp16/bf16 input, float32 gamma and beta) against a float32 reference."""
+"""GPU tier: LayerNorm (fp16/bf16 input; float32, or bf16/fp16 as FlashInfer's CuTe LayerNorm
+takes them, gamma and beta) against a float32 reference."""
 
 import pytest
 import torch
@@ -153,6 +154,32 @@ def test_row_gap_is_neither_read_nor_written():
     assert torch.isnan(base[:, 4096:]).all()
 
 
+PARAM16_CASES = [(1, 3), (111, 7), (4096, 1), (4096, 37), (4095, 4096), (4096, 16384), (40000, 3)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("param_dtype", [torch.bfloat16, torch.float16], ids=["bf16-params", "fp16-params"])
+@pytest.mark.parametrize("hidden, rows", PARAM16_CASES)
+def test_16bit_gamma_and_beta(dtype, param_dtype, hidden, rows):
+    """FlashInfer's CuTe LayerNorm takes gamma and beta in 16 bits (a bf16 model's nn.LayerNorm
+    weights): the same result as their float32 values, on the aligned, shifted, persistent and
+    long-row builds, and in a CUDA graph (the widened copies are made inside the capture)."""
+    x = make_input(rows, hidden, dtype, strided=False)
+    gamma, beta = (p.to(param_dtype) for p in make_params(hidden))
+    expected = reference(x, gamma.float(), beta.float())
+    assert_close(cutefi.layernorm(x, gamma, beta), expected, dtype)
+    mixed = cutefi.layernorm(x, gamma, beta.float())  # one of each: each taken as it is
+    assert_close(mixed, expected, dtype)
+    if rows * hidden <= 4096 * 37:
+        cutefi.layernorm(x, gamma, beta)  # warm the plans outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = cutefi.layernorm(x, gamma, beta)
+        gamma.copy_(torch.randn(hidden, device="cuda").to(param_dtype))  # a replay reads the new values
+        graph.replay()
+        assert_close(captured, reference(x, gamma.float(), beta.float()), dtype)
+
+
 def _x(rows=4, hidden=64, dtype=torch.bfloat16, device="cuda"):
     return torch.randn(rows, hidden, device=device).to(dtype)
 
@@ -162,8 +189,10 @@ def _p(hidden=64, dtype=torch.float32, device="cuda"):
 
 
 @pytest.mark.parametrize("make, message", [
-    pytest.param(lambda: (_x(), _p(dtype=torch.bfloat16), _p()), "float32", id="gamma-bf16"),
-    pytest.param(lambda: (_x(), _p(), _p(dtype=torch.float16)), "float32", id="beta-fp16"),
+    pytest.param(lambda: (_x(), _p(dtype=torch.float64), _p()), "^gamma dtype must be float32 or bfloat16 or float16",
+                 id="gamma-fp64"),
+    pytest.param(lambda: (_x(), _p(), _p(dtype=torch.int32)), "^beta dtype must be float32 or bfloat16 or float16",
+                 id="beta-int32"),
     pytest.param(lambda: (_x(), _p(32), _p()), "gamma", id="gamma-size"),
     pytest.param(lambda: (_x(), _p(), _p(32)), "beta", id="beta-size"),
     pytest.param(lambda: (_x(dtype=torch.float32), _p(), _p()), "bfloat16, float16", id="fp32-input"),

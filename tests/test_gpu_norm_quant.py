@@ -100,6 +100,18 @@ def test_layernorm_quant(fp8, dtype, hidden):
     assert_fp8_matches(out, quantise(y, 0.25, fp8))
 
 
+@pytest.mark.parametrize("param_dtype", [torch.bfloat16, torch.float16], ids=["bf16-params", "fp16-params"])
+@pytest.mark.parametrize("hidden, rows", [(4096, 5), (4096, 6001), (4095, 3001)])
+def test_layernorm_quant_16bit_gamma_and_beta(param_dtype, hidden, rows):
+    """16-bit gamma and beta (as :func:`cutefi.layernorm` takes them) give their float32 values' result."""
+    x = (torch.randn(rows, hidden, device="cuda") * 3 + 1).to(BF16)
+    gamma, beta = torch.randn(hidden, device="cuda").to(param_dtype), torch.randn(hidden, device="cuda").to(param_dtype)
+    out = poisoned(x.shape, torch.float8_e4m3fn)
+    cutefi.layernorm_quant(out, x, gamma, beta, 0.25)
+    y = F.layer_norm(x.float(), (hidden,), gamma.float(), beta.float(), 1e-6)
+    assert_fp8_matches(out, quantise(y, 0.25, torch.float8_e4m3fn))
+
+
 @pytest.mark.parametrize("fp8", FORMATS, ids=FORMAT_IDS)
 @pytest.mark.parametrize("hidden, rows", [(1000, 4001), (2048, 2999), (4096, 6001), (4095, 3001), (5000, 1500),
                                           (8191, 1200), (16384, 701), (16383, 1501)])

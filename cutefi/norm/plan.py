@@ -36,6 +36,9 @@ from . import launch, long_rows, packed
 
 INPUT_DTYPES = (torch.bfloat16, torch.float16)
 QUANT_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+# LayerNorm's gamma and beta: the kernels read fp32; 16-bit ones (FlashInfer's CuTe LayerNorm
+# takes them) run on fp32 copies (Plan.widen_params)
+LAYER_PARAM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MIN_N, MAX_N = 1, long_rows.MAX_N  # hidden sizes above the largest class take the long-row builds
 MAX_ROWS = 2**31 - 1
 ALIGN_ELEMS = 8  # elements per 128-bit access of a 16-bit dtype
@@ -122,11 +125,12 @@ def _aligned(layouts: list[RowLayout]) -> bool:
     return all((layout.n | layout.row_stride | layout.head_stride) % ALIGN_ELEMS == 0 for layout in layouts)
 
 
-def _check_param(name: str, tensor: torch.Tensor, n: int, dtype: torch.dtype) -> None:
+def _check_param(name: str, tensor: torch.Tensor, n: int, dtypes: tuple[torch.dtype, ...]) -> None:
     if tensor.dim() != 1 or tensor.shape[0] != n:
         raise ValueError(f"{name} must be 1-D of size {n} (the hidden size); got shape {tuple(tensor.shape)}")
-    if tensor.dtype != dtype:
-        raise TypeError(f"{name} dtype must be {str(dtype)[6:]}; got {str(tensor.dtype)[6:]}")
+    if tensor.dtype not in dtypes:
+        accepted = " or ".join(str(dtype)[6:] for dtype in dtypes)
+        raise TypeError(f"{name} dtype must be {accepted}; got {str(tensor.dtype)[6:]}")
     if n > 1 and tensor.stride(0) != 1:
         raise ValueError(f"{name} must be contiguous; got stride {tensor.stride(0)}")
 
@@ -173,6 +177,7 @@ class Plan(NamedTuple):
     heads: int
     strides: tuple[int, int, int, int, int, int]  # x, out, residual: row and head strides
     row_iters: int  # rows a thread normalises (launch.row_iters)
+    widen_params: bool = False  # LayerNorm with 16-bit gamma/beta: run on fp32 copies of them
 
 
 def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -190,10 +195,10 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
     if input.dtype not in INPUT_DTYPES:
         require_dtype("input", input, INPUT_DTYPES)
     n = hidden_size("input", input)
-    param_dtype = torch.float32 if kind == "layer" else input.dtype
-    _check_param(weight_name, weight, n, param_dtype)
+    param_dtypes = LAYER_PARAM_DTYPES if kind == "layer" else (input.dtype,)
+    _check_param(weight_name, weight, n, param_dtypes)
     if bias is not None:
-        _check_param("beta", bias, n, param_dtype)
+        _check_param("beta", bias, n, param_dtypes)
     if quant:
         require_dtype("out", out, QUANT_DTYPES)
     out_dtype = out.dtype if quant else input.dtype
@@ -223,6 +228,11 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
     require_same_device(*named)
     strides = (x_layout.row_stride, x_layout.head_stride, out_layout.row_stride, out_layout.head_stride,
                res_layout.row_stride, res_layout.head_stride)
+    if kind == "layer" and (weight.dtype != torch.float32 or bias.dtype != torch.float32):
+        # FlashInfer's CuTe LayerNorm takes 16-bit gamma/beta; the kernels read fp32 ones, so
+        # launch_norm runs such a call on fp32 copies of them (two small copies a call)
+        return Plan(None, False, False, device, (0, 0, 0), x_layout.rows, n, x_layout.heads, strides, 1,
+                    widen_params=x_layout.rows > 0)
     if n >= long_rows.MIN_N:  # a CTA a row, any layout (element accesses where not aligned)
         spec = long_rows.LONG_SPECS[(kind, name_of(input.dtype), residual is not None, gemma, aligned,
                                      name_of(out.dtype) if quant else None)]
