@@ -253,3 +253,52 @@ def test_append_caches_with_their_own_strides():
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(ckv_cache, ckv_ref) and torch.equal(kpe_cache, kpe_ref)
+
+
+def slots_reference(k_cache, v_cache, key, value, batch_indices, positions, kv_indices, kv_indptr, page_size):
+    """The reference above without the per-token loop (NHD pages or MLA rows): every token with a
+    valid slot (request in range, position within its pages, page id in the cache) written there."""
+    k_ref, v_ref = k_cache.clone(), v_cache.clone()
+    b, p = batch_indices.long(), positions.long()
+    batch = kv_indptr.numel() - 1
+    request = b.clamp(0, batch - 1)
+    slot = kv_indptr.long()[request] + p.div(page_size, rounding_mode="floor")
+    valid = (b >= 0) & (b < batch) & (p >= 0) & (slot < kv_indptr.long()[request + 1])
+    page = kv_indices.long()[slot.clamp(0, kv_indices.numel() - 1)]
+    valid &= (page >= 0) & (page < k_cache.shape[0])
+    rows = valid.nonzero().squeeze(1)
+    k_ref[page[rows], p[rows] % page_size] = key[rows]
+    v_ref[page[rows], p[rows] % page_size] = value[rows]
+    return k_ref, v_ref
+
+
+@pytest.mark.parametrize("mla", [False, True], ids=["gqa", "mla"])
+@pytest.mark.parametrize("nnz", [263, 4999])
+def test_many_tokens_a_cta(mla, nnz):
+    """Enough tokens for several whole tokens a CTA (``launch.append_tokens_per_cta``: 10 of the
+    GQA rows here, 7 of MLA's) and a partial last CTA; K and V pieces of different widths in one
+    round (MLA: 64 and 8 a token); padding tokens and out-of-range positions among valid ones."""
+    torch.manual_seed(nnz + mla)
+    page_size, dtype = 16, torch.bfloat16
+    cuts = sorted(torch.randint(1, nnz, (nnz // 300 + 1,)).tolist())
+    appended = [end - start for start, end in zip([0] + cuts, cuts + [nnz])]  # (some requests may append 0)
+    pages = nnz // page_size + len(appended) + 8
+    kv_indices, kv_indptr, last, append_indptr, lengths_t = batch([0] * len(appended), appended, page_size, pages)
+    if mla:
+        k_cache, v_cache = random_rows_cache(pages, page_size, 512, dtype), random_rows_cache(pages, page_size, 64, dtype)
+        key, value = torch.randn(nnz, 512, device="cuda").to(dtype), torch.randn(nnz, 64, device="cuda").to(dtype)
+    else:
+        (k_cache, v_cache), _ = random_cache(pages, page_size, 3, 64, dtype, "NHD", False)
+        key, value = (torch.randn(nnz, 3, 64, device="cuda").to(dtype) for _ in "kv")
+    batch_indices, positions = cutefi.get_batch_indices_positions(append_indptr, lengths_t, nnz)
+    batch_indices[::37] = -1  # padding
+    positions[5::41] += 100_000  # past their pages
+    k_ref, v_ref = slots_reference(k_cache, v_cache, key, value, batch_indices, positions, kv_indices, kv_indptr,
+                                   page_size)
+    if mla:
+        cutefi.append_paged_mla_kv_cache(key, value, batch_indices, positions, k_cache, v_cache, kv_indices,
+                                         kv_indptr, last)
+    else:
+        cutefi.append_paged_kv_cache(key, value, batch_indices, positions, (k_cache, v_cache), kv_indices, kv_indptr,
+                                     last)
+    assert same_bits(k_cache, k_ref) and same_bits(v_cache, v_ref)
