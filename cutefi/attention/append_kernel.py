@@ -80,22 +80,23 @@ class AppendPagedKvKernel:
                 if page >= 0:
                     entry = table[t, 1]
                     token = token0 + t
-                    if piece < k_pieces:
-                        head = piece // a.k_row_chunks
-                        chunk = piece - head * a.k_row_chunks
-                        src = Int64(token) * a.key_stride_token + Int64(head) * a.key_stride_head + chunk * CHUNK
-                        self._load(a.key, src, data, u)
-                        dst[u] = (Int64(page) * a.k_cache_stride_page + Int64(entry) * a.k_cache_stride_entry
-                                  + Int64(head) * a.k_cache_stride_head + chunk * CHUNK)
-                    else:
-                        piece_v = piece - k_pieces
-                        head = piece_v // a.v_row_chunks
-                        chunk = piece_v - head * a.v_row_chunks
-                        src = Int64(token) * a.value_stride_token + Int64(head) * a.value_stride_head + chunk * CHUNK
-                        self._load(a.value, src, data, u)
-                        dst[u] = (Int64(page) * a.v_cache_stride_page + Int64(entry) * a.v_cache_stride_entry
-                                  + Int64(head) * a.v_cache_stride_head + chunk * CHUNK)
+                    # K's piece, or V's (then its own row width and strides)
+                    row_chunks, src_token, src_head = a.k_row_chunks, a.key_stride_token, a.key_stride_head
+                    dst_page, dst_entry, dst_head = a.k_cache_stride_page, a.k_cache_stride_entry, a.k_cache_stride_head
+                    if piece >= k_pieces:
+                        piece = piece - k_pieces
+                        row_chunks, src_token, src_head = a.v_row_chunks, a.value_stride_token, a.value_stride_head
+                        dst_page, dst_entry = a.v_cache_stride_page, a.v_cache_stride_entry
+                        dst_head = a.v_cache_stride_head
                         is_v[u] = 1
+                    head = piece // row_chunks
+                    chunk = piece - head * row_chunks
+                    src = Int64(token) * src_token + Int64(head) * src_head + chunk * CHUNK
+                    if is_v[u] == 0:
+                        self._load(a.key, src, data, u)
+                    else:
+                        self._load(a.value, src, data, u)
+                    dst[u] = Int64(page) * dst_page + Int64(entry) * dst_entry + Int64(head) * dst_head + chunk * CHUNK
         for u in cutlass.range_constexpr(UNROLL):
             if dst[u] >= 0:
                 if is_v[u] == 0:
