@@ -5,8 +5,6 @@ op's clear refusals."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
@@ -32,7 +30,6 @@ def recorder(monkeypatch):
     monkeypatch.setattr(plan, "require_cuda", lambda name, tensor: 0)
     monkeypatch.setattr(plan, "require_same_device", lambda *named: None)
     monkeypatch.setattr(plan, "get_kernel", lambda spec, device: kernel)
-    monkeypatch.setattr(plan, "device_info", lambda device: SimpleNamespace(sms=132))
     monkeypatch.setattr(api, "_PLANS", PlanCache())  # (no plan of another test's kernel)
     return kernel
 
@@ -50,8 +47,8 @@ def test_mla_rows_and_caches(recorder):
                                      indptr, last)
     (grid, params), = recorder.calls
     assert set(params) == {p.name for p in recorder.contract.params}
-    assert grid == (5, 1, 1) and params["tokens_per_cta"] == 1  # (5 tokens: a CTA each)
-    assert (params["k_row_chunks"], params["v_row_chunks"], params["token_pieces"], params["heads"]) == (64, 8, 72, 1)
+    assert grid == (5, 1, 2)
+    assert (params["k_row_chunks"], params["v_row_chunks"], params["row_pieces"], params["heads"]) == (64, 8, 64, 1)
     assert params["value"] == latent.data_ptr() + 1024 and params["key_stride_token"] == 1152
     assert (params["k_cache_stride_page"], params["k_cache_stride_entry"]) == (16 * 1024, 1024)
     assert (params["v_cache_stride_page"], params["v_cache_stride_entry"]) == (16 * 128, 128)
@@ -63,31 +60,9 @@ def test_k_and_v_caches_may_have_their_own_strides(recorder):
     v_cache = torch.zeros(4, 2, 20, 64, dtype=torch.bfloat16)[:, :, :16].transpose(1, 2)  # (its own page stride)
     cutefi.append_paged_kv_cache(key, key * 2, *_indices(5)[:2], (k_cache, v_cache), *_indices(5)[2:])
     (grid, params), = recorder.calls
-    assert grid == (5, 1, 1) and params["token_pieces"] == 32
+    assert grid == (5, 1, 2) and params["row_pieces"] == 16
     assert [params[f"k_cache_stride_{d}"] for d in ("page", "entry", "head")] == [4096, 256, 128]
     assert [params[f"v_cache_stride_{d}"] for d in ("page", "entry", "head")] == [2 * 20 * 128, 128, 20 * 128]
-
-
-@pytest.mark.parametrize("nnz, token_pieces, tokens_per_cta", [
-    (5, 72, 1), (264, 72, 1), (528, 72, 2), (32768, 72, 7), (32768, 256, 2), (32768, 512, 1), (32768, 4096, 1),
-    (10 ** 6, 2, 256)])
-def test_tokens_per_cta(nnz, token_pieces, tokens_per_cta):
-    """Whole tokens, up to a round of pieces (and the shared table's size), fewer where the grid
-    would give an SM fewer than two CTAs."""
-    assert launch.append_tokens_per_cta(nnz, token_pieces, 132) == tokens_per_cta
-    assert tokens_per_cta * token_pieces <= launch.APPEND_ITEMS or tokens_per_cta == 1
-    assert tokens_per_cta <= launch.APPEND_TOKENS_MAX
-
-
-def test_grid_covers_every_token(recorder):
-    key = torch.randn(1000, 1, 512).to(torch.bfloat16)
-    cache = torch.zeros(64, 16, 1, 512, dtype=torch.bfloat16)
-    indices = (torch.zeros(1000, dtype=I32), torch.arange(1000, dtype=I32), torch.arange(64, dtype=I32),
-               torch.tensor([0, 64], dtype=I32), torch.tensor([8], dtype=I32))
-    cutefi.append_paged_kv_cache(key, key, *indices[:2], (cache, cache), *indices[2:])
-    (grid, params), = recorder.calls
-    assert params["token_pieces"] == 128 and params["tokens_per_cta"] == 3  # (min(512 // 128, 1000 // 264))
-    assert grid == (334, 1, 1)
 
 
 @pytest.mark.parametrize("change, exc, pattern", [

@@ -275,9 +275,9 @@ def slots_reference(k_cache, v_cache, key, value, batch_indices, positions, kv_i
 @pytest.mark.parametrize("mla", [False, True], ids=["gqa", "mla"])
 @pytest.mark.parametrize("nnz", [263, 4999])
 def test_many_tokens_a_cta(mla, nnz):
-    """Enough tokens for several whole tokens a CTA (``launch.append_tokens_per_cta``: 10 of the
-    GQA rows here, 7 of MLA's) and a partial last CTA; K and V pieces of different widths in one
-    round (MLA: 64 and 8 a token); padding tokens and out-of-range positions among valid ones."""
+    """Thousands of tokens in ragged requests (a kernel that takes several tokens a CTA gets a
+    partial last CTA here), K and V rows of different widths (MLA: 1024 and 128 bytes), padding
+    tokens and out-of-range positions among valid ones; checked against a vectorised reference."""
     torch.manual_seed(nnz + mla)
     page_size, dtype = 16, torch.bfloat16
     cuts = sorted(torch.randint(1, nnz, (nnz // 300 + 1,)).tolist())

@@ -106,13 +106,9 @@ register(*MERGE_SPECS.values())
 # one head) have their own widths (``*_row_chunks``, 16-byte pieces) and strides, in bytes
 # (multiples of 16, the API checks): appended (token, head), cache (page, entry, head) for
 # either layout (NHD or HND is only which stride is which).
-# Launch: a CTA of 128 threads takes ``tokens_per_cta`` consecutive tokens whole, each a run of
-# ``token_pieces`` = heads x (k_row_chunks + v_row_chunks) pieces; grid = ceil(nnz / tokens_per_cta).
-# A thread moves up to APPEND_UNROLL pieces a round, loads before stores (``append_tokens_per_cta``).
+# Launch: grid = (nnz, ceil(row_pieces / 128), 2: K then V), block = 128; row_pieces = heads x the
+# wider set's row chunks (the host's max: the grid is also traced in the kernel).
 APPEND_THREADS = 128
-APPEND_UNROLL = 4
-APPEND_ITEMS = APPEND_THREADS * APPEND_UNROLL  # pieces a CTA moves a round
-APPEND_TOKENS_MAX = APPEND_ITEMS // 2  # a token has at least 2 pieces (a K and a V one)
 CHUNK_BYTES = 16
 APPEND_STRIDES = tuple(f"{name}_stride_{d}" for name, dims in (("key", ("token", "head")), ("value", ("token", "head")),
                                                                ("k_cache", ("page", "entry", "head")),
@@ -125,25 +121,18 @@ def append_contract() -> LaunchContract:
         params=(
             *pointers("key", "value", "k_cache", "v_cache", dtype="u8"),
             *pointers("batch_indices", "positions", "kv_indices", "kv_indptr", dtype="i32", align=4),
-            *scalars("i32", "nnz", "heads", "k_row_chunks", "v_row_chunks", "token_pieces", "tokens_per_cta",
-                     "page_size", "batch", "num_indices", "num_pages"),
+            *scalars("i32", "nnz", "heads", "k_row_chunks", "v_row_chunks", "row_pieces", "page_size", "batch",
+                     "num_indices", "num_pages"),
             *scalars("i64", *APPEND_STRIDES),
         ),
         block=(APPEND_THREADS, 1, 1),
-        grid=lambda p: (ceil_div(p["nnz"], p["tokens_per_cta"]), 1, 1),
-        sample={"nnz": 64, "heads": 8, "k_row_chunks": 16, "v_row_chunks": 16, "token_pieces": 256,
-                "tokens_per_cta": 2, "page_size": 16, "batch": 4,
+        grid=lambda p: (p["nnz"], ceil_div(p["row_pieces"], APPEND_THREADS), 2),
+        sample={"nnz": 64, "heads": 8, "k_row_chunks": 16, "v_row_chunks": 16, "row_pieces": 128, "page_size": 16,
+                "batch": 4,
                 "num_indices": 100, "num_pages": 100, **{name: 16 for name in APPEND_STRIDES}},
         entry="cutefi_append_paged_kv_cache",
         pdl=True,
     )
-
-
-def append_tokens_per_cta(nnz: int, token_pieces: int, sms: int) -> int:
-    """Tokens a CTA takes: a round's worth of pieces (whole tokens, at least one), fewer where
-    that would leave fewer than two CTAs an SM."""
-    whole = max(1, min(APPEND_ITEMS // token_pieces, APPEND_TOKENS_MAX))
-    return max(1, min(whole, nnz // (2 * sms)))
 
 
 APPEND_SPEC = KernelSpec.make("attention.append_paged_kv_cache", "cute",

@@ -20,7 +20,6 @@ import torch
 
 from .._checks import require_cuda, require_dtype, require_same_device, require_tensor
 from ..dtypes import name_of
-from ..jit.driver import device_info
 from ..jit.loader import Kernel
 from ..jit.lookup import get_kernel
 from . import launch
@@ -259,15 +258,13 @@ def _append_plan(key: torch.Tensor, value: torch.Tensor, k_pages: torch.Tensor, 
     size = key.element_size()
     k_chunks, v_chunks = key.shape[2] * size // 16, value.shape[2] * size // 16
     cache_strides = [_stride(t, d) * size for t in (k_pages, v_pages) for d in range(3)]
-    token_pieces = heads * (k_chunks + v_chunks)
-    sizes = dict(nnz=nnz, heads=heads, k_row_chunks=k_chunks, v_row_chunks=v_chunks, token_pieces=token_pieces,
-                 tokens_per_cta=1, page_size=page_size, batch=batch,
+    sizes = dict(nnz=nnz, heads=heads, k_row_chunks=k_chunks, v_row_chunks=v_chunks,
+                 row_pieces=heads * max(k_chunks, v_chunks), page_size=page_size, batch=batch,
                  num_indices=kv_indices.shape[0], num_pages=num_pages, **append_row_strides(key, value),
                  **dict(zip(launch.APPEND_STRIDES[4:], cache_strides)))
     if nnz == 0 or heads == 0 or num_pages == 0 or batch == 0:
         return AppendPlan(None, device, (0, 0, 0), sizes)
     kernel = get_kernel(launch.APPEND_SPEC, device)
-    sizes["tokens_per_cta"] = launch.append_tokens_per_cta(nnz, token_pieces, device_info(device).sms)
     return AppendPlan(kernel, device, kernel.contract.grid(sizes), sizes)
 
 

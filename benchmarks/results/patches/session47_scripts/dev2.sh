@@ -1,7 +1,11 @@
-# Session 47, second device call: the append kernel's new CTA shape (whole tokens a CTA, loads of a
-# round before its stores): its GPU tests, memcheck, an A/B against the previous kernel (.ab_base: the
-# tree of f3c46e3 with its own append pack), the routines with their peers; and LayerNorm's fp32 vs
-# 16-bit gamma/beta cost. Carry .cubins_append .cubins_copy .cubins_fill .cubins_ln .ab_base .whl.
+# Session 47, second device call (NOT RUN: no machine could be started before the device time ran
+# out). The append kernel's new CTA shape (whole tokens a CTA, loads of a round before its stores;
+# benchmarks/results/patches/append_whole_tokens_session47.patch, not landed): its GPU tests, an A/B
+# against the landed kernel, the routines with their peers, memcheck; and LayerNorm's fp32 against
+# 16-bit gamma/beta cost. To run it: copy the landed tree's cutefi/ to .ab_base/ (git archive HEAD cutefi
+# | tar -x -C .ab_base) and build its pack (cutefi aot --arch 9.0a --only attention.append --out
+# .ab_base/.cubins, run inside .ab_base), then `git apply` the patch and build .cubins_append from the
+# patched tree. Carry .cubins_append .cubins_copy .cubins_fill .cubins_ln .ab_base .whl.
 ROOT=$PWD
 export CUTEFI_CACHE_DIR=/tmp/cc PYTHONUNBUFFERED=1
 pip install -q --no-deps --target /tmp/site .whl/*.whl > /dev/null 2>&1
