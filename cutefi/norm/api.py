@@ -32,8 +32,8 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     """Check every argument, then launch the row-norm build for ``kind`` ("rms" or "layer").
 
     rms: ``weight`` has the input dtype, ``bias`` is None. layer: ``weight`` (gamma) and
-    ``bias`` (beta) are fp32 (bf16/fp16 ones run on fp32 copies). ``scale`` (not None: the FP8 quant variant, ``out`` FP8): a
-    nonzero float, or a one-element tensor read on the device.
+    ``bias`` (beta) are fp32 (bf16/fp16 ones run on fp32 copies). ``scale`` (not None: the FP8
+    quant variant, ``out`` FP8): a nonzero float, or a one-element tensor read on the device.
     """
     # scalars, every call: the cheap test first (a float in range, a bool or None), then the
     # full check, which names the argument (and turns an int or NumPy eps into a float)
