@@ -285,7 +285,8 @@ def test_many_tokens_a_cta(mla, nnz):
     pages = nnz // page_size + len(appended) + 8
     kv_indices, kv_indptr, last, append_indptr, lengths_t = batch([0] * len(appended), appended, page_size, pages)
     if mla:
-        k_cache, v_cache = random_rows_cache(pages, page_size, 512, dtype), random_rows_cache(pages, page_size, 64, dtype)
+        k_cache = random_rows_cache(pages, page_size, 512, dtype)
+        v_cache = random_rows_cache(pages, page_size, 64, dtype)
         key, value = torch.randn(nnz, 512, device="cuda").to(dtype), torch.randn(nnz, 64, device="cuda").to(dtype)
     else:
         (k_cache, v_cache), _ = random_cache(pages, page_size, 3, 64, dtype, "NHD", False)
