@@ -5,7 +5,8 @@
 # 16-bit gamma/beta cost. To run it: copy the landed tree's cutefi/ to .ab_base/ (git archive HEAD cutefi
 # | tar -x -C .ab_base) and build its pack (cutefi aot --arch 9.0a --only attention.append --out
 # .ab_base/.cubins, run inside .ab_base), then `git apply` the patch and build .cubins_append from the
-# patched tree. Carry .cubins_append .cubins_copy .cubins_fill .cubins_ln .ab_base .whl.
+# patched tree (prepare_dev2.sh does all of it). Carry .cubins_append .cubins_copy .cubins_fill .cubins_ln
+# .ab_base .whl.
 ROOT=$PWD
 export CUTEFI_CACHE_DIR=/tmp/cc PYTHONUNBUFFERED=1
 pip install -q --no-deps --target /tmp/site .whl/*.whl > /dev/null 2>&1
