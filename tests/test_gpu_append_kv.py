@@ -273,11 +273,12 @@ def slots_reference(k_cache, v_cache, key, value, batch_indices, positions, kv_i
 
 
 @pytest.mark.parametrize("mla", [False, True], ids=["gqa", "mla"])
-@pytest.mark.parametrize("nnz", [263, 4999])
+@pytest.mark.parametrize("nnz", [263, 4999, 13001, 40000])
 def test_many_tokens_a_cta(mla, nnz):
-    """Thousands of tokens in ragged requests (a kernel that takes several tokens a CTA gets a
-    partial last CTA here), K and V rows of different widths (MLA: 1024 and 128 bytes), padding
-    tokens and out-of-range positions among valid ones; checked against a vectorised reference."""
+    """Thousands of tokens in ragged requests (on 132 SMs the CTAs take 128, 256 (GQA) or 384 (MLA),
+    512 and 512 pieces: CTAs straddle tokens, and the last CTA is partial), K and V rows of
+    different widths (MLA: 1024 and 128 bytes), padding tokens and out-of-range positions among
+    valid ones; checked against a vectorised reference."""
     torch.manual_seed(nnz + mla)
     page_size, dtype = 16, torch.bfloat16
     cuts = sorted(torch.randint(1, nnz, (nnz // 300 + 1,)).tolist())

@@ -25,6 +25,7 @@ holds ``rows_per_cta`` heads of one position (no division to find a row's positi
 
 from __future__ import annotations
 
+from ..jit import fastdiv
 from ..jit.contract import LaunchContract, Param, ceil_div, pointers, scalars
 from ..jit.policy import Family
 from ..jit.registry import register
@@ -106,9 +107,25 @@ register(*MERGE_SPECS.values())
 # one head) have their own widths (``*_row_chunks``, 16-byte pieces) and strides, in bytes
 # (multiples of 16, the API checks): appended (token, head), cache (page, entry, head) for
 # either layout (NHD or HND is only which stride is which).
-# Launch: grid = (nnz, ceil(row_pieces / 128), 2: K then V), block = 128; row_pieces = heads x the
-# wider set's row chunks (the host's max: the grid is also traced in the kernel).
+# Launch: two builds of one kernel (APPEND_SPECS), CTAs of 128 threads, 16 bytes a thread:
+# - by rows (small appends): a CTA per (token, 128 pieces of a row set, K or V): grid = (nnz,
+#   ceil(row_pieces / 128), 2), row_pieces = heads x the wider set's row chunks; each thread
+#   looks up its token's page;
+# - by pieces (large ones): the appended pieces form one run, token by token: a token's K pieces,
+#   then its V pieces (``token_pieces`` = heads x (k_row_chunks + v_row_chunks)). A CTA takes
+#   ``pieces_per_cta`` consecutive pieces (a multiple of 128, at most APPEND_ITEMS: APPEND_UNROLL
+#   loads a thread before its stores; ``append_pieces_per_cta``) and looks up each of their
+#   tokens' pages once; grid = ceil(nnz x token_pieces / pieces_per_cta). Rows of any width
+#   keep every thread busy (MLA's 1024- and 128-byte rows left most of a by-rows CTA idle).
+# ``append_by_rows`` picks the build: by rows while its grid fits APPEND_CTAS_PER_SM CTAs an SM
+# (its shorter path is ~0.2 us faster there, measured on the H100, session 48).
 APPEND_THREADS = 128
+APPEND_UNROLL = 4
+APPEND_ITEMS = APPEND_THREADS * APPEND_UNROLL  # the most pieces a CTA takes
+APPEND_TOKENS_MAX = APPEND_ITEMS // 2 + 1  # tokens a CTA's pieces touch (a token has >= 2 pieces)
+# CTAs an SM before a CTA takes more pieces (measured on the H100, session 48: 128 pieces a CTA
+# is fastest up to ~75K pieces, 256 at 150K-520K, 384-512 from 300K-1M on)
+APPEND_CTAS_PER_SM = 8
 CHUNK_BYTES = 16
 APPEND_STRIDES = tuple(f"{name}_stride_{d}" for name, dims in (("key", ("token", "head")), ("value", ("token", "head")),
                                                                ("k_cache", ("page", "entry", "head")),
@@ -116,29 +133,67 @@ APPEND_STRIDES = tuple(f"{name}_stride_{d}" for name, dims in (("key", ("token",
                        for d in dims)
 
 
-def append_contract() -> LaunchContract:
+APPEND_DIVISORS = ("token_pieces", "k_row_chunks", "v_row_chunks")
+
+
+def append_divisors(sizes: dict[str, int]) -> dict[str, int]:
+    """The kernel's ``*_mul`` / ``*_shift`` of its divisors (``sizes``' values of APPEND_DIVISORS)."""
+    out = {}
+    for name in APPEND_DIVISORS:
+        out[f"{name}_mul"], out[f"{name}_shift"] = fastdiv.magic(max(1, sizes[name]))  # (0: nothing to divide)
+    return out
+
+
+def append_contract(by_rows: bool = False) -> LaunchContract:
     return LaunchContract(
         params=(
             *pointers("key", "value", "k_cache", "v_cache", dtype="u8"),
             *pointers("batch_indices", "positions", "kv_indices", "kv_indptr", dtype="i32", align=4),
-            *scalars("i32", "nnz", "heads", "k_row_chunks", "v_row_chunks", "row_pieces", "page_size", "batch",
-                     "num_indices", "num_pages"),
+            *scalars("i32", "nnz", "heads", "k_row_chunks", "v_row_chunks", "token_pieces", "row_pieces",
+                     "pieces_per_cta", "page_size", "batch", "num_indices", "num_pages"),
             *scalars("i64", *APPEND_STRIDES),
+            # the three divisors as multiplies (jit/fastdiv.py: append_divisors)
+            *scalars("i64", *(f"{name}_mul" for name in APPEND_DIVISORS)),
+            *scalars("i32", *(f"{name}_shift" for name in APPEND_DIVISORS)),
         ),
         block=(APPEND_THREADS, 1, 1),
-        grid=lambda p: (p["nnz"], ceil_div(p["row_pieces"], APPEND_THREADS), 2),
-        sample={"nnz": 64, "heads": 8, "k_row_chunks": 16, "v_row_chunks": 16, "row_pieces": 128, "page_size": 16,
-                "batch": 4,
-                "num_indices": 100, "num_pages": 100, **{name: 16 for name in APPEND_STRIDES}},
+        grid=_rows_grid if by_rows else _pieces_grid,
+        sample={"nnz": 64, "heads": 8, "k_row_chunks": 16, "v_row_chunks": 16, "token_pieces": 256, "row_pieces": 128,
+                "pieces_per_cta": 512, "page_size": 16, "batch": 4,
+                "num_indices": 100, "num_pages": 100, **{name: 16 for name in APPEND_STRIDES},
+                **append_divisors({"token_pieces": 256, "k_row_chunks": 16, "v_row_chunks": 16})},
         entry="cutefi_append_paged_kv_cache",
         pdl=True,
     )
 
 
-APPEND_SPEC = KernelSpec.make("attention.append_paged_kv_cache", "cute",
-                              "cutefi.attention.append_kernel:AppendPagedKvKernel",
-                              "cutefi.attention.launch:append_contract", Family.SIMT)
-register(APPEND_SPEC)
+def _rows_grid(p: dict) -> tuple[int, int, int]:
+    return p["nnz"], ceil_div(p["row_pieces"], APPEND_THREADS), 2
+
+
+def _pieces_grid(p: dict) -> tuple[int, int, int]:
+    return ceil_div(p["nnz"] * p["token_pieces"], p["pieces_per_cta"]), 1, 1
+
+
+def append_by_rows(sizes: dict[str, int], sms: int) -> bool:
+    """The by-rows build for an append whose by-rows grid has at most APPEND_CTAS_PER_SM CTAs an SM."""
+    rows_grid = _rows_grid(sizes)
+    return rows_grid[0] * rows_grid[1] * rows_grid[2] <= APPEND_CTAS_PER_SM * sms
+
+
+def append_pieces_per_cta(pieces: int, sms: int) -> int:
+    """Pieces a CTA takes, of ``pieces`` in all: one a thread (128) while the grid gives each SM
+    at most APPEND_CTAS_PER_SM CTAs, then as many a thread (up to APPEND_UNROLL) as keep it
+    there: small appends get many CTAs, large ones several loads of each thread in flight."""
+    per_thread = ceil_div(pieces, APPEND_CTAS_PER_SM * sms * APPEND_THREADS)
+    return APPEND_THREADS * max(1, min(APPEND_UNROLL, per_thread))
+
+
+APPEND_SPECS = {by_rows: KernelSpec.make("attention.append_paged_kv_cache", "cute",
+                                         "cutefi.attention.append_kernel:AppendPagedKvKernel",
+                                         "cutefi.attention.launch:append_contract", Family.SIMT, by_rows=by_rows)
+                for by_rows in (True, False)}
+register(*APPEND_SPECS.values())
 
 
 # ---- decode attention ------------------------------------------------------------------------

@@ -20,6 +20,8 @@ import torch
 
 from .._checks import require_cuda, require_dtype, require_same_device, require_tensor
 from ..dtypes import name_of
+from ..jit.contract import ceil_div
+from ..jit.driver import device_info
 from ..jit.loader import Kernel
 from ..jit.lookup import get_kernel
 from . import launch
@@ -258,13 +260,22 @@ def _append_plan(key: torch.Tensor, value: torch.Tensor, k_pages: torch.Tensor, 
     size = key.element_size()
     k_chunks, v_chunks = key.shape[2] * size // 16, value.shape[2] * size // 16
     cache_strides = [_stride(t, d) * size for t in (k_pages, v_pages) for d in range(3)]
-    sizes = dict(nnz=nnz, heads=heads, k_row_chunks=k_chunks, v_row_chunks=v_chunks,
-                 row_pieces=heads * max(k_chunks, v_chunks), page_size=page_size, batch=batch,
+    token_pieces = heads * (k_chunks + v_chunks)
+    sizes = dict(nnz=nnz, heads=heads, k_row_chunks=k_chunks, v_row_chunks=v_chunks, token_pieces=token_pieces,
+                 row_pieces=heads * max(k_chunks, v_chunks), pieces_per_cta=launch.APPEND_THREADS, page_size=page_size,
+                 batch=batch,
                  num_indices=kv_indices.shape[0], num_pages=num_pages, **append_row_strides(key, value),
                  **dict(zip(launch.APPEND_STRIDES[4:], cache_strides)))
+    sizes |= launch.append_divisors(sizes)
     if nnz == 0 or heads == 0 or num_pages == 0 or batch == 0:
         return AppendPlan(None, device, (0, 0, 0), sizes)
-    kernel = get_kernel(launch.APPEND_SPEC, device)
+    sms = device_info(device).sms
+    pieces = nnz * token_pieces
+    sizes["pieces_per_cta"] = launch.append_pieces_per_cta(pieces, sms)
+    if ceil_div(pieces, sizes["pieces_per_cta"]) > _I32_MAX:
+        raise ValueError(f"{first_name}: {nnz} tokens of {token_pieces} 16-byte pieces each are more than one "
+                         "launch covers")
+    kernel = get_kernel(launch.APPEND_SPECS[launch.append_by_rows(sizes, sms)], device)
     return AppendPlan(kernel, device, kernel.contract.grid(sizes), sizes)
 
 
