@@ -1,7 +1,7 @@
-# Session 48, device call 4: the append kernel's two builds (by rows for small appends, by pieces
-# for large ones; working tree) against the landed kernel (.ab_base): GPU tests, memcheck, an A/B
-# in two rounds, the routines with their peers. Carry .cubins_append2 .cubins_copy .cubins_fill
-# .ab_base .whl.
+# Session 48 device scripts' shared start (sourced from the repository root on the device): the
+# CUPTI wheels, the GPU's name, and the helpers: packs DIR... (CUTEFI_PACK_PATH), step NAME LIMIT
+# CMD... (CMD's output appended to $OUT/$FILE, cut at the call's DEADLINE), tree base|new|v2 (a
+# source tree and its pack: .ab_base, the working tree, .ab_v2).
 ROOT=$PWD
 export CUTEFI_CACHE_DIR=/tmp/cc PYTHONUNBUFFERED=1
 pip install -q --no-deps --target /tmp/site .whl/*.whl > /dev/null 2>&1
@@ -17,20 +17,7 @@ tree() { case $1 in base) export PYTHONPATH=/tmp/site:$ROOT/.ab_base; packs $ROO
   new) export PYTHONPATH=/tmp/site:$ROOT; packs $ROOT/.cubins_append2 $COMMON;;
   v2) export PYTHONPATH=/tmp/site:$ROOT/.ab_v2; packs $ROOT/.ab_v2/.cubins $COMMON;; esac; }
 BM=$ROOT/benchmarks/results/patches/session46_scripts/bm.py
-cd $ROOT/tests
-tree new; export PYTHONPATH=$ROOT
-FILE=tests.txt step t_new 60 python -m pytest -q -p no:cacheprovider test_gpu_append_kv.py
-FILE=tests.txt step memcheck 60 compute-sanitizer --tool memcheck --report-api-errors no python -m pytest -q \
-  -p no:cacheprovider test_gpu_append_kv.py -k "many_tokens or mla or own_strides or out_of_range or graph"
-cd $ROOT
+S=$ROOT/benchmarks/results/patches/session48_scripts
+# the A/B shapes: decode-sized to prefill-sized appends, GQA (8 x 128) and MLA (512 + 64)
 ARGS="--routine append_paged_kv_cache append_paged_mla_kv_cache --requests 64 --tokens-per-request 1 4 16 64 512 --backends cutefi"
 ARGS2="--routine append_paged_kv_cache append_paged_mla_kv_cache --requests 256 --tokens-per-request 1 8 --backends cutefi"
-for round in 1 2; do for t in base new; do tree $t
-  FILE=ab.txt step ab_${t}_$round 45 python $BM $ARGS
-  FILE=ab.txt step ab2_${t}_$round 30 python $BM $ARGS2
-done; done
-tree new
-FILE=app.txt step app 90 python $BM --routine append_paged_kv_cache append_paged_mla_kv_cache \
-  --requests 64 --tokens-per-request 1 16 512 --refcheck --output $OUT/app.csv $OUT/app.json
-grep -E "^FAILED|^ERROR" $OUT/tests.txt | head
-touch $OUT/sweep.txt; python $ROOT/benchmarks/results/patches/session48_scripts/summarize.py $OUT
