@@ -22,6 +22,9 @@ DTYPES: dict[str, tuple[int, str, int | None]] = {
     "fp8e5m2": (8, "float8_e5m2", 0),
 }
 
+# the largest finite value of each FP8 format: what the FP8-quantising kernels saturate to
+FP8_MAX: dict[str, float] = {"fp8e4m3": 448.0, "fp8e5m2": 57344.0}
+
 
 def bits(name: str) -> int:
     try:

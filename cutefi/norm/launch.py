@@ -36,8 +36,7 @@ from ..jit.spec import KernelSpec
 
 KINDS = ("rms", "layer")
 QUANT_DTYPES = ("fp8e4m3", "fp8e5m2")
-# the largest finite value of each FP8 format: quant outputs are saturated to it
-QUANT_MAX = {"fp8e4m3": 448.0, "fp8e5m2": 57344.0}
+QUANT_MAX = dtypes.FP8_MAX  # quant outputs are saturated to their format's largest finite value
 
 # Elements per access of an aligned build: 128 bits of a 16-bit dtype.
 VEC_BITS = 128

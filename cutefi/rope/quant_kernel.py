@@ -23,10 +23,10 @@ from cutefi.cute.convert import has_fp8_convert, store_fp8
 from cutefi.cute.dtypes import cute_dtype
 from cutefi.cute.paged import page_entry
 from cutefi.cute.pdl import wait_for_inputs
+from cutefi.dtypes import FP8_MAX
 from cutefi.rope import launch
 
 VEC = launch.VEC
-FP8_MAX = {"fp8e4m3": 448.0, "fp8e5m2": 57344.0}
 
 
 class RopeQuantKernel:
@@ -40,7 +40,7 @@ class RopeQuantKernel:
         self.contract = self.make_contract(dtype, out_dtype, index_dtype, interleave)
         self.dtype = cute_dtype(dtype)
         self.out_dtype = cute_dtype(out_dtype)
-        self.quant_max = FP8_MAX[out_dtype]
+        self.quant_max = FP8_MAX[out_dtype]  # (saturated to the format's largest finite value)
         self.interleave = interleave
 
     append = False  # k's sets to dense outputs; RopeQuantAppendKernel: k's and v's into a paged cache

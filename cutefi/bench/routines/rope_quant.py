@@ -15,7 +15,7 @@ import cutefi
 from .base import Backend, Cost, Routine, ShapeFlag, compiled, flashinfer_module, randn
 
 FP8 = torch.float8_e4m3fn
-FP8_MAX = 448.0
+FP8_MAX = torch.finfo(FP8).max  # (448)
 MAX_POSITION = 8192
 ROPE, NOPE = 64, 512  # (the latent k's width is NOPE too)
 SCALE_Q, SCALE_KV = 0.5, 2.0
