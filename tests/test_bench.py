@@ -134,6 +134,8 @@ def test_bench_gpu_time_refuses_bad_arguments():
     (["--routine", "rope", "--head-dim", "100"], "--head-dim 100: rope takes multiples of 16"),
     (["--routine", "copy", "--mib", "0"], "--mib 0: must be at least 1"),
     (["--routine", "rmsnorm", "--dtype", "fp8"], "--dtype fp8: accepted are bf16, fp16"),
+    (["--routine", "layernorm", "--param-bits", "24"], "--param-bits 24: 32 (float32) or 16"),
+    (["--routine", "rmsnorm", "--param-bits", "16"], "--param-bits does not apply to rmsnorm"),
     (["--output", "results.txt"], "the suffix picks the format"),
     (["--plot", "plot.svg"], "write a .png"),
     (["--output", "/nonexistent/folder/r.csv"], "the folder /nonexistent/folder does not exist"),
@@ -172,6 +174,19 @@ def test_default_suite_and_explicit_routines_pick_their_sizes():
     rmsnorm, rope = cli.requests_from(args, args.routine, quick=False)
     assert rmsnorm.sizes["rows"] == (1, 128, 4096, 16384, 65536) and rmsnorm.dtypes == ("fp16",)
     assert rope.sizes["head_dim"] == (64,) and rope.sizes["tokens"] == (1, 128, 4096, 16384, 65536)
+
+
+def test_layernorm_rows_name_16_bit_parameters_only():
+    """--param-bits 16 times layernorm with gamma/beta in the input's dtype; fp32 rows keep the
+    label they had before the flag (results stay comparable), and the bytes count the parameters'."""
+    routine = ROUTINES["layernorm"]()
+    args = cli.build_parser().parse_args(["--routine", "layernorm", "--rows", "8", "--hidden", "4096",
+                                          "--param-bits", "32", "16"])
+    request, = cli.requests_from(args, args.routine, quick=False)
+    shapes = list(routine.shapes(request.sizes))
+    assert [routine.label(shape) for shape in shapes] == ["rows=8 hidden=4096", "rows=8 hidden=4096 param_bits=16"]
+    fp32, bf16 = (routine.cost(shape, torch.bfloat16).bytes for shape in shapes)
+    assert fp32 - bf16 == 2 * 4096 * 2
 
 
 def test_testlist_lines_become_requests(tmp_path):

@@ -1,8 +1,8 @@
 """rmsnorm, fused_add_rmsnorm and layernorm routines (memory bound: GB/s against copy bandwidth).
 
 Bytes: rmsnorm reads input + weight and writes output; fused_add_rmsnorm reads input and
-residual and writes both (plus the weight); layernorm reads input + fp32 gamma and beta and
-writes output.
+residual and writes both (plus the weight); layernorm reads input + gamma and beta
+(fp32, or with ``--param-bits 16`` in the input's dtype, as a bf16 model stores them) and writes output.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from .base import Backend, BenchInputError, Cost, Routine, ShapeFlag, compiled, 
 EPS = 1e-6
 ROWS = ShapeFlag("rows", (1, 128, 4096, 16384, 65536), (128, 16384), "rows (tokens) M")
 HIDDEN = ShapeFlag("hidden", (2048, 4096, 8192, 16384), (4096,), "hidden size N")
+PARAM_BITS = ShapeFlag("param_bits", (32,), (32,), "layernorm's gamma/beta: 32 (float32) or 16 (the input's dtype)",
+                       minimum=16)
 
 
 def _torch_rmsnorm(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -34,8 +36,8 @@ def _torch_fused_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tens
 
 
 def _torch_layernorm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, *low_precision) -> torch.Tensor:
-    # fp32 parameters, as cutefi.layernorm takes them: computed in fp32
-    return F.layer_norm(x.float(), (x.shape[-1],), gamma, beta, EPS).to(x.dtype)
+    # computed in fp32, as cutefi.layernorm does (16-bit parameters widened: free for fp32 ones)
+    return F.layer_norm(x.float(), (x.shape[-1],), gamma.float(), beta.float(), EPS).to(x.dtype)
 
 
 def _torch_layernorm_eager(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, gamma_low: torch.Tensor,
@@ -125,7 +127,17 @@ class FusedAddRmsNorm(_RowNorm):
 
 class LayerNorm(_RowNorm):
     name = "layernorm"
-    help = "y = (x - mean) / std * gamma + beta with fp32 gamma/beta (FlashInfer's layernorm)"
+    help = "y = (x - mean) / std * gamma + beta, gamma/beta fp32 or 16-bit (FlashInfer's layernorm)"
+    flags = (ROWS, HIDDEN, PARAM_BITS)
+
+    def check_shape(self, shape: dict[str, int]) -> None:
+        super().check_shape(shape)
+        if shape["param_bits"] not in (16, 32):
+            raise BenchInputError(f"--param-bits {shape['param_bits']}: 32 (float32) or 16 (the input's dtype)")
+
+    def label(self, shape: dict[str, int]) -> str:
+        # (fp32 parameters unmarked: the rows read as before the flag)
+        return super().label({k: v for k, v in shape.items() if k != "param_bits" or v != 32})
 
     def backends(self) -> dict[str, Backend]:
         return {
@@ -137,6 +149,8 @@ class LayerNorm(_RowNorm):
     def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
         rows, hidden = shape["rows"], shape["hidden"]
         gamma, beta = randn(hidden, dtype=torch.float32), randn(hidden, dtype=torch.float32)
+        if shape["param_bits"] == 16:  # (what every backend gets: values exact in the dtype)
+            gamma, beta = gamma.to(dtype), beta.to(dtype)
         return randn(rows, hidden, dtype=dtype), gamma, beta, gamma.to(dtype), beta.to(dtype)
 
     def reference(self, inputs: tuple[Any, ...], shape: dict[str, int]) -> tuple[torch.Tensor, ...]:
@@ -145,4 +159,4 @@ class LayerNorm(_RowNorm):
 
     def cost(self, shape: dict[str, int], dtype: torch.dtype) -> Cost:
         elem = torch.empty((), dtype=dtype).element_size()
-        return Cost(bytes=2 * shape["rows"] * shape["hidden"] * elem + 2 * shape["hidden"] * 4)
+        return Cost(bytes=2 * shape["rows"] * shape["hidden"] * elem + 2 * shape["hidden"] * shape["param_bits"] // 8)
