@@ -32,7 +32,7 @@ CI_ARCH = "8.0 8.6 8.9 9.0a 10.0a 10.3a 12.0a 12.1a"
 REPORT = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "compile_report_cpu.txt"
 SPILLS = re.compile(r"\b(LDL|STL)\b")
 WIDE_GLOBAL = re.compile(r"\b(LDG|STG)\.E\.128\b")
-# families whose kernels must move memory in 128-bit accesses (SASS checked)
+# families whose kernels must move memory in 128-bit accesses (SASS checked; row norms: their rows' width)
 VECTORISED = ("norm.", "rope.", "copy.vector_copy", "attention.merge_states")
 # Builds that spill, per target: tests/known_spills.json, written by benchmarks/spill_survey.py
 # (every spec for every target). Strict xfail: a listed build that stops spilling fails too, so
@@ -127,7 +127,22 @@ def test_every_kernel_builds(spec: KernelSpec, target: Target):
     sass = disassemble(artifact.cubin)
     assert not SPILLS.search(sass), f"{label}: local memory (spills) in SASS"
     if spec.describe().startswith(VECTORISED) and spec.option_dict.get("aligned", True):
-        assert WIDE_GLOBAL.search(sass), f"{label}: no 128-bit global access in SASS"
+        bits = _row_access_bits(spec)
+        assert re.search(rf"\b(LDG|STG)\.E(\.E[FL])?\.{bits}\b", sass), f"{label}: no {bits}-bit global access in SASS"
+
+
+def _row_access_bits(spec: KernelSpec) -> int:
+    """The width of a vectorised build's row accesses: 128 bits, or a row-norm build's own (the
+    LayerNorm builds that read x twice access it 64 bits at a time, tuning.REREAD_ROWS; their
+    fp32 parameters still made 128-bit loads, their 16-bit ones do not)."""
+    if spec.builder != "cutefi.norm.norm_kernel:RowNormKernel":
+        return 128
+    from cutefi.norm import launch
+
+    o = spec.option_dict
+    shape = launch.geometry(o["norm"], o["dtype_name"], o["n_class"], o["fused_add"], o.get("aligned", True),
+                            o.get("out_dtype"), o.get("latency", False))
+    return 8 * shape.elem_bytes * shape.vec
 
 
 def test_norm_spec_table_is_complete():

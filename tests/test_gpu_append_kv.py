@@ -255,9 +255,10 @@ def test_append_caches_with_their_own_strides():
     assert torch.equal(ckv_cache, ckv_ref) and torch.equal(kpe_cache, kpe_ref)
 
 
-def slots_reference(k_cache, v_cache, key, value, batch_indices, positions, kv_indices, kv_indptr, page_size):
-    """The reference above without the per-token loop (NHD pages or MLA rows): every token with a
-    valid slot (request in range, position within its pages, page id in the cache) written there."""
+def slots_reference(k_cache, v_cache, key, value, batch_indices, positions, kv_indices, kv_indptr, page_size,
+                    layout="NHD"):
+    """The reference above without the per-token loop (NHD or HND pages, MLA rows): every token with
+    a valid slot (request in range, position within its pages, page id in the cache) written there."""
     k_ref, v_ref = k_cache.clone(), v_cache.clone()
     b, p = batch_indices.long(), positions.long()
     batch = kv_indptr.numel() - 1
@@ -267,20 +268,27 @@ def slots_reference(k_cache, v_cache, key, value, batch_indices, positions, kv_i
     page = kv_indices.long()[slot.clamp(0, kv_indices.numel() - 1)]
     valid &= (page >= 0) & (page < k_cache.shape[0])
     rows = valid.nonzero().squeeze(1)
-    k_ref[page[rows], p[rows] % page_size] = key[rows]
-    v_ref[page[rows], p[rows] % page_size] = value[rows]
+    for ref, src in ((k_ref, key), (v_ref, value)):
+        ref, src = ref.view(torch.uint8), src.view(torch.uint8)  # (as bytes: FP8 index_put is not in every torch)
+        if layout == "NHD":
+            ref[page[rows], p[rows] % page_size] = src[rows]
+        else:  # [pages, heads, page_size, head_dim]: the token's heads at its entry
+            ref.permute(0, 2, 1, 3)[page[rows], p[rows] % page_size] = src[rows]
     return k_ref, v_ref
 
 
-@pytest.mark.parametrize("mla", [False, True], ids=["gqa", "mla"])
+@pytest.mark.parametrize("form", ["gqa", "gqa-hnd-fp8", "mla"])
 @pytest.mark.parametrize("nnz", [263, 4999, 13001, 40000])
-def test_many_tokens_a_cta(mla, nnz):
+def test_many_tokens_a_cta(form, nnz):
     """Thousands of tokens in ragged requests (on 132 SMs the CTAs take 128, 256 (GQA) or 384 (MLA),
     512 and 512 pieces: CTAs straddle tokens, and the last CTA is partial), K and V rows of
-    different widths (MLA: 1024 and 128 bytes), padding tokens and out-of-range positions among
+    different widths (MLA: 1024 and 128 bytes), HND pages of FP8 (a token's heads a page's stride
+    apart, 64-byte FP8 rows), padding tokens and out-of-range positions among
     valid ones; checked against a vectorised reference."""
-    torch.manual_seed(nnz + mla)
-    page_size, dtype = 16, torch.bfloat16
+    mla, layout = form == "mla", "HND" if "hnd" in form else "NHD"
+    dtype = torch.float8_e4m3fn if "fp8" in form else torch.bfloat16
+    torch.manual_seed(nnz + len(form))
+    page_size = 16
     cuts = sorted(torch.randint(1, nnz, (nnz // 300 + 1,)).tolist())
     appended = [end - start for start, end in zip([0] + cuts, cuts + [nnz])]  # (some requests may append 0)
     pages = nnz // page_size + len(appended) + 8
@@ -290,17 +298,17 @@ def test_many_tokens_a_cta(mla, nnz):
         v_cache = random_rows_cache(pages, page_size, 64, dtype)
         key, value = torch.randn(nnz, 512, device="cuda").to(dtype), torch.randn(nnz, 64, device="cuda").to(dtype)
     else:
-        (k_cache, v_cache), _ = random_cache(pages, page_size, 3, 64, dtype, "NHD", False)
+        (k_cache, v_cache), _ = random_cache(pages, page_size, 3, 64, dtype, layout, False)
         key, value = (torch.randn(nnz, 3, 64, device="cuda").to(dtype) for _ in "kv")
     batch_indices, positions = cutefi.get_batch_indices_positions(append_indptr, lengths_t, nnz)
     batch_indices[::37] = -1  # padding
     positions[5::41] += 100_000  # past their pages
     k_ref, v_ref = slots_reference(k_cache, v_cache, key, value, batch_indices, positions, kv_indices, kv_indptr,
-                                   page_size)
+                                   page_size, layout)
     if mla:
         cutefi.append_paged_mla_kv_cache(key, value, batch_indices, positions, k_cache, v_cache, kv_indices,
                                          kv_indptr, last)
     else:
         cutefi.append_paged_kv_cache(key, value, batch_indices, positions, (k_cache, v_cache), kv_indices, kv_indptr,
-                                     last)
+                                     last, kv_layout=layout)
     assert same_bits(k_cache, k_ref) and same_bits(v_cache, v_ref)

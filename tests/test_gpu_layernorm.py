@@ -163,11 +163,16 @@ PARAM16_CASES = [(1, 3), (111, 7), (4096, 1), (4096, 37), (4095, 4096), (4096, 1
 def test_16bit_gamma_and_beta(dtype, param_dtype, hidden, rows):
     """FlashInfer's CuTe LayerNorm takes gamma and beta in 16 bits (a bf16 model's nn.LayerNorm
     weights): the same result as their float32 values, on the aligned, shifted, persistent and
-    long-row builds, and in a CUDA graph (the widened copies are made inside the capture)."""
+    long-row builds, and in a CUDA graph. Both in the input's dtype: read as they are by the
+    16-bit-parameter builds, bit for bit the output of the fp32 builds given the same values
+    (the arithmetic is the same fp32); other mixes and the long rows run on widened copies (made
+    inside the capture)."""
     x = make_input(rows, hidden, dtype, strided=False)
     gamma, beta = (p.to(param_dtype) for p in make_params(hidden))
     expected = reference(x, gamma.float(), beta.float())
-    assert_close(cutefi.layernorm(x, gamma, beta), expected, dtype)
+    out = cutefi.layernorm(x, gamma, beta)
+    assert_close(out, expected, dtype)
+    assert torch.equal(out, cutefi.layernorm(x, gamma.float(), beta.float()))
     mixed = cutefi.layernorm(x, gamma, beta.float())  # one of each: each taken as it is
     assert_close(mixed, expected, dtype)
     if rows * hidden <= 4096 * 37:

@@ -103,13 +103,19 @@ def test_layernorm_quant(fp8, dtype, hidden):
 @pytest.mark.parametrize("param_dtype", [torch.bfloat16, torch.float16], ids=["bf16-params", "fp16-params"])
 @pytest.mark.parametrize("hidden, rows", [(4096, 5), (4096, 6001), (4095, 3001)])
 def test_layernorm_quant_16bit_gamma_and_beta(param_dtype, hidden, rows):
-    """16-bit gamma and beta (as :func:`cutefi.layernorm` takes them) give their float32 values' result."""
+    """16-bit gamma and beta (as :func:`cutefi.layernorm` takes them) give their float32 values' result:
+    bf16 ones (the input's dtype) read as they are by the 16-bit-parameter builds (one-row, persistent
+    with gamma and beta prescaled by 1/scale, shifted), bit for bit the fp32 builds' output given the
+    same values; fp16 ones on widened copies."""
     x = (torch.randn(rows, hidden, device="cuda") * 3 + 1).to(BF16)
     gamma, beta = torch.randn(hidden, device="cuda").to(param_dtype), torch.randn(hidden, device="cuda").to(param_dtype)
     out = poisoned(x.shape, torch.float8_e4m3fn)
     cutefi.layernorm_quant(out, x, gamma, beta, 0.25)
     y = F.layer_norm(x.float(), (hidden,), gamma.float(), beta.float(), 1e-6)
     assert_fp8_matches(out, quantise(y, 0.25, torch.float8_e4m3fn))
+    via_fp32 = poisoned(x.shape, torch.float8_e4m3fn)
+    cutefi.layernorm_quant(via_fp32, x, gamma.float(), beta.float(), 0.25)
+    assert torch.equal(out.view(torch.uint8), via_fp32.view(torch.uint8))
 
 
 @pytest.mark.parametrize("fp8", FORMATS, ids=FORMAT_IDS)

@@ -32,8 +32,9 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     """Check every argument, then launch the row-norm build for ``kind`` ("rms" or "layer").
 
     rms: ``weight`` has the input dtype, ``bias`` is None. layer: ``weight`` (gamma) and
-    ``bias`` (beta) are fp32 (bf16/fp16 ones run on fp32 copies). ``scale`` (not None: the FP8
-    quant variant, ``out`` FP8): a nonzero float, or a one-element tensor read on the device.
+    ``bias`` (beta) are fp32, or both the input's dtype (read as they are; other 16-bit mixes run
+    on fp32 copies). ``scale`` (not None: the FP8 quant variant, ``out`` FP8): a nonzero float,
+    or a one-element tensor read on the device.
     """
     # scalars, every call: the cheap test first (a float in range, a bool or None), then the
     # full check, which names the argument (and turns an int or NumPy eps into a float)
@@ -67,7 +68,7 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     if plan.kernel is None:  # (off the hot path: a plan with a kernel never branches here)
         if plan.staged:
             _run_staged(kind, input, weight, bias, out, residual, eps, gemma, enable_pdl, weight_name, scale)
-        elif plan.widen_params:  # LayerNorm's 16-bit gamma/beta, as fp32 copies made on the stream
+        elif plan.widen_params:  # LayerNorm's other 16-bit gamma/beta, as fp32 copies made on the stream
             launch_norm(kind, input, weight.float(), bias.float(), out, residual, eps, gemma, enable_pdl, weight_name,
                         scale)
         return
@@ -186,8 +187,9 @@ def layernorm(input: torch.Tensor, gemma: torch.Tensor, beta: torch.Tensor, eps:
 
     input: ``[rows, hidden]`` fp16 or bf16, last dimension contiguous, any hidden size from 1.
     gemma (gamma, FlashInfer's name) and beta: ``[hidden]``, fp32, or bf16/fp16 as FlashInfer's
-    CuTe LayerNorm takes them (widened to fp32 copies on the stream each call: two small
-    copies). Returns a new tensor with the input's dtype and shape.
+    CuTe LayerNorm takes them (both in the input's dtype: read as they are; other mixes, and
+    hidden sizes above 32768: widened to fp32 copies on the stream each call, two small copies).
+    Returns a new tensor with the input's dtype and shape.
     """
     _require_2d(input)
     out = torch.empty_like(input, memory_format=torch.contiguous_format)

@@ -338,9 +338,10 @@ def norm_params(dtype_name: str, param_dtype: str, out_name: str, element_aligne
 
 
 def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: bool, aligned: bool = True,
-             out_dtype: str | None = None, fp8_in_software: bool = False, latency: bool = False) -> LaunchContract:
+             out_dtype: str | None = None, fp8_in_software: bool = False, latency: bool = False,
+             params16: bool = False) -> LaunchContract:
     _check_out_dtype(out_dtype)
-    param_dtype = "fp32" if norm == "layer" else dtype_name
+    param_dtype = "fp32" if norm == "layer" and not params16 else dtype_name
     out_name = out_dtype or dtype_name
     shape = geometry(norm, dtype_name, n_class, fused_add, aligned, out_dtype, latency)
 
@@ -355,23 +356,26 @@ def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: b
                 "residual_head_stride": 0, "eps": 1e-6, "scale_value": 1.0},
         min_ctas_per_sm=shape.min_ctas_per_sm,
         entry=entry_name(dtype_name, n_class, fused_add, gemma, norm, aligned, out_dtype)
-        + ("_swcvt" if fp8_in_software else "") + ("_lat" if latency else ""),
+        + ("_swcvt" if fp8_in_software else "") + ("_lat" if latency else "") + ("_p16" if params16 else ""),
         pdl=True,
     )
 
 
 def make_spec(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
               aligned: bool = True, out_dtype: str | None = None, fp8_in_software: bool = False,
-              latency: bool = False) -> KernelSpec:
+              latency: bool = False, params16: bool = False) -> KernelSpec:
     # the default access width and output dtype are left out of the options, so the specs
     # (and their names) of the plain aligned builds read as before
     extra = ({} if aligned else {"aligned": False}) | ({"out_dtype": out_dtype} if out_dtype else {})
     extra |= {"fp8_in_software": True} if fp8_in_software else {}
     extra |= {"latency": True} if latency else {}
-    # the latency builds are a kernel name of their own: the CPU tier's rotation of targets over
-    # a kernel's builds (test_build_all) stays as it was for the class builds
+    extra |= {"params16": True} if params16 else {}
+    # the latency builds and LayerNorm's 16-bit-parameter builds are kernel names of their own: the
+    # CPU tier's rotation of targets over a kernel's builds (test_build_all) stays as it was for
+    # the class builds
     return KernelSpec.make(
-        f"norm.{norm}norm" + ("_latency" if latency else ""), "cute", "cutefi.norm.norm_kernel:RowNormKernel", "cutefi.norm.launch:contract",
+        f"norm.{norm}norm" + ("_latency" if latency else "") + ("_params16" if params16 else ""), "cute",
+        "cutefi.norm.norm_kernel:RowNormKernel", "cutefi.norm.launch:contract",
         Family.SIMT, norm=norm, dtype_name=dtype_name, n_class=n_class, fused_add=fused_add, gemma=gemma, **extra,
     )
 
@@ -400,11 +404,20 @@ SOFTWARE_FP8_SPECS = {fmt: make_spec("rms", "bf16", 4096, out_dtype=fmt, fp8_in_
 # The latency builds (tuning.LATENCY_BUILDS), keyed as NORM_SPECS: gemma weights and both FP8 formats too.
 LATENCY_SPECS = {key: make_spec(*key, latency=True) for key in _variants()
                  if key[5] and latency_rows(key[0], key[3], key[6] is not None, key[2])}
-register(*NORM_SPECS.values(), *SOFTWARE_FP8_SPECS.values(), *LATENCY_SPECS.values())
+# LayerNorm with gamma and beta in the input's dtype (as a bf16 model stores them; FlashInfer's CuTe
+# LayerNorm builds for the gamma's dtype): the same builds, the parameters read 16-bit and widened
+# in registers. (key, latency) -> spec.
+PARAMS16_SPECS = {(key, latency): make_spec(*key, latency=latency, params16=True)
+                  for latency, table in ((False, NORM_SPECS), (True, LATENCY_SPECS)) for key in table
+                  if key[0] == "layer"}
+register(*NORM_SPECS.values(), *SOFTWARE_FP8_SPECS.values(), *LATENCY_SPECS.values(), *PARAMS16_SPECS.values())
 
 
 def norm_spec(kind: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
-              aligned: bool = True, out_dtype: str | None = None, latency: bool = False) -> KernelSpec:
+              aligned: bool = True, out_dtype: str | None = None, latency: bool = False,
+              params16: bool = False) -> KernelSpec:
     """The registered build for a specialisation (KeyError for one that is not built)."""
-    return (LATENCY_SPECS if latency else NORM_SPECS)[(kind, dtype_name, n_class, fused_add, gemma, aligned,
-                                                       out_dtype)]
+    key = (kind, dtype_name, n_class, fused_add, gemma, aligned, out_dtype)
+    if params16:
+        return PARAMS16_SPECS[(key, latency)]
+    return (LATENCY_SPECS if latency else NORM_SPECS)[key]

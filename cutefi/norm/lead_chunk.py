@@ -19,7 +19,7 @@ class LeadChunk:
     @cute.jit
     def _lead_params(self, args: KernelArgs, col_e: cutlass.Int32, lead: cutlass.Int32, like: cute.Tensor):
         """The lead chunk's parameters in the row's frame, as fp32 ``(gamma, beta)`` (LayerNorm:
-        an element at a time, 0 past the row) or ``(w, None)`` (RMSNorm: 16-bit words joined by
+        an element at a time, fp32 or 16-bit, 0 past the row) or ``(w, None)`` (RMSNorm: 16-bit words joined by
         a byte permute, ``shifted.params16_in_row_frame``; 1 added for gemma); ``like``: the
         chunk's row registers (their layout)."""
         if const_expr(self.layer):
@@ -31,8 +31,12 @@ class LeadChunk:
             rBe.fill(0.0)
             for i in cutlass.range_constexpr(self.vec):
                 if col_e + i < args.N:
-                    rWe[(i, 0), 0, 0] = gamma[col_e + i]
-                    rBe[(i, 0), 0, 0] = beta[col_e + i]
+                    if const_expr(self.param_dtype.width == 16):  # (16-bit parameters widened)
+                        rWe[(i, 0), 0, 0] = gamma[col_e + i].to(Float32)
+                        rBe[(i, 0), 0, 0] = beta[col_e + i].to(Float32)
+                    else:
+                        rWe[(i, 0), 0, 0] = gamma[col_e + i]
+                        rBe[(i, 0), 0, 0] = beta[col_e + i]
             return rWe.load(), rBe.load()
         rWe = cute.make_rmem_tensor(like.layout, self.param_dtype)
         params16_in_row_frame(args.weight, rWe, [col_e], lead, args.N, self.tile_n + self.vec)

@@ -56,17 +56,18 @@ class RowNormKernel(RereadRows, LeadChunk):
     # ------------------------------------------------------------------ #
     def __init__(self, norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
                  aligned: bool = True, out_dtype: str | None = None, fp8_in_software: bool = False,
-                 latency: bool = False):
+                 latency: bool = False, params16: bool = False):
         kind = norm
         self.contract = launch.contract(norm, dtype_name, n_class, fused_add, gemma, aligned, out_dtype,
-                                        fp8_in_software, latency)
+                                        fp8_in_software, latency, params16)
         self.fp8_in_software = fp8_in_software
         if kind not in launch.KINDS or (kind == "layer" and (fused_add or gemma)):
             raise ValueError(f"unsupported norm kind {kind!r} (fused_add={fused_add}, gemma={gemma})")
         self.kind = kind
         self.layer = kind == "layer"
-        # layernorm's gamma and beta are fp32; rmsnorm's weight has the input dtype
-        self.param_dtype = Float32 if self.layer else cute_dtype(dtype_name)
+        # layernorm's gamma and beta are fp32 (or, params16 builds, the input's dtype, widened in
+        # registers); rmsnorm's weight has the input dtype
+        self.param_dtype = Float32 if self.layer and not params16 else cute_dtype(dtype_name)
         self.dtype = cute_dtype(dtype_name)
         self.quant = out_dtype is not None
         self.out_dtype = cute_dtype(out_dtype) if self.quant else self.dtype
@@ -181,6 +182,8 @@ class RowNormKernel(RereadRows, LeadChunk):
             biases = cute.make_rmem_tensor_like(tXgB)
             biases.fill(0.0)
             self._load_param(param_copy, thr_param, args.bias, tXgB, biases, tXpW, col, lead, args.N)
+            if const_expr(self.param_dtype.width == 16):  # held as fp32 for all the rows, as fp32 ones are
+                weights, biases = self._widened(weights), self._widened(biases)
         # 1/scale once for all the thread's rows (an IEEE division: not one a row)
         inv_scale = self._inv_scale(args) if const_expr(self.quant) else Float32(1.0)
         if const_expr(self.prescaled):  # 1/scale folded into gamma and beta once, not every row
@@ -472,6 +475,8 @@ class RowNormKernel(RereadRows, LeadChunk):
             if const_expr(self.layer):
                 w = self._as_row_values(tXrW, tXrX)
                 bias_row = self._as_row_values(tXrB, tXrX)
+                if const_expr(tXrW.element_type.width == 16):  # (16-bit parameters read this row)
+                    w, bias_row = w.to(Float32), bias_row.to(Float32)
             else:
                 w = self._widen(cute.make_tensor(tXrW.iterator, tXrX.layout))
             if const_expr(self.gemma):
@@ -580,6 +585,14 @@ class RowNormKernel(RereadRows, LeadChunk):
             cute.copy(element_copy, src, dst, pred=in_row)
         else:
             params16_in_row_frame(ptr, values, col, lead, n, self.tile_n)
+
+    @cute.jit
+    def _widened(self, params: cute.Tensor) -> cute.Tensor:
+        """16-bit parameter registers as fp32 ones of the same shape (compact, the same element
+        order: ``_as_row_values`` views them with the row's layout)."""
+        wide = cute.make_rmem_tensor(params.layout, Float32)
+        wide.store(params.load().to(Float32))
+        return wide
 
     @cute.jit
     def _as_row_values(self, params: cute.Tensor, like: cute.Tensor) -> cute.TensorSSA:

@@ -36,8 +36,8 @@ from . import launch, long_rows, packed
 
 INPUT_DTYPES = (torch.bfloat16, torch.float16)
 QUANT_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
-# LayerNorm's gamma and beta: the kernels read fp32; 16-bit ones (FlashInfer's CuTe LayerNorm
-# takes them) run on fp32 copies (Plan.widen_params)
+# LayerNorm's gamma and beta: fp32, or 16-bit as FlashInfer's CuTe LayerNorm takes them (read as
+# they are where both have the input's dtype, else run on fp32 copies: Plan.widen_params)
 LAYER_PARAM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MIN_N, MAX_N = 1, long_rows.MAX_N  # hidden sizes above the largest class take the long-row builds
 MAX_ROWS = 2**31 - 1
@@ -137,11 +137,13 @@ def _check_param(name: str, tensor: torch.Tensor, n: int, dtypes: tuple[torch.dt
 
 @functools.lru_cache(maxsize=None)
 def spec_for(kind: str, dtype: torch.dtype, n: int, fused: bool, gemma: bool, aligned: bool,
-             out_dtype: torch.dtype | None, latency: bool = False) -> KernelSpec:
+             out_dtype: torch.dtype | None, latency: bool = False, params16: bool = False) -> KernelSpec:
     """The build for a call: dtype, the hidden size's class, flags, access width, quant format,
-    and whether it is the class's latency build (``takes_latency_build``)."""
+    whether it is the class's latency build (``takes_latency_build``) and (LayerNorm) whether
+    gamma and beta have the input's dtype."""
     quant = name_of(out_dtype) if out_dtype is not None else None
-    return launch.norm_spec(kind, name_of(dtype), launch.pick_n_class(n), fused, gemma, aligned, quant, latency)
+    return launch.norm_spec(kind, name_of(dtype), launch.pick_n_class(n), fused, gemma, aligned, quant, latency,
+                            params16)
 
 
 def takes_latency_build(kind: str, n: int, fused: bool, quant: bool, aligned: bool, rows: int) -> bool:
@@ -177,7 +179,7 @@ class Plan(NamedTuple):
     heads: int
     strides: tuple[int, int, int, int, int, int]  # x, out, residual: row and head strides
     row_iters: int  # rows a thread normalises (launch.row_iters)
-    widen_params: bool = False  # LayerNorm with 16-bit gamma/beta: run on fp32 copies of them
+    widen_params: bool = False  # LayerNorm with other 16-bit gamma/beta: run on fp32 copies of them
 
 
 def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -228,9 +230,12 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
     require_same_device(*named)
     strides = (x_layout.row_stride, x_layout.head_stride, out_layout.row_stride, out_layout.head_stride,
                res_layout.row_stride, res_layout.head_stride)
-    if kind == "layer" and (weight.dtype != torch.float32 or bias.dtype != torch.float32):
-        # FlashInfer's CuTe LayerNorm takes 16-bit gamma/beta; the kernels read fp32 ones, so
-        # launch_norm runs such a call on fp32 copies of them (two small copies a call)
+    # LayerNorm's gamma/beta: fp32, or both in the input's dtype (FlashInfer's CuTe LayerNorm builds
+    # for the gamma's dtype), read as they are by the class builds; other mixes, and 16-bit ones on
+    # the long-row builds, run on fp32 copies made by launch_norm (two small copies a call)
+    params16 = kind == "layer" and weight.dtype == bias.dtype == input.dtype
+    if kind == "layer" and (weight.dtype != torch.float32 or bias.dtype != torch.float32) \
+            and (not params16 or n >= long_rows.MIN_N):
         return Plan(None, False, False, device, (0, 0, 0), x_layout.rows, n, x_layout.heads, strides, 1,
                     widen_params=x_layout.rows > 0)
     if n >= long_rows.MIN_N:  # a CTA a row, any layout (element accesses where not aligned)
@@ -249,7 +254,7 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
         return Plan(kernel, False, False, device, grid, x_layout.rows, n, 1, (n, 0, n, 0, n, 0), iters)
     latency = takes_latency_build(kind, n, residual is not None, quant, aligned, x_layout.rows)
     spec = spec_for(kind, input.dtype, n, residual is not None, gemma, aligned, out.dtype if quant else None,
-                    latency)
+                    latency, params16)
     kernel = get_kernel(spec, device) if x_layout.rows and not staged else None
     iters, grid = 1, (0, 0, 0)
     if kernel:

@@ -97,6 +97,8 @@ class RereadRows:
         x_k = tXrX[None, None, k]
         gamma = cute.make_tensor(tXrW[None, None, k].iterator, x_k.layout).load()
         beta = cute.make_tensor(tXrB[None, None, k].iterator, x_k.layout).load()
+        if const_expr(tXrW.element_type.width == 16):  # (16-bit parameters: widened)
+            gamma, beta = gamma.to(Float32), beta.to(Float32)
         y = (widen(x_k) - mean) * rstd * gamma + beta
         if const_expr(self.quant):
             store_fp8(y * inv_scale, tXrO[None, None, k], self.quant_max, self.fp8_in_software)
