@@ -4,9 +4,7 @@
 source benchmarks/results/patches/session48_scripts/common.sh
 packs $ROOT/.cubins_attn $ROOT/.cubins_prefill $ROOT/.cubins_append2 $COMMON
 cd $ROOT/tests; export PYTHONPATH=$ROOT
-FILE=fuzz.txt step fuzz 200 python -m pytest -q -p no:cacheprovider -rf test_gpu_attention_fuzz.py -s
-FILE=race.txt step racecheck 60 compute-sanitizer --tool racecheck --report-api-errors no python -m pytest -q \
-  -p no:cacheprovider test_gpu_append_kv.py -k "many_tokens and 263"
+FILE=fuzz.txt step fuzz 110 python -m pytest -q -p no:cacheprovider -rf test_gpu_attention_fuzz.py -s
 cd $ROOT
 run_tree() { local t=$1; shift
   case $t in new) T=$ROOT; P=$ROOT/.cubins_rmsall;; base) T=$ROOT/.ab_base; P=$ROOT/.ab_base/.cubins;; esac
@@ -18,7 +16,10 @@ for r in 1 2; do for t in base new; do
 done; done
 packs $ROOT/.cubins_rmsall $COMMON
 cd $ROOT/tests; export PYTHONPATH=$ROOT
-FILE=tests.txt step t_rms 120 python -m pytest -q -p no:cacheprovider test_gpu_rmsnorm.py -k "16384 or 8192"
+FILE=tests.txt step t_rms 70 python -m pytest -q -p no:cacheprovider test_gpu_rmsnorm.py -k "16384 or 8192"
+packs $ROOT/.cubins_attn $ROOT/.cubins_prefill $ROOT/.cubins_append2 $COMMON
+FILE=race.txt step racecheck 60 compute-sanitizer --tool racecheck --report-api-errors no python -m pytest -q \
+  -p no:cacheprovider test_gpu_append_kv.py -k "many_tokens and 263"
 cd $ROOT
 left 60 && run_tree new --routine rmsnorm --rows 1 128 4096 16384 65536 --hidden 16384 --refcheck \
   --output $OUT/peers_new.csv $OUT/peers_new.json
