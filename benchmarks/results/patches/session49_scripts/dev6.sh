@@ -1,4 +1,4 @@
-# Session 49, device call 6 (dev5.sh reordered for a short lease): the RMSNorm 16384 A/B (one
+# Session 49, device call 6 (run on a short lease): the RMSNorm 16384 A/B (one
 # round) and its GPU tests, then the attention fuzz tests, then racecheck of the append kernel.
 # Carry .cubins_attn .cubins_prefill .cubins_append2 .cubins_rmsall .ab_base .cubins_copy .cubins_fill .whl.
 source benchmarks/results/patches/session48_scripts/common.sh
