@@ -149,13 +149,13 @@ def test_norm_spec_table_is_complete():
     # per dtype, size class and access width (aligned / any): RMSNorm plain and fused x plain
     # and gemma weight, RMSNorm quant plain and fused x 2 FP8 formats, LayerNorm plain and 2 FP8
     # formats; plus the two software-FP8-conversion builds the GPU tests compare; and per dtype
-    # the latency builds: RMSNorm 2048 and 8192 plain and gemma, the fused add 4096 plain and
-    # gemma, FP8 RMSNorm 2048 x 2 formats, LayerNorm 4096 and 8192
+    # the latency builds: RMSNorm 2048, 8192 and 16384 plain and gemma, the fused add 4096 plain
+    # and gemma, FP8 RMSNorm 2048 x 2 formats, LayerNorm 4096 and 8192, and 4096 on shifted rows
     names = [spec.name for spec in all_specs() if spec.name.startswith("norm.")]
     assert names.count("norm.rmsnorm") == 2 * 10 * 2 * (4 + 4) + 2
     assert names.count("norm.layernorm") == 2 * 10 * 2 * 3
-    assert names.count("norm.rmsnorm_latency") == 2 * 8
-    assert names.count("norm.layernorm_latency") == 2 * 2
+    assert names.count("norm.rmsnorm_latency") == 2 * 10
+    assert names.count("norm.layernorm_latency") == 2 * 3
     # the long-row builds (hidden sizes above 32768): per dtype and access width, the variants
     # above without their classes
     assert names.count("norm.rmsnorm_long") == 2 * 2 * (4 + 4)

@@ -18,13 +18,16 @@ DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
 def _cases():
-    for (kind, fused, quant), classes in tuning.LATENCY_BUILDS.items():
-        for n_class, (*_, most_rows) in classes.items():
-            for rows in (1, 7, most_rows, most_rows + 1):
-                for hidden in (n_class, n_class - 8 * 37):  # the class's width and a narrower aligned row
-                    yield pytest.param(kind, fused, quant, n_class, rows, hidden,
-                                       id=f"{kind}{'_add' if fused else ''}{'_quant' if quant else ''}"
-                                          f"-N{hidden}-M{rows}")
+    for table, widths in ((tuning.LATENCY_BUILDS, (0, 8 * 37)), (tuning.LATENCY_SHIFTED_BUILDS, (1, 8 * 37 + 3))):
+        for (kind, fused, quant), classes in table.items():
+            for n_class, (*_, most_rows) in classes.items():
+                for rows in (1, 7, most_rows, most_rows + 1):
+                    # the class's width and a narrower row (aligned, or shifted: rows that start
+                    # at every offset in their 16-byte chunk)
+                    for hidden in (n_class - widths[0], n_class - widths[1]):
+                        yield pytest.param(kind, fused, quant, n_class, rows, hidden,
+                                           id=f"{kind}{'_add' if fused else ''}{'_quant' if quant else ''}"
+                                              f"-N{hidden}-M{rows}")
 
 
 def _entry(kind, x, weight, bias, out, gemma, quant, residual=None):
@@ -35,7 +38,7 @@ def _entry(kind, x, weight, bias, out, gemma, quant, residual=None):
 @pytest.mark.parametrize("kind, fused, quant, n_class, rows, hidden", list(_cases()))
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPES.values())
 def test_latency_build_matches_reference(kind, fused, quant, n_class, rows, hidden, dtype):
-    latency = rows <= launch.latency_rows(kind, fused, quant, n_class)
+    latency = rows <= launch.latency_rows(kind, fused, quant, n_class, hidden % 8 == 0)
     x = torch.randn(rows, hidden, device="cuda", dtype=dtype) * 2 + 0.5
     if fused:  # FlashInfer's numerics: residual = round(x + residual), x = rmsnorm of the fp32 sum
         residual = torch.randn(rows, hidden, device="cuda", dtype=dtype)
@@ -47,10 +50,13 @@ def test_latency_build_matches_reference(kind, fused, quant, n_class, rows, hidd
         assert_close(x, reference(total, weight, 1e-6), dtype)
         return
     if kind == "layer":
-        gamma, beta = torch.randn(hidden, device="cuda"), torch.randn(hidden, device="cuda")
-        assert _entry(kind, x, gamma, beta, torch.empty_like(x), False, False).endswith("_lat") == latency
-        out = cutefi.layernorm(x, gamma, beta, eps=1e-6)  # FlashInfer's layernorm has no out=
-        assert_close(out, F.layer_norm(x.float(), (hidden,), gamma, beta, 1e-6), dtype)
+        for param_dtype in (torch.float32, dtype):  # (16-bit gamma and beta: the params16 builds)
+            gamma = torch.randn(hidden, device="cuda").to(param_dtype)
+            beta = torch.randn(hidden, device="cuda").to(param_dtype)
+            entry = _entry(kind, x, gamma, beta, torch.empty_like(x), False, False)
+            assert entry.removesuffix("_p16").endswith("_lat") == latency
+            out = cutefi.layernorm(x, gamma, beta, eps=1e-6)  # FlashInfer's layernorm has no out=
+            assert_close(out, F.layer_norm(x.float(), (hidden,), gamma.float(), beta.float(), 1e-6), dtype)
         return
     weight = (torch.rand(hidden, device="cuda") + 0.5).to(dtype)
     if quant:

@@ -101,7 +101,7 @@ def test_layernorm_quant(fp8, dtype, hidden):
 
 
 @pytest.mark.parametrize("param_dtype", [torch.bfloat16, torch.float16], ids=["bf16-params", "fp16-params"])
-@pytest.mark.parametrize("hidden, rows", [(4096, 5), (4096, 6001), (4095, 3001)])
+@pytest.mark.parametrize("hidden, rows", [(4096, 5), (4095, 5), (4096, 6001), (4095, 3001)])
 def test_layernorm_quant_16bit_gamma_and_beta(param_dtype, hidden, rows):
     """16-bit gamma and beta (as :func:`cutefi.layernorm` takes them) give their float32 values' result:
     bf16 ones (the input's dtype) read as they are by the 16-bit-parameter builds (one-row, persistent

@@ -113,28 +113,35 @@ def test_packed_geometry_fits_and_covers_every_block(n_class, rows):
     assert grid * iters >= blocks > (grid - 1) * iters
 
 
-def test_latency_builds_are_narrow_rows_of_aligned_classes():
+def test_latency_builds_are_narrow_rows_of_their_classes():
     """Each latency build splits its row wider than its class's build, loads its parameters
-    with x, and takes calls up to its row limit only (aligned rows)."""
+    with x, and takes calls of its rows' alignment up to its row limit only."""
     from cutefi.norm.plan import takes_latency_build
 
     assert launch.LATENCY_SPECS
+    shifted = 0
     for (kind, dtype, n_class, fused, gemma, aligned, out_dtype), spec in launch.LATENCY_SPECS.items():
-        assert aligned and dict(spec.options)["latency"] is True
+        assert dict(spec.options)["latency"] is True
         quant = out_dtype is not None
         fast = launch.geometry(kind, dtype, n_class, fused, aligned, out_dtype, latency=True)
         own = launch.geometry(kind, dtype, n_class, fused, aligned, out_dtype)
         # (RMSNorm 8192: the same split, x held in registers where the class reads it twice)
         assert fast.threads_per_row > own.threads_per_row or (own.reread and not fast.reread)
-        assert not fast.delay_weight_load and not fast.prefetch
-        assert fast.chunks * fast.vec * fast.threads_per_row >= n_class
-        most = launch.latency_rows(kind, fused, quant, n_class)
-        assert takes_latency_build(kind, n_class, fused, quant, True, most)
-        assert takes_latency_build(kind, n_class - 8, fused, quant, True, 1)
-        assert not takes_latency_build(kind, n_class, fused, quant, True, most + 1)
-        assert not takes_latency_build(kind, n_class - 1, fused, quant, False, 1)  # shifted rows keep theirs
+        assert not fast.delay_weight_load and not fast.prefetch and fast.shifted == (not aligned)
+        # (a shifted row's lead adds a chunk past n_class)
+        assert fast.chunks * fast.vec * fast.threads_per_row >= n_class + (0 if aligned else fast.vec)
+        most = launch.latency_rows(kind, fused, quant, n_class, aligned)
+        width = n_class if aligned else n_class - 1
+        assert takes_latency_build(kind, width, fused, quant, aligned, most)
+        assert takes_latency_build(kind, width - 8, fused, quant, aligned, 1)
+        assert not takes_latency_build(kind, width, fused, quant, aligned, most + 1)
+        # each table serves its own rows only
+        other = launch.latency_rows(kind, fused, quant, n_class, not aligned)
+        assert takes_latency_build(kind, n_class - (1 if aligned else 0), fused, quant, not aligned, 1) == bool(other)
         assert launch.contract(kind, dtype, n_class, fused, gemma, aligned, out_dtype,
                                latency=True).entry.endswith("_lat")
+        shifted += not aligned
+    assert shifted  # (LayerNorm 4096's shifted latency builds)
     with pytest.raises(ValueError, match="no latency build"):
         launch.geometry("rms", "bf16", 16384, True, True, None, latency=True)
 

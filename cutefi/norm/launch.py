@@ -114,9 +114,13 @@ def _class_table(kind: str, fused_add: bool, aligned: bool, quant: bool) -> dict
     return shifted
 
 
-def latency_rows(kind: str, fused_add: bool, quant: bool, n_class: int) -> int:
+def _latency_table(aligned: bool) -> dict:
+    return tuning.LATENCY_BUILDS if aligned else tuning.LATENCY_SHIFTED_BUILDS
+
+
+def latency_rows(kind: str, fused_add: bool, quant: bool, n_class: int, aligned: bool = True) -> int:
     """The most rows a call may have to take the class's latency build (0: it has none)."""
-    return tuning.LATENCY_BUILDS.get((kind, fused_add, quant), {}).get(n_class, (0, 0, 0, 0))[3]
+    return _latency_table(aligned).get((kind, fused_add, quant), {}).get(n_class, (0, 0, 0, 0))[3]
 
 
 def _lead_chunk_alone(norm: str, n_class: int, fused_add: bool, aligned: bool, quant: bool, split: int) -> bool:
@@ -243,13 +247,13 @@ def _delays_weight(norm: str, fused_add: bool, aligned: bool, n_class: int, thre
 
 def _latency_geometry(norm: str, dtype_name: str, n_class: int, fused_add: bool, aligned: bool,
                       out_dtype: str | None) -> Geometry:
-    """A latency build's shape (``tuning.LATENCY_BUILDS``): aligned rows, one row a thread, no prefetch,
-    parameters loaded with x."""
-    if not aligned or not latency_rows(norm, fused_add, out_dtype is not None, n_class):
+    """A latency build's shape (``tuning.LATENCY_BUILDS``, ``LATENCY_SHIFTED_BUILDS``): one row a
+    group of threads, no prefetch, parameters loaded with x."""
+    if not latency_rows(norm, fused_add, out_dtype is not None, n_class, aligned):
         raise ValueError(f"no latency build for {norm} n_class={n_class} fused_add={fused_add} aligned={aligned} "
                          f"out_dtype={out_dtype}")
-    tpr, threads, per_sm, _ = tuning.LATENCY_BUILDS[(norm, fused_add, out_dtype is not None)][n_class]
-    return Geometry(n_class=n_class, vec=access_elems(norm, dtype_name, aligned), shifted=False,
+    tpr, threads, per_sm, _ = _latency_table(aligned)[(norm, fused_add, out_dtype is not None)][n_class]
+    return Geometry(n_class=n_class, vec=access_elems(norm, dtype_name, aligned), shifted=not aligned,
                     threads_per_row=tpr, block_threads=threads, min_ctas_per_sm=max(1, per_sm // threads),
                     delay_weight_load=False, elem_bytes=dtype_bits(dtype_name) // 8)
 
@@ -401,9 +405,10 @@ NORM_SPECS = {key: make_spec(*key) for key in _variants()}
 # can compare it bit for bit with the hardware conversion: one build per format.
 SOFTWARE_FP8_SPECS = {fmt: make_spec("rms", "bf16", 4096, out_dtype=fmt, fp8_in_software=True)
                       for fmt in QUANT_DTYPES}
-# The latency builds (tuning.LATENCY_BUILDS), keyed as NORM_SPECS: gemma weights and both FP8 formats too.
+# The latency builds (tuning.LATENCY_BUILDS, LATENCY_SHIFTED_BUILDS), keyed as NORM_SPECS: gemma
+# weights and both FP8 formats too.
 LATENCY_SPECS = {key: make_spec(*key, latency=True) for key in _variants()
-                 if key[5] and latency_rows(key[0], key[3], key[6] is not None, key[2])}
+                 if latency_rows(key[0], key[3], key[6] is not None, key[2], key[5])}
 # LayerNorm with gamma and beta in the input's dtype (as a bf16 model stores them; FlashInfer's CuTe
 # LayerNorm builds for the gamma's dtype): the same builds, the parameters read 16-bit and widened
 # in registers. (key, latency) -> spec.

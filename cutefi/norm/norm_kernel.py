@@ -99,6 +99,13 @@ class RowNormKernel(RereadRows, LeadChunk, RowParams):
         # are multiplied by 1/scale once instead of every output element (RMSNorm folds it into
         # the row's factor)
         self.prescaled = self.quant and bool(self.prefetch) and self.layer
+        # persistent LayerNorm builds with 16-bit gamma and beta take the one-row path for calls
+        # of a row a thread, as RMSNorm's do. H100, alternated trees (layernorm_small_rows_ab_
+        # h100_session50.txt), us at 128 / 512 rows of 4095: 3.04-3.07 / 5.47 -> 2.78-2.82 /
+        # 4.64-4.67. (With fp32 ones 3.84-3.87 / 7.74-7.84 -> 3.49-3.52 / 7.42-7.46, and the FP8
+        # builds' 2.43 / 4.00-4.03 -> 2.27 / 3.84 at 4096, but that code spilled 2-27 registers
+        # on sm_90: the FP8 builds, and fp16 rows off 16-byte boundaries)
+        self.one_row_path = not self.layer or self.param_dtype.width == 16
         self.ring_slot_elems = shape.block_threads * shape.chunks * shape.vec
         self.ring_elems = shape.ring_bytes // shape.elem_bytes  # the slots, then the lead chunks'
         # a thread reads back only the ring chunks it copied itself; the reduction buffers are
@@ -135,11 +142,12 @@ class RowNormKernel(RereadRows, LeadChunk, RowParams):
         row = bidx * self.rows_per_cta + tidx // self.threads_per_row
         if const_expr(not self.prefetch):
             self._row(args, row, lane, None, 0, row, None, None)
-        elif const_expr(self.layer):
+        elif const_expr(self.layer and not self.one_row_path):
             self._persistent_rows(args, row, lane)
         else:
-            # RMSNorm: a call of a row a thread (decode-sized) takes the one-row path, without
-            # the ring's round trip and the weight's early load (11% slower at 128 rows)
+            # a call of a row a thread (decode-sized) takes the one-row path, without the ring's
+            # round trip and the parameters' early load (RMSNorm 11% slower at 128 rows;
+            # LayerNorm: one_row_path)
             if args.row_iters == 1:
                 self._row(args, row, lane, None, 0, row, None, None)
             else:
@@ -396,8 +404,10 @@ class RowNormKernel(RereadRows, LeadChunk, RowParams):
         # a thread or fewer, launch._delays_weight): issued with x so its latency overlaps the
         # reduction. Otherwise deferred past the reduction (x, residual and w in flight at once
         # would exceed the register budget and spill); parameters are L2-resident.
-        if const_expr(not self.delay_w_load):
-            cute.copy(param_copy, tXgW, tXrW, pred=tXpW)
+        if const_expr(not self.delay_w_load):  # (LayerNorm's latency builds: gamma and beta)
+            self._load_param(param_copy, thr_param, args.weight, tXgW, tXrW, tXpW, col, lead, N)
+            if const_expr(self.layer):
+                self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
 
         x = self._widen(tXrX)
         if const_expr(self.fused_add):
@@ -472,8 +482,8 @@ class RowNormKernel(RereadRows, LeadChunk, RowParams):
             else:
                 if const_expr(self.delay_w_load):
                     self._load_param(param_copy, thr_param, args.weight, tXgW, tXrW, tXpW, col, lead, N)
-                if const_expr(self.layer):
-                    self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
+                    if const_expr(self.layer):
+                        self._load_param(param_copy, thr_param, args.bias, tXgB, tXrB, tXpW, col, lead, N)
             if const_expr(self.layer):
                 w = self._as_row_values(tXrW, tXrX)
                 bias_row = self._as_row_values(tXrB, tXrX)
@@ -499,11 +509,12 @@ class RowNormKernel(RereadRows, LeadChunk, RowParams):
             if const_expr(self.quant):
                 true_inv_scale = (inv_scale_of_rows if const_expr(inv_scale_of_rows is not None)
                                   else self._inv_scale(args))
-            # (prescaled: gamma and beta in registers hold it)
-            inv_scale = Float32(1.0) if const_expr(self.prescaled) else true_inv_scale
+            # (prescaled: gamma and beta in registers hold it; not on the one-row path)
+            prescaled = const_expr(self.prescaled and weights is not None)
+            inv_scale = Float32(1.0) if prescaled else true_inv_scale
             if const_expr(self.layer):
                 y = (x - mean) * rstd * w + bias_row
-                if const_expr(self.quant and not self.prescaled):
+                if const_expr(self.quant and not prescaled):
                     y = y * inv_scale
             else:
                 y = x * (rstd * inv_scale) * w  # RMSNorm: 1/scale folded into the row's factor

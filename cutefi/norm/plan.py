@@ -147,10 +147,10 @@ def spec_for(kind: str, dtype: torch.dtype, n: int, fused: bool, gemma: bool, al
 
 
 def takes_latency_build(kind: str, n: int, fused: bool, quant: bool, aligned: bool, rows: int) -> bool:
-    """Aligned calls of few rows run on their class's latency build where it has one
-    (``tuning.LATENCY_BUILDS``)."""
-    most_rows = launch.latency_rows(kind, fused, quant, launch.pick_n_class(n))
-    return aligned and rows <= most_rows and most_rows > 0
+    """Calls of few rows run on their class's latency build where it has one
+    (``tuning.LATENCY_BUILDS``; rows off 16-byte boundaries ``LATENCY_SHIFTED_BUILDS``)."""
+    most_rows = launch.latency_rows(kind, fused, quant, launch.pick_n_class(n), aligned)
+    return rows <= most_rows and most_rows > 0
 
 
 def _packed_class(kind: str, fused: bool, quant: bool, pointers: int, aligned: bool,

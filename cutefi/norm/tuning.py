@@ -168,13 +168,35 @@ RMS_WIDE_ROWS = {
 #   two processes each (norm_layernorm_latency_limit_h200_session40.txt): 1/32/128/256/384 rows
 #   1.63/1.73/2.02/2.50/3.07 against 2.08/2.24/2.50-2.53/2.85-2.88/3.17 us; 512 3.62-3.65 against
 #   3.49, 768 5.12 against 4.13, 1024 5.92 against 5.05-5.10, 1536 a tie.
+# * RMSNorm 16384: the class's build held x in registers (256 threads a row, 2 CTAs an SM) until
+#   session 49, when its build began to read x twice (REREAD_ROWS); it stays as the latency build
+#   up to 1024 rows: H100, one process a tree (rmsnorm_reread16384_h100_session49.txt), 1 / 128
+#   rows 2.34-2.37 / 3.26-3.33 us against 2.62-2.66 / 3.46-3.49 for the build that reads x
+#   twice; session 50, the trees with and without the build that reads x twice, alternated
+#   (rmsnorm_reread16384_ab_h100_session50.txt): 768 rows 18.37 against 19.04-19.07, 1024 24.83-
+#   24.86 against 24.71-24.74, 4096 91.0 against 90.6.
+# * LayerNorm's latency builds load gamma and beta with x (beta after the reductions until
+#   session 50): H100, alternated trees (layernorm_small_rows_ab_h100_session50.txt), 4096 at 1 /
+#   128 rows fp32 parameters 1.82-1.86 / 2.05 -> 1.76 / 1.92 us, 16-bit ones a tie (1.76 / 1.92-1.95).
 # Not taken (same file): RMSNorm 4096 latency builds at 256 or 512 threads a row (1/128 rows 1.34/
 # 1.73 and 1.38/1.76 us against the class's build's 1.31/1.73; torch.compile 1.34/1.70).
 LATENCY_BUILDS = {
-    ("rms", False, False): {2048: (128, 128, 512, 1024), 8192: (512, 512, 1536, 2048)},
+    ("rms", False, False): {2048: (128, 128, 512, 1024), 8192: (512, 512, 1536, 2048), 16384: (256, 256, 512, 1024)},
     ("rms", True, False): {4096: (256, 256, 512, 2048)},
     ("rms", False, True): {2048: (128, 128, 512, 256)},
     ("layer", False, False): {4096: (256, 256, 1024, 384), 8192: (512, 512, 1024, 256)},
+}
+
+# Latency builds of shifted rows (any hidden size of the class; one row a CTA, the row's extra
+# chunk one more of every thread's, gamma and beta read in the row's frame with x), keyed as
+# LATENCY_BUILDS. LayerNorm 4095 at 256 threads a row against the persistent shifted build
+# (128 threads, the lead chunk alone), H100, alternated trees (layernorm_small_rows_ab_h100_
+# session50.txt), us at 1 / 128 / 512 rows: fp32 parameters 2.98-3.04 / 3.84-3.87 / 7.74-7.84
+# -> 2.78 / 3.04-3.07 / 8.13, 16-bit 2.37-2.40 / 3.04-3.07 / 5.47 -> 2.14 / 2.37 / 5.51-5.54
+# (the persistent build's one-row path, norm_kernel's, 7.42-7.46 / 4.64-4.67 at 512). At 2
+# CTAs an SM (128 registers; at 4 the fp32-parameter build spilled on sm_80).
+LATENCY_SHIFTED_BUILDS = {
+    ("layer", False, False): {4096: (256, 256, 512, 256)},
 }
 
 # Resident threads per SM the build asks for (``.minnctapersm``): 512, a 128-register cap.
@@ -264,11 +286,20 @@ LAYER_LEAD_CHUNK_ALONE = {4096, 8192, 16384}
 #   (94.2% of the copy ceiling), 65536 rows 256.9 -> 255.2, 4096 rows 21.2 -> 19.6 (Triton
 #   65.5 / 250.5 / 19.4 in the same processes). The same code at 128 threads and 16-byte
 #   accesses: 66.6-67.6 / 255.2-255.6 / 21.2.
+# * RMSNorm 16384 (session 49): 1024 threads a row at 2 CTAs an SM, 8-byte accesses (4 chunks a
+#   thread: the form of the Triton kernel that session 39 measured 2% faster than the build that
+#   holds x, 253.5 against 258.8 us at 16384 x 16384 on the H200). Two H100s, one process a tree,
+#   alternated (rmsnorm_reread16384_h100_session49.txt): 16384 x 16384 352.9 -> 351.5 and 360.6
+#   -> 353.0 us, 65536 rows 1404.4 -> 1396.7 and 1435.2 -> 1404.1, 4096 rows 92.4 -> 90.8; as
+#   fast as inductor in the same processes (351.6 / 1397.0; 353.1 / 1405.3). Up to 1024 rows
+#   the build that holds x stays, as the latency build (LATENCY_BUILDS). Session 39's H200 run
+#   of the same split with 16-byte accesses measured it 3% slower; an H200 was not to be had in
+#   sessions 49-50.
 # Not taken (same files): the fused add at 8192 (1024 threads a row at 2 CTAs; 512 spill), 4%
 # slower; LayerNorm with its two reductions kept (512 / 1024 threads a row), 40-80% slower: two
 # reductions a row, one after the other, across 16-32 warps leave too few rows in flight.
 REREAD_ROWS = {
-    ("rms", False, False): {8192: (512, 512, 2048, 8)},
+    ("rms", False, False): {8192: (512, 512, 2048, 8), 16384: (1024, 1024, 2048, 4)},
     ("rms", True, False): {4096: (512, 512, 2048, 8)},
     ("layer", False, False): {4096: (256, 256, 2048, 4)},
 }
