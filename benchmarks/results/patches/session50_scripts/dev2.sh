@@ -5,6 +5,7 @@
 # (4095) on a one-row build of 256 threads a row, and gamma and beta loaded with x on the builds
 # that load the weight early (the aligned latency builds). (3) On an H200, issue 11's RMSNorm grid
 # with its peers. Carry .cubins_rmsall .ab_base .ab_v1 .ab_v2 .cubins_copy .cubins_fill .whl.
+# (packs of the trees: session49_scripts/build_rms.py DIR, and build_class.py DIR layer 4096, for each.)
 source benchmarks/results/patches/session48_scripts/common.sh
 cat $OUT/gpu.txt
 run_tree() { local t=$1 f=$2; shift 2

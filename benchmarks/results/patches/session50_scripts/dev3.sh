@@ -4,6 +4,8 @@
 # of the persistent LayerNorm builds), memcheck of the shifted latency builds, and the A/B
 # against HEAD (.ab_base), alternated. Carry .cubins_rmsall .cubins_ln .ab_base .cubins_copy
 # .cubins_fill .whl.
+# (.ab_base: HEAD's cutefi; its pack from session49_scripts/build_rms.py DIR and build_class.py DIR
+# layer 1024 2048 4096 16384.)
 source benchmarks/results/patches/session48_scripts/common.sh
 cat $OUT/gpu.txt
 packs $ROOT/.cubins_rmsall $ROOT/.cubins_ln $COMMON
