@@ -154,7 +154,10 @@ def test_row_gap_is_neither_read_nor_written():
     assert torch.isnan(base[:, 4096:]).all()
 
 
-PARAM16_CASES = [(1, 3), (111, 7), (4096, 1), (4096, 37), (4095, 4096), (4096, 16384), (40000, 3)]
+# (1000, 100), (2048, 300), (4095, 300), (16383, 50): the persistent builds' one-row path (a row a
+# thread), the 16-bit builds' only; (4095, 200) the shifted latency build
+PARAM16_CASES = [(1, 3), (111, 7), (4096, 1), (4096, 37), (4095, 4096), (4096, 16384), (40000, 3), (1000, 100),
+                 (2048, 300), (4095, 300), (4095, 200), (16383, 50)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
