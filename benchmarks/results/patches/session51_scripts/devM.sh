@@ -23,4 +23,5 @@ timeout 120 python $BM --testlist /tmp/g14.txt --refcheck \
   --output $OUT/gemm_fp8_${G}_session51.csv $OUT/gemm_fp8_${G}_session51.json >> $OUT/bench.txt 2>&1
 timeout 40 ncu --clock-control none -k "regex:decode|flash|fmha|attn|Attention|sdpa" --section SpeedOfLight \
   --section Occupancy --section WarpStateStats python3 benchmarks/profile_decode_l2.py >> $OUT/bench.txt 2>&1
+(cd $OUT && tar czf json.tar.gz *.json && rm -f *.json)
 cat $OUT/gpu.txt; grep -E "Duration|DRAM Through|Achieved Occ|^  [a-zA-Z_]|wall" $OUT/bench.txt | head -30
