@@ -1,6 +1,7 @@
 # Session 51, measurement call (nvidia-h200 with needs_h200): issues 12, 15, 13 and 14's goal
 # testlists, each cutefi case with its peers in the same process (SDPA/cuDNN/flash, cuBLAS), then
-# ncu of the 64 x 4096 decode against SDPA's kernel. Pack: .cubins_m = the attention., attention.append,
+# ncu of the 64 x 4096 decode against SDPA's kernel, and a config sweep of
+# 16 / 64 x 4096 x 4096 (warm weight). Pack: .cubins_m = the attention., attention.append,
 # prefill., gemm, copy and fill packs (cutefi aot --arch 9.0a --only ...) in one folder, *.ptx
 # deleted; .whl: CUPTI.
 pip install -q --no-deps --target /tmp/site .whl/*.whl > /dev/null 2>&1
@@ -23,5 +24,7 @@ timeout 120 python $BM --testlist /tmp/g14.txt --refcheck \
   --output $OUT/gemm_fp8_${G}_session51.csv $OUT/gemm_fp8_${G}_session51.json >> $OUT/bench.txt 2>&1
 timeout 40 ncu --clock-control none -k "regex:decode|flash|fmha|attn|Attention|sdpa" --section SpeedOfLight \
   --section Occupancy --section WarpStateStats python3 benchmarks/profile_decode_l2.py >> $OUT/bench.txt 2>&1
+timeout 70 python benchmarks/gemm_sweep.py --m 16 64 --nk 4096,4096 --splits 0 1 2 4 --warm \
+  --out $OUT/gemm_sweep_${G}_session51.json > /dev/null 2>&1
 (cd $OUT && tar czf json.tar.gz *.json && rm -f *.json)
 cat $OUT/gpu.txt; grep -E "Duration|DRAM Through|Achieved Occ|^  [a-zA-Z_]|wall" $OUT/bench.txt | head -30
