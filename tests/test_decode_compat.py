@@ -36,8 +36,11 @@ def test_flashinfer_backend_names():
         with pytest.raises(ValueError, match="backend must be one of"):
             check_backend(name)
     check_jit_args(None)
+    check_jit_args(None, None)
     with pytest.raises(NotImplementedError, match="jit_args"):
         check_jit_args(["x"])
+    with pytest.raises(NotImplementedError, match="jit_kwargs"):
+        check_jit_args(None, {"x": 1})
 
 
 def test_other_backends_options_are_refused_by_name():
@@ -47,12 +50,15 @@ def test_other_backends_options_are_refused_by_name():
                           ((None, None, 2, 0), "q_len_per_req"), ((None, None, 1, 4), "window_right")):
         with pytest.raises(NotImplementedError, match=pattern):
             check_plan_extras(*args)
-    check_run_extras(None, None, None)
-    check_run_extras(1, None, None)
-    for args, pattern in (((3, None, None), "q_len_per_req"), ((None, 0.5, None), "skip_softmax"),
-                          ((None, None, torch.zeros(1)), "kv_cache_sf")):
+    check_run_extras((), None, None, None)
+    check_run_extras((), 1, None, None)
+    for args, pattern in ((((), 3, None, None), "q_len_per_req"), (((), None, 0.5, None), "skip_softmax"),
+                          (((), None, None, torch.zeros(1)), "kv_cache_sf")):
         with pytest.raises(NotImplementedError, match=pattern):
             check_run_extras(*args)
+    # FlashInfer's positional extras after paged_kv_cache (JIT tensors, FP8-query scales)
+    with pytest.raises(TypeError, match="2 positional arguments after paged_kv_cache"):
+        check_run_extras((torch.ones(1), torch.ones(1)), None, None, None)
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
@@ -80,3 +86,15 @@ def test_batch_indices_positions_with_spare_tokens(dtype):
     none_batch, none_pos = cutefi.get_batch_indices_positions(torch.zeros(1, dtype=dtype),
                                                               torch.zeros(0, dtype=dtype), 3)
     assert none_batch.tolist() == [0, 0, 0] and none_pos.tolist() == [-1, -1, -1]
+    # FlashInfer's preallocated outputs: written (from a poisoned start) and returned, one or both
+    given_batch, given_pos = torch.full((12,), 77, dtype=torch.int32), torch.full((12,), 77, dtype=torch.int32)
+    got = cutefi.get_batch_indices_positions(append_indptr, seq_lens, 12, given_batch, given_pos)
+    assert got[0] is given_batch and got[1] is given_pos
+    assert given_batch.tolist() == batch.tolist() and given_pos.tolist() == positions.tolist()
+    given_pos.fill_(77)
+    got = cutefi.get_batch_indices_positions(append_indptr, seq_lens, 12, positions=given_pos)
+    assert got[1] is given_pos and given_pos.tolist() == positions.tolist() and got[0].tolist() == batch.tolist()
+    for bad, pattern in ((torch.zeros(11, dtype=torch.int32), r"\[nnz\] = \[12\]"),
+                         (torch.zeros(12, dtype=torch.int64), "int32"), ([0] * 12, "positions")):
+        with pytest.raises((ValueError, TypeError), match=pattern):
+            cutefi.get_batch_indices_positions(append_indptr, seq_lens, 12, positions=bad)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import cutefi
+from cutefi.attention.decode_compat import DecodeWrapperCompat
 from cutefi.prefill import compat
 from cutefi.prefill.ops import _scales, rope_scales
 from cutefi.prefill.wrapper import check_plan_extras
@@ -159,3 +160,59 @@ def test_forward_replaces_the_plans_options_as_flashinfer_does():
     plan, _ = wrapper._forward((), {}, _options(causal=True, rope_theta=5e5))
     assert wrapper.plans == 3 and plan["rope"] == rope_scales("ROPE_LLAMA", None, 5e5, 128, 128)
     assert wrapper._pos_encoding_mode == "ROPE_LLAMA"
+
+
+def test_decode_run_takes_flashinfers_positional_extras_and_refuses_them_by_name():
+    """FlashInfer's ``run(q, paged_kv_cache, *args, ...)``: the extras (a JIT module's tensors,
+    FP8 queries' scales) reach a TypeError that says what they are, not Python's."""
+    params = inspect.signature(inspect.unwrap(cutefi.BatchDecodeWithPagedKVCacheWrapper.run)).parameters
+    names = list(params)
+    assert names[1:4] == ["q", "paged_kv_cache", "args"]
+    assert params["args"].kind is inspect.Parameter.VAR_POSITIONAL
+    wrapper = object.__new__(cutefi.BatchDecodeWithPagedKVCacheWrapper)  # (no plan: the extras fail first)
+    with pytest.raises(TypeError, match="1 positional arguments after paged_kv_cache"):
+        wrapper.run(torch.zeros(1), torch.zeros(1), torch.ones(1))
+
+
+class _Runs:
+    def run(self, *args, **kwargs):
+        return args, kwargs
+
+
+@pytest.mark.parametrize("compat_class", [DecodeWrapperCompat, compat.PrefillWrapperCompat], ids=["decode", "prefill"])
+def test_run_return_lse_is_flashinfers_partialmethod(compat_class):
+    """``run_return_lse = partialmethod(run, return_lse=True)``: True unless the caller passes it."""
+    stub = type("Stub", (compat_class, _Runs), {})()
+    assert stub.run_return_lse(1, 2, out=3) == ((1, 2), {"out": 3, "return_lse": True})
+    assert stub.run_return_lse(1, 2, return_lse=False) == ((1, 2), {"return_lse": False})
+
+
+@pytest.mark.parametrize("wrapper", [cutefi.BatchPrefillWithRaggedKVCacheWrapper,
+                                     cutefi.BatchPrefillWithPagedKVCacheWrapper], ids=["ragged", "paged"])
+def test_prefill_wrappers_take_jit_kwargs(wrapper):
+    assert _names(wrapper.__init__)[-2:] == ["jit_args", "jit_kwargs"]
+    with pytest.raises(NotImplementedError, match="jit_kwargs"):  # (checked before the workspace's device)
+        wrapper(torch.empty(16, dtype=torch.uint8), jit_kwargs={"x": 1})
+
+
+GEMMS_WITH_SKIP_CHECK = [cutefi.mm_bf16, cutefi.mm_fp16, cutefi.bmm_bf16, cutefi.bmm_fp16, cutefi.bmm_fp8,
+                         cutefi.gemm_fp8_nt_groupwise, cutefi.gemm_fp8_nt_blockscaled,
+                         cutefi.group_gemm_fp8_nt_groupwise]
+
+
+@pytest.mark.parametrize("function", GEMMS_WITH_SKIP_CHECK, ids=lambda f: f.__name__)
+def test_gemms_take_flashinfers_skip_check(function):
+    """FlashInfer's backend-requirement decorator adds a keyword ``skip_check`` to these; cutefi
+    takes it (keyword-only, default False) and still checks its inputs."""
+    param = inspect.signature(inspect.unwrap(function)).parameters["skip_check"]
+    assert param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is False
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD
+                   for p in inspect.signature(inspect.unwrap(function)).parameters.values())
+
+
+def test_skip_check_still_checks():
+    a = torch.randn(4, 8)  # fp32 on the CPU: refused with or without skip_check
+    for skip in (False, True):
+        with pytest.raises((TypeError, ValueError)) as caught:
+            cutefi.mm_bf16(a, a.t(), skip_check=skip)
+        assert "skip_check" not in str(caught.value)

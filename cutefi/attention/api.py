@@ -217,14 +217,29 @@ def get_seq_lens(kv_indptr, kv_last_page_len, page_size):
 
 
 @api_log
-def get_batch_indices_positions(append_indptr, seq_lens, nnz):
+def get_batch_indices_positions(append_indptr, seq_lens, nnz, batch_indices=None, positions=None):
     """For each of the ``nnz`` appended tokens: its request (``batch_indices``) and its position
     in that request's KV (``positions``; the appended tokens are the last of it). Both int32
     ``[nnz]``; ``append_indptr`` ``[batch + 1]`` and ``seq_lens`` ``[batch]`` (lengths after the
     append) int32 or int64, on one device. ``nnz`` may exceed ``append_indptr[-1]`` (a
-    CUDA-graph buffer's padded size): the tokens past it, which FlashInfer leaves unset, get the
-    last request and position -1, so an append of them writes nothing."""
+    CUDA-graph buffer's padded size): the tokens past it get the last request and position -1
+    (FlashInfer: request -1, position 0), so an append of them writes nothing.
+    ``batch_indices`` / ``positions``: int32 ``[nnz]`` tensors on that device to write and
+    return (FlashInfer's preallocated outputs), or None for new ones."""
     nnz = _check_batch("append_indptr", append_indptr, "seq_lens", seq_lens, "nnz", nnz, 0)
+    for name, given in (("batch_indices", batch_indices), ("positions", positions)):
+        if given is not None and (require_tensor(name, given).shape != (nnz,) or given.dtype != torch.int32
+                                  or given.device != append_indptr.device):
+            raise ValueError(f"{name} must be an int32 [nnz] = [{nnz}] tensor on {append_indptr.device}; got "
+                             f"{str(given.dtype)[6:]} {tuple(given.shape)} on {given.device}")
+    found = _batch_indices_positions(append_indptr, seq_lens, nnz)
+    if batch_indices is None and positions is None:
+        return found
+    return tuple(found_part if given is None else given.copy_(found_part)
+                 for given, found_part in zip((batch_indices, positions), found))
+
+
+def _batch_indices_positions(append_indptr, seq_lens, nnz: int) -> tuple[torch.Tensor, torch.Tensor]:
     requests = append_indptr.shape[0] - 1
     token = torch.arange(nnz, device=append_indptr.device, dtype=append_indptr.dtype)
     if requests == 0:  # no request for any token

@@ -416,7 +416,7 @@ class BatchDecodeWithPagedKVCacheWrapper(DecodeWrapperCompat):
 
     # ---- run -------------------------------------------------------------------------------------
     @api_log
-    def run(self, q, paged_kv_cache, *, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None,
+    def run(self, q, paged_kv_cache, *args, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None,
             return_lse=False, enable_pdl=None, window_left=None, sinks=None, q_len_per_req=None,
             skip_softmax_threshold_scale_factor=None, kv_cache_sf=None, _scores=None):
         """Attention of each request's query ``q`` [batch, num_qo_heads, head_dim] over its KV
@@ -425,8 +425,9 @@ class BatchDecodeWithPagedKVCacheWrapper(DecodeWrapperCompat):
         (natural units, not scaled), counted in the softmax denominator and in ``lse``.
         (``_scores``: ``forward``'s (sm_scale, logits_soft_cap, rope_scale, rope_theta) in place
         of the plan's.)"""
-        if q_len_per_req is not None or skip_softmax_threshold_scale_factor is not None or kv_cache_sf is not None:
-            check_run_extras(q_len_per_req, skip_softmax_threshold_scale_factor, kv_cache_sf)
+        if args or q_len_per_req is not None or skip_softmax_threshold_scale_factor is not None \
+                or kv_cache_sf is not None:
+            check_run_extras(args, q_len_per_req, skip_softmax_threshold_scale_factor, kv_cache_sf)
         if not compiling():  # a layout this wrapper ran before: only the pointers are new
             key = self._launch_key(q, paged_kv_cache, out, lse, return_lse, q_scale, k_scale, v_scale, enable_pdl,
                                    window_left, sinks, _scores)

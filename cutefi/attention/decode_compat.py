@@ -23,10 +23,11 @@ def check_backend(backend: str) -> None:
                          f"got {backend!r}: cutefi runs its own kernels only")
 
 
-def check_jit_args(jit_args) -> None:
-    if jit_args is not None:
-        raise NotImplementedError("jit_args: FlashInfer's custom JIT variants are not available in cutefi "
-                                  "(pass None)")
+def check_jit_args(jit_args, jit_kwargs=None) -> None:
+    for name, value in (("jit_args", jit_args), ("jit_kwargs", jit_kwargs)):
+        if value is not None:
+            raise NotImplementedError(f"{name}: FlashInfer's custom JIT variants are not available in cutefi "
+                                      "(pass None)")
 
 
 def check_plan_extras(block_tables, seq_lens, q_len_per_req, window_right) -> None:
@@ -44,8 +45,13 @@ def check_plan_extras(block_tables, seq_lens, q_len_per_req, window_right) -> No
                                   "(window_right 0 or -1)")
 
 
-def check_run_extras(q_len_per_req, skip_softmax_threshold_scale_factor, kv_cache_sf) -> None:
-    """FlashInfer's run options for its other backends."""
+def check_run_extras(args: tuple, q_len_per_req, skip_softmax_threshold_scale_factor, kv_cache_sf) -> None:
+    """FlashInfer's run options for its other backends. ``args``: FlashInfer's positional extras
+    after ``paged_kv_cache`` (a JIT module's tensors, or FP8 queries' scale tensors)."""
+    if args:
+        raise TypeError(f"run() got {len(args)} positional arguments after paged_kv_cache: FlashInfer's "
+                                  "JIT-module tensors and FP8-query scale tensors are not taken by cutefi's decode "
+                                  "(pass q, paged_kv_cache and keywords; FP8 KV scales as k_scale / v_scale)")
     if q_len_per_req not in (None, 1):
         raise NotImplementedError(f"q_len_per_req={q_len_per_req}: cutefi's decode takes one query token a request")
     if skip_softmax_threshold_scale_factor is not None:
@@ -66,9 +72,10 @@ class DecodeWrapperCompat:
     def end_forward(self) -> None:
         """FlashInfer's deprecated no-op."""
 
-    def run_return_lse(self, q, paged_kv_cache, **kwargs):
-        """:meth:`run` with ``return_lse=True``: ``(out, lse)``."""
-        return self.run(q, paged_kv_cache, return_lse=True, **kwargs)
+    def run_return_lse(self, q, paged_kv_cache, *args, **kwargs):
+        """:meth:`run` with ``return_lse`` True unless given (FlashInfer's partialmethod): ``(out, lse)``."""
+        kwargs.setdefault("return_lse", True)
+        return self.run(q, paged_kv_cache, *args, **kwargs)
 
     def forward(self, q, paged_kv_cache, pos_encoding_mode="NONE", q_scale=None, k_scale=None, v_scale=None,
                 window_left=-1, logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None):

@@ -11,6 +11,10 @@ Layouts taken without a copy (rows of 16 bytes' multiple, base addresses 16-byte
     ``[N, K]`` nn.Linear weight (``stride(-2) == 1``), or row-major (``stride(-1) == 1``);
   - ``out`` ``[M, N]`` (``[b, M, N]``): rows contiguous.
 Batch strides are free. M, N, K, b are runtime arguments: no new build per shape.
+
+``backend``: "auto" or "cutefi" (FlashInfer's names of other libraries' kernels are refused by
+name). ``skip_check`` (keyword-only, every GEMM FlashInfer decorates with its backend checks):
+accepted and ignored; cutefi's checks are kept per call layout, so skipping them would save nothing.
 """
 
 from __future__ import annotations
@@ -280,7 +284,7 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, pdl: bool
 @api_log
 def mm_bf16(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, pdl: bool = False,
             out: torch.Tensor | None = None, out_dtype: torch.dtype = torch.bfloat16,
-            backend: str = "auto") -> torch.Tensor:
+            backend: str = "auto", *, skip_check: bool = False) -> torch.Tensor:
     """``out = a @ b (+ bias)``: ``a`` [M, K] bf16, ``b`` [K, N] bf16 (``w.t()`` of an [N, K]
     weight, or row-major), ``bias`` [N] bf16, output bf16, fp16 or fp32 ``out_dtype`` (or ``out``)."""
     if compiling():
@@ -291,7 +295,7 @@ def mm_bf16(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, 
 @api_log
 def mm_fp16(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, pdl: bool = False,
             out: torch.Tensor | None = None, out_dtype: torch.dtype = torch.float16,
-            backend: str = "auto") -> torch.Tensor:
+            backend: str = "auto", *, skip_check: bool = False) -> torch.Tensor:
     """``mm_bf16`` for fp16 inputs (output fp16 by default)."""
     if compiling():
         return _OPS["mm"](a, b, bias, pdl, out, out_dtype, "fp16")
@@ -300,7 +304,8 @@ def mm_fp16(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, 
 
 @api_log
 def bmm_bf16(A: torch.Tensor, B: torch.Tensor, out: torch.Tensor | None = None,
-             out_dtype: torch.dtype = torch.bfloat16, backend: str = "auto") -> torch.Tensor:
+             out_dtype: torch.dtype = torch.bfloat16, backend: str = "auto", *,
+             skip_check: bool = False) -> torch.Tensor:
     """``out[i] = A[i] @ B[i]``: ``A`` [b, M, K], ``B`` [b, K, N] (column- or row-major), bf16;
     output bf16, fp16 or fp32 ``out_dtype``."""
     if compiling():
@@ -310,7 +315,8 @@ def bmm_bf16(A: torch.Tensor, B: torch.Tensor, out: torch.Tensor | None = None,
 
 @api_log
 def bmm_fp16(A: torch.Tensor, B: torch.Tensor, out: torch.Tensor | None = None,
-             out_dtype: torch.dtype = torch.float16, backend: str = "auto") -> torch.Tensor:
+             out_dtype: torch.dtype = torch.float16, backend: str = "auto", *,
+             skip_check: bool = False) -> torch.Tensor:
     """``bmm_bf16`` for fp16 inputs."""
     if compiling():
         return _OPS["mm"](A, B, None, False, out, out_dtype, "fp16")

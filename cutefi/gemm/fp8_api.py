@@ -203,7 +203,7 @@ def _ones(device: int) -> torch.Tensor:
 
 @api_log
 def bmm_fp8(A: torch.Tensor, B: torch.Tensor, A_scale: torch.Tensor, B_scale: torch.Tensor, dtype: torch.dtype,
-            out: torch.Tensor | None = None, backend: str = "auto") -> torch.Tensor:
+            out: torch.Tensor | None = None, backend: str = "auto", *, skip_check: bool = False) -> torch.Tensor:
     """``out[i] = A_scale * B_scale * (A[i] @ B[i])``: ``A`` [b, M, K] and ``B`` [b, K, N]
     (column-major), each e4m3 or e5m2, the scales one-element float32 tensors, ``dtype``
     (or ``out``) bf16 or fp16."""

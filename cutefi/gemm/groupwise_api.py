@@ -164,7 +164,7 @@ def gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tenso
                           scale_major_mode: str | None = None, mma_sm: int = 1,
                           scale_granularity_mnk: tuple[int, int, int] = (1, 128, 128),
                           out: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
-                          backend: str = "auto") -> torch.Tensor:
+                          backend: str = "auto", *, skip_check: bool = False) -> torch.Tensor:
     """``a @ b.T`` of FP8 ``a`` [M, K] and ``b`` [N, K] with block scales (see the module
     docstring for their shapes); ``out`` or ``out_dtype`` (default bf16) picks the output.
     ``mma_sm`` (Blackwell's two-SM MMA) is accepted and has no effect on Hopper."""
@@ -178,7 +178,7 @@ def gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tenso
 @api_log
 def gemm_fp8_nt_blockscaled(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
                             scale_major_mode: str | None = "MN", mma_sm: int = 1, out: torch.Tensor | None = None,
-                            out_dtype: torch.dtype | None = None) -> torch.Tensor:
+                            out_dtype: torch.dtype | None = None, *, skip_check: bool = False) -> torch.Tensor:
     """``gemm_fp8_nt_groupwise`` with 128 x 128 activation blocks (``scale_granularity_mnk``
     ``(128, 128, 128)``)."""
     return gemm_fp8_nt_groupwise(a, b, a_scale, b_scale, scale_major_mode, mma_sm, (BLOCK, BLOCK, BLOCK), out,

@@ -257,7 +257,8 @@ class SegmentGEMMWrapper:
 def group_gemm_fp8_nt_groupwise(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
                                 m_indptr: torch.Tensor, scale_granularity_mnk: tuple[int, int, int] = (1, 128, 128),
                                 scale_major_mode: str = "MN", mma_sm: int = 1, out: torch.Tensor | None = None,
-                                out_dtype: torch.dtype | None = None, backend: str = "auto") -> torch.Tensor:
+                                out_dtype: torch.dtype | None = None, backend: str = "auto", *,
+                                skip_check: bool = False) -> torch.Tensor:
     """Segment ``s`` (rows ``[m_indptr[s], m_indptr[s + 1])`` of ``a`` [cum_m, K]) times expert
     ``b[s]`` (``b`` [experts, N, K]) with block scales: ``a_scale`` ``[cum_m, K/128]`` ("K") or
     ``[K/128, cum_m]`` ("MN"), ``b_scale`` ``[experts, N/128, K/128]`` ("K") or

@@ -53,8 +53,9 @@ class PrefillWrapperCompat:
         """FlashInfer's deprecated no-op."""
 
     def run_return_lse(self, *args, **kwargs):
-        """:meth:`run` with ``return_lse=True``: ``(out, lse)``."""
-        return self.run(*args, return_lse=True, **kwargs)
+        """:meth:`run` with ``return_lse`` True unless given (FlashInfer's partialmethod): ``(out, lse)``."""
+        kwargs.setdefault("return_lse", True)
+        return self.run(*args, **kwargs)
 
     def reset_workspace_buffer(self, float_workspace_buffer: torch.Tensor, int_workspace_buffer=None) -> None:
         """FlashInfer's workspace swap. cutefi's prefill keeps its work arrays in its own buffers,

@@ -42,8 +42,9 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
     @api_log
     def __init__(self, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False, qo_indptr_buf=None,
                  paged_kv_indptr_buf=None, paged_kv_indices_buf=None, paged_kv_last_page_len_buf=None,
-                 custom_mask_buf=None, mask_indptr_buf=None, backend="auto", jit_args=None):
-        self._setup(float_workspace_buffer, kv_layout, use_cuda_graph, custom_mask_buf, backend, jit_args)
+                 custom_mask_buf=None, mask_indptr_buf=None, backend="auto", jit_args=None,
+                 jit_kwargs=None):
+        self._setup(float_workspace_buffer, kv_layout, use_cuda_graph, custom_mask_buf, backend, jit_args, jit_kwargs)
         self._fixed_indices = None
         self._indices_staging: Int32Staging | None = None  # host page tables go up through it
         if self._buffer.use_cuda_graph:

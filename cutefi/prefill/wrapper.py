@@ -51,8 +51,8 @@ class PrefillWrapperBase(PrefillWrapperCompat):
     """The device (the workspace's), KV layout, work array, custom-mask buffer and plan."""
 
     def _setup(self, float_workspace_buffer, kv_layout: str, use_cuda_graph, custom_mask_buf, backend,
-               jit_args=None) -> None:
-        check_jit_args(jit_args)
+               jit_args=None, jit_kwargs=None) -> None:
+        check_jit_args(jit_args, jit_kwargs)
         require_tensor("float_workspace_buffer", float_workspace_buffer)
         if kv_layout not in KV_LAYOUTS:
             raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
