@@ -216,3 +216,18 @@ def test_skip_check_still_checks():
         with pytest.raises((TypeError, ValueError)) as caught:
             cutefi.mm_bf16(a, a.t(), skip_check=skip)
         assert "skip_check" not in str(caught.value)
+
+
+@pytest.mark.parametrize("method, plan_names", [
+    (cutefi.BatchDecodeWithPagedKVCacheWrapper.workspace_size, DECODE_PLAN),
+    (cutefi.BatchPrefillWithPagedKVCacheWrapper.workspace_size, PAGED_PLAN),
+], ids=["decode", "paged"])
+def test_workspace_size_takes_plans_arguments_as_flashinfer(method, plan_names):
+    """FlashInfer's ``workspace_size``: plan's arguments in plan's order, less ``non_blocking``
+    (and decode's keyword-only ``window_right``)."""
+    assert _names(method) == [name for name in plan_names if name not in ("non_blocking", "window_right")]
+
+
+def test_paged_prefill_needs_no_caller_workspace():
+    wrapper = object.__new__(cutefi.BatchPrefillWithPagedKVCacheWrapper)
+    assert wrapper.workspace_size(None, None, None, None, 32, 8, 128, 16) == (0, 0)

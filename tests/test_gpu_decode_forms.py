@@ -293,3 +293,35 @@ def test_fast_decode_plan_with_host_indptr_override():
     ref_out, _ = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD")
     check(out, None, ref_out, None, torch.float16)
 
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_workspace_size_is_what_plan_needs(graph):
+    """FlashInfer's ``workspace_size``: the float workspace a plan of these arguments needs (split
+    requests' partial states; a CUDA-graph wrapper's fixed grid) and no int workspace. A
+    workspace of that size plans and runs right; one byte less is refused where it is needed."""
+    qo_heads, kv_heads, head_dim, page_size, lengths = 32, 8, 128, 16, [9000, 1, 700]
+    kv, k_cache, v_cache, indptr, indices, last = make_batch(lengths, page_size, kv_heads, head_dim, torch.bfloat16)
+    args = (indptr, indices, last, qo_heads, kv_heads, head_dim, page_size)
+
+    def wrapper_of(workspace_bytes: int):
+        workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device="cuda")
+        if not graph:
+            return cutefi.BatchDecodeWithPagedKVCacheWrapper(workspace)
+        bufs = (torch.empty(len(lengths) + 1, dtype=torch.int32, device="cuda"),
+                torch.empty(indices.numel(), dtype=torch.int32, device="cuda"),
+                torch.empty(len(lengths), dtype=torch.int32, device="cuda"))
+        return cutefi.CUDAGraphBatchDecodeWithPagedKVCacheWrapper(workspace, *bufs)
+
+    float_bytes, int_bytes = wrapper_of(16).workspace_size(*args, q_data_type=torch.bfloat16)
+    assert int_bytes == 0 and float_bytes > 0  # (a batch of 3 on every GPU: the 9000-token request splits)
+    wrapper = wrapper_of(float_bytes)
+    assert wrapper.workspace_size(*args, q_data_type=torch.bfloat16) == (float_bytes, 0)  # (no state changed)
+    wrapper.plan(*args, q_data_type=torch.bfloat16)
+    q = torch.randn(len(lengths), qo_heads, head_dim, device="cuda").to(torch.bfloat16)
+    out = torch.full_like(q, float("nan"))
+    wrapper.run(q, kv, out=out)
+    ref_out, _ = reference(q, k_cache, v_cache, indptr, indices, lengths, "NHD")
+    check(out, None, ref_out, None, torch.bfloat16)
+    with pytest.raises(ValueError, match="float_workspace_buffer holds"):
+        wrapper_of(float_bytes - 1).plan(*args, q_data_type=torch.bfloat16)

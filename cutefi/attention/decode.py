@@ -164,6 +164,18 @@ class _StaticPlan(NamedTuple):
     disable_split: bool
 
 
+def partial_state_bytes(rows: int, num_qo_heads: int, head_dim: int) -> int:
+    """Workspace bytes of ``rows`` partial states of split requests: each q head's 16-bit output
+    row and its fp32 log-sum-exp."""
+    return rows * num_qo_heads * (head_dim * 2 + 4)
+
+
+def graph_items(batch: int, slots: int, ctas_per_item: int) -> int:
+    """Work items of a CUDA-graph wrapper's fixed grid: any partition's count is at most batch +
+    slots / ctas_per_item (choose_chunk's target) + 1."""
+    return batch + -(-slots // ctas_per_item) + 1
+
+
 class BatchDecodeWithPagedKVCacheWrapper(DecodeWrapperCompat):
     """Decode attention for a batch of requests over a paged KV cache (FlashInfer's wrapper).
 
@@ -231,6 +243,22 @@ class BatchDecodeWithPagedKVCacheWrapper(DecodeWrapperCompat):
         stands for ``q_data_type`` / ``kv_data_type`` where those are None (FlashInfer's rule),
         ``o_data_type`` must be q's; ``block_tables``, ``seq_lens`` (FlashInfer's other
         backends), ``q_len_per_req`` > 1 and ``window_right`` > 0 are not taken."""
+        static, batch, part, stages, shift, ctas_per_item, slots = self._partition(
+            indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size, pos_encoding_mode,
+            window_left, logits_soft_cap, q_data_type, kv_data_type, o_data_type, data_type, sm_scale, rope_scale,
+            rope_theta, block_tables, seq_lens, fixed_split_size, disable_split_kv, q_len_per_req, window_right,
+            _indptr_host)
+        self._launches.clear()
+        self._plan = dict(static.plan, batch=batch, stages=stages, items=part.items, partial_rows=part.partial_rows,
+                          pack_shift=shift)
+        self._upload(part, indptr, indices, last_page_len, bool(non_blocking), ctas_per_item, slots)
+        self._plan["counters"] = self._split_counters()
+
+    def _partition(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
+                   pos_encoding_mode, window_left, logits_soft_cap, q_data_type, kv_data_type, o_data_type, data_type,
+                   sm_scale, rope_scale, rope_theta, block_tables, seq_lens, fixed_split_size, disable_split_kv,
+                   q_len_per_req, window_right, _indptr_host):
+        """plan's checks and the batch's partition (no state changed but the cached static plans)."""
         check_plan_extras(block_tables, seq_lens, q_len_per_req, window_right)
         if fixed_split_size is not None and not isinstance(fixed_split_size, bool) and \
                 isinstance(fixed_split_size, int) and fixed_split_size <= 0:
@@ -274,11 +302,7 @@ class BatchDecodeWithPagedKVCacheWrapper(DecodeWrapperCompat):
         chunk = decode_plan.choose_chunk(lengths if starts is None else lengths - starts, ctas_per_item, slots,
                                          launch.mma_decode_step(), static.disable_split, static.fixed_chunk)
         part = decode_plan.partition(lengths, starts, indptr_h, chunk, slots // ctas_per_item)
-        self._launches.clear()
-        self._plan = dict(static.plan, batch=batch, stages=stages, items=part.items, partial_rows=part.partial_rows,
-                          pack_shift=shift)
-        self._upload(part, indptr, indices, last_page_len, bool(non_blocking), ctas_per_item, slots)
-        self._plan["counters"] = self._split_counters()
+        return static, batch, part, stages, shift, ctas_per_item, slots
 
     def _split_counters(self) -> torch.Tensor:
         """The planned batch's arrival counters: int32, one per (request, CTA of its item: kv heads
@@ -398,17 +422,16 @@ class BatchDecodeWithPagedKVCacheWrapper(DecodeWrapperCompat):
                 if src.data_ptr() != dst.data_ptr():
                     dst[:src.numel()].copy_(src, non_blocking=non_blocking)
             plan["kv_indices"] = self._fixed["indices"]
-        needed = plan["partial_rows"] if not self._use_cuda_graph else plan["items"]
-        row_bytes = plan["num_qo_heads"] * (plan["head_dim"] * 2 + 4)
-        if needed * row_bytes > self._workspace.numel():
+        needed = partial_state_bytes(plan["partial_rows"] if not self._use_cuda_graph else plan["items"],
+                                     plan["num_qo_heads"], plan["head_dim"])
+        if needed > self._workspace.numel():
             raise ValueError(f"float_workspace_buffer holds {self._workspace.numel()} bytes; this plan's partial states "
-                             f"need {needed * row_bytes}")
+                             f"need {needed}")
 
     def _graph_capacity(self, plan: dict, ctas_per_item: int, slots: int) -> int:
-        """Work items of the fixed grid (set at the first plan): any partition's count is at
-        most batch + slots / ctas_per_item (choose_chunk's target) + 1."""
+        """Work items of the fixed grid (``graph_items``, set at the first plan)."""
         if "capacity" not in self._fixed:
-            self._fixed["capacity"] = plan["batch"] + -(-slots // ctas_per_item) + 1
+            self._fixed["capacity"] = graph_items(plan["batch"], slots, ctas_per_item)
             self._fixed["batch"] = plan["batch"]
         if plan["batch"] != self._fixed["batch"]:
             raise ValueError(f"a CUDA-graph wrapper keeps its batch size: planned {self._fixed['batch']}, now {plan['batch']}")

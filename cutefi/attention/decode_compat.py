@@ -106,6 +106,26 @@ class DecodeWrapperCompat:
         return self.run(q, paged_kv_cache, q_scale=q_scale, k_scale=k_scale, v_scale=v_scale, return_lse=return_lse,
                         _scores=(sm_scale, logits_soft_cap, rope_scale, rope_theta))
 
+    def workspace_size(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
+                       pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type="float16",
+                       kv_data_type=None, o_data_type=None, data_type=None, sm_scale=None, rope_scale=None,
+                       rope_theta=None, block_tables=None, seq_lens=None, fixed_split_size=None, disable_split_kv=False,
+                       q_len_per_req=1) -> tuple[int, int]:
+        """FlashInfer's ``(float_workspace_size, int_workspace_size)`` in bytes that :meth:`plan`
+        of these arguments needs: the float workspace holds split requests' partial states (in
+        CUDA-graph mode, as many as the fixed grid's work items); the int workspace is not used
+        (0). The arguments are checked as plan checks them; nothing is planned or uploaded."""
+        from .decode import graph_items, partial_state_bytes
+
+        static, batch, part, _, _, ctas_per_item, slots = self._partition(
+            indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size, pos_encoding_mode,
+            window_left, logits_soft_cap, q_data_type, kv_data_type, o_data_type, data_type, sm_scale, rope_scale,
+            rope_theta, block_tables, seq_lens, fixed_split_size, disable_split_kv, q_len_per_req, 0, None)
+        rows = part.partial_rows
+        if self._use_cuda_graph:  # the fixed grid's items (set by the first plan, else what it would set)
+            rows = self._fixed.get("capacity") or graph_items(batch, slots, ctas_per_item)
+        return partial_state_bytes(rows, static.plan["num_qo_heads"], static.plan["head_dim"]), 0
+
     def reset_workspace_buffer(self, float_workspace_buffer: torch.Tensor, int_workspace_buffer=None) -> None:
         """Take a new float workspace (split requests' partial states); FlashInfer's int
         workspace is not used. A plan made before still holds its own buffers: plan again."""

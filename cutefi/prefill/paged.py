@@ -57,6 +57,20 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
             self._fixed_indices = paged_kv_indices_buf
         self._plan: dict | None = None
 
+    def workspace_size(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads,
+                       num_kv_heads, head_dim_qk, page_size, head_dim_vo=None, custom_mask=None,
+                       packed_custom_mask=None, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
+                       sm_scale=None, window_left=-1, logits_soft_cap=None, rope_scale=None, rope_theta=None,
+                       q_data_type="float16", kv_data_type=None, o_data_type=None, prefix_len_ptr=None,
+                       token_pos_in_items_ptr=None, token_pos_in_items_len=0, max_item_len_ptr=None, seq_lens=None,
+                       seq_lens_q=None, block_tables=None, max_token_per_sequence=None, max_sequence_kv=None,
+                       fixed_split_size=None, disable_split_kv=False) -> tuple[int, int]:
+        """FlashInfer's ``(float_workspace_size, int_workspace_size)`` that :meth:`plan` of these
+        arguments needs from the caller: ``(0, 0)`` for any batch. cutefi's prefill splits no
+        request's KV (no partial states) and keeps its work arrays in buffers of its own; the
+        workspace given to the constructor only names the device."""
+        return 0, 0
+
     @api_log
     @remember_plan
     def plan(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads, num_kv_heads,
