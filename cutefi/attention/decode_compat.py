@@ -50,8 +50,8 @@ def check_run_extras(args: tuple, q_len_per_req, skip_softmax_threshold_scale_fa
     after ``paged_kv_cache`` (a JIT module's tensors, or FP8 queries' scale tensors)."""
     if args:
         raise TypeError(f"run() got {len(args)} positional arguments after paged_kv_cache: FlashInfer's "
-                                  "JIT-module tensors and FP8-query scale tensors are not taken by cutefi's decode "
-                                  "(pass q, paged_kv_cache and keywords; FP8 KV scales as k_scale / v_scale)")
+                        "JIT-module tensors and FP8-query scale tensors are not taken by cutefi's decode "
+                        "(pass q, paged_kv_cache and keywords; FP8 KV scales as k_scale / v_scale)")
     if q_len_per_req not in (None, 1):
         raise NotImplementedError(f"q_len_per_req={q_len_per_req}: cutefi's decode takes one query token a request")
     if skip_softmax_threshold_scale_factor is not None:
