@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from .._checks import require_cuda, require_tensor
+from ..jit.logs import api_log
 
 # FlashInfer's backend names that name its own kernels for the work cutefi's decode does: taken
 # as "auto" (as use_tensor_cores is); the others are kernels cutefi does not have
@@ -106,6 +107,7 @@ class DecodeWrapperCompat:
         return self.run(q, paged_kv_cache, q_scale=q_scale, k_scale=k_scale, v_scale=v_scale, return_lse=return_lse,
                         _scores=(sm_scale, logits_soft_cap, rope_scale, rope_theta))
 
+    @api_log
     def workspace_size(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
                        pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type="float16",
                        kv_data_type=None, o_data_type=None, data_type=None, sm_scale=None, rope_scale=None,

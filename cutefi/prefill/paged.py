@@ -57,6 +57,7 @@ class BatchPrefillWithPagedKVCacheWrapper(PrefillWrapperBase):
             self._fixed_indices = paged_kv_indices_buf
         self._plan: dict | None = None
 
+    @api_log
     def workspace_size(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads,
                        num_kv_heads, head_dim_qk, page_size, head_dim_vo=None, custom_mask=None,
                        packed_custom_mask=None, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
