@@ -203,3 +203,31 @@ QUANT = {
 ])
 def test_quant_norm_bad_argument(op, kwargs, exc, pattern):
     refused(lambda: QUANT[op](**kwargs), exc, pattern)
+
+
+# ---- RMSNorm + SiLU (FlashInfer's fused_rmsnorm_silu: bf16 in, bf16 or FP8 e4m3 out) --------
+def _silu(input=None, weight=None, **kw):
+    return cutefi.fused_rmsnorm_silu(x2() if input is None else input, vec() if weight is None else weight, **kw)
+
+
+@pytest.mark.parametrize("kwargs, exc, pattern", [
+    pytest.param(dict(), ValueError, CUDA, id="valid"),
+    pytest.param(dict(out=x2(dtype=E4M3)), ValueError, CUDA, id="out-e4m3"),
+    pytest.param(dict(out=x2(), block_scale=x2()), ValueError, CUDA, id="block-scale-ignored"),
+    pytest.param(dict(input=x2(hidden=13), weight=vec(13)), ValueError, CUDA, id="hidden-13"),
+    pytest.param(dict(input=x2(dtype=torch.float16), weight=vec(dtype=torch.float16)), TypeError,
+                 r"^input must have dtype bfloat16; got float16", id="input-fp16"),
+    pytest.param(dict(weight=vec(dtype=torch.float16)), TypeError, r"^weight dtype must be bfloat16", id="weight-fp16"),
+    pytest.param(dict(out=x2(dtype=torch.float8_e5m2)), TypeError, r"^out dtype must be bfloat16 or float8_e4m3fn",
+                 id="out-e5m2"),
+    pytest.param(dict(out=x2(dtype=torch.float16)), TypeError, r"^out dtype must be bfloat16 or float8_e4m3fn",
+                 id="out-fp16"),
+    pytest.param(dict(out=torch.empty(3 * 32, dtype=torch.uint8)), NotImplementedError, r"NVFP4", id="out-nvfp4"),
+    pytest.param(dict(out=x2(rows=3)), ValueError, r"^out .* must have the shape of input", id="out-shape"),
+    pytest.param(dict(input=vec()), ValueError, r"^input must be 2-D", id="input-1d"),
+    pytest.param(dict(input=[0]), TypeError, r"^input must be a torch.Tensor", id="input-list"),
+    pytest.param(dict(out=[0]), TypeError, r"^out must be a torch.Tensor", id="out-list"),
+    pytest.param(dict(eps=-1.0), ValueError, r"^eps must be .*>= 0", id="eps-neg"),
+])
+def test_fused_rmsnorm_silu_bad_argument(kwargs, exc, pattern):
+    refused(lambda: _silu(**kwargs), exc, pattern)

@@ -135,6 +135,8 @@ def test_bench_gpu_time_refuses_bad_arguments():
     (["--routine", "copy", "--mib", "0"], "--mib 0: must be at least 1"),
     (["--routine", "rmsnorm", "--dtype", "fp8"], "--dtype fp8: accepted are bf16, fp16"),
     (["--routine", "layernorm", "--param-bits", "24"], "--param-bits 24: 32 (float32) or 16"),
+    (["--routine", "fused_rmsnorm_silu", "--dtype", "fp16"], "--dtype fp16: fused_rmsnorm_silu takes bf16"),
+    (["--routine", "fused_rmsnorm_silu", "--out-bits", "32"], "--out-bits 32: 16 (bf16) or 8 (float8_e4m3fn)"),
     (["--routine", "rmsnorm", "--param-bits", "16"], "--param-bits does not apply to rmsnorm"),
     (["--output", "results.txt"], "the suffix picks the format"),
     (["--plot", "plot.svg"], "write a .png"),

@@ -50,6 +50,8 @@ VECTORISED = ("norm.", "rope.", "copy.vector_copy", "attention.merge_states")
 # - LayerNorm 4096 (bf16) on sm_100a/sm_103a: 4 spill instructions at 8 CTAs of 256 threads an
 #   SM (32 registers), the form that ran 1.8% faster than 128 threads at 12 CTAs on the H200
 #   (tuning.REREAD_ROWS); fp16 and the other targets are spill-free.
+# - RMSNorm + SiLU (fused_rmsnorm_silu) where its RMSNorm siblings spill (32768 on shifted rows,
+#   FP8 4096 on sm_100a/sm_103a), and on shifted 4096-element rows for sm_80 (4 instructions).
 # - Packed-rows RMSNorm (norm/packed_kernel.py) at 64 registers: 2-23 spill instructions, once
 #   a CTA or a block of 8 rows (not a chunk); its FP8 builds so measured 35-78% faster than the
 #   shifted ones (benchmarks/results/norm_packed_vs_shifted_h200.json).
@@ -160,6 +162,11 @@ def test_norm_spec_table_is_complete():
     # above without their classes
     assert names.count("norm.rmsnorm_long") == 2 * 2 * (4 + 4)
     assert names.count("norm.layernorm_long") == 2 * 2 * 3
+    # RMSNorm + SiLU (bf16 only, bf16 or FP8 e4m3 out): the plain RMSNorm's class, latency and
+    # long-row builds
+    assert names.count("norm.rmsnorm_silu") == 10 * 2 * 2
+    assert names.count("norm.rmsnorm_silu_latency") == 3 + 1
+    assert names.count("norm.rmsnorm_silu_long") == 2 * 2
 
 
 @requires_dsl

@@ -26,6 +26,7 @@ MUTATIONS = {
     "rope_quantize_fp8_append_paged_kv_cache": {"cache_0", "cache_1", "q_rope_out", "q_nope_out"},
     "copy_into": {"dst"}, "tma_copy_into": {"dst"}, "fill_bits": {"tensor"},
     "rmsnorm_quant": {"out"}, "fused_add_rmsnorm_quant": {"out", "residual"}, "layernorm_quant": {"out"},
+    "rmsnorm_silu": {"out"},
     "merge_state_out": {"v_out", "s_out"}, "merge_state_in_place": {"v", "s"}, "merge_states_out": {"v_out", "s_out"},
     "append_paged_kv_cache": {"k_cache", "v_cache"}, "append_paged_mla_kv_cache": {"ckv_cache", "kpe_cache"},
     "append_paged_kv_cache_fused": {"paged_kv_cache"},
@@ -53,7 +54,10 @@ def decoder_block(x, residual, w, gamma, beta, q, k, pos, scratch, scale):
     cutefi.fused_add_rmsnorm_quant(q8, h, residual, w, scale)
     f8 = torch.empty(h.shape, dtype=torch.float8_e5m2, device=h.device)
     cutefi.layernorm_quant(f8, h, gamma, beta, 2.0)
-    return q2 + q, k2 + k, scratch * 2 + q8.float() + f8.float(), residual
+    # RMSNorm + SiLU, into a new bf16 tensor and into an FP8 one
+    a = cutefi.fused_rmsnorm_silu(h, w)
+    cutefi.fused_rmsnorm_silu(h, w, 1e-5, out=q8)
+    return q2 + q, k2 + k, scratch * 2 + q8.float() + f8.float() + a, residual
 
 
 def _fake_inputs():
@@ -78,8 +82,10 @@ def test_decoder_block_traces_into_cutefi_ops_without_a_graph_break():
     assert [tuple(t.shape) for t in outputs] == [(8, 4, 64), (8, 2, 64), (8, 256), (8, 256)]
     code = graphs[0].code
     for op in ("rmsnorm_out", "rope_out", "rope_inplace", "fused_add_rmsnorm", "rmsnorm_inplace", "layernorm_out",
-               "copy_into", "fill_bits", "rmsnorm_quant", "fused_add_rmsnorm_quant", "layernorm_quant"):
+               "copy_into", "fill_bits", "rmsnorm_quant", "fused_add_rmsnorm_quant", "layernorm_quant",
+               "rmsnorm_silu"):
         assert f"torch.ops.cutefi.{op}" in code, f"{op} not recorded:\n{code}"
+    assert code.count("torch.ops.cutefi.rmsnorm_silu") == 2
     assert "data_ptr" not in code
 
 
@@ -147,6 +153,8 @@ def test_fake_implementations_run_on_fake_tensors():
         torch.ops.cutefi.rmsnorm_quant(q8, x, w, None, 0.5, 1e-6, None)
         torch.ops.cutefi.fused_add_rmsnorm_quant(q8, x, residual, w, scale, 0.0, 1e-6, True)
         torch.ops.cutefi.layernorm_quant(q8, x, gamma, beta, None, 2.0, 1e-6)
+        torch.ops.cutefi.rmsnorm_silu(scratch, x, w, 1e-6, None)
+        torch.ops.cutefi.rmsnorm_silu(q8, x, w, 1e-6, True)
         torch.ops.cutefi.rope_inplace(q, k, "pos_ids", pos, None, None, None, False, [1.0, 13.3, 0.0, 0.0], "q", "k")
         torch.ops.cutefi.copy_into(scratch, x)
         torch.ops.cutefi.fill_bits(scratch, 0x7FFF)

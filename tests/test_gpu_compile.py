@@ -129,6 +129,7 @@ def _samples():
                                     residual.clone(), w, scale, 0.0, 1e-6, True),
         "layernorm_quant": (torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device), x, gamma, beta, None,
                             2.0, 1e-6),
+        "rmsnorm_silu": (torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device), x, w, 1e-6, None),
         "merge_state_out": (q, s_q, q * 2, s_q + 1, torch.empty_like(q), torch.empty_like(s_q)),
         "merge_state_in_place": (q.clone(), s_q.clone(), q * 2, s_q - 1, (pos % 3 == 0)),
         "merge_states_out": (torch.stack([q, q * 2, -q], 1), torch.stack([s_q, s_q + 1, s_q - 2], 1),

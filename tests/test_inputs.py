@@ -40,6 +40,7 @@ def _cpu_calls():
             torch.empty(x.shape, dtype=torch.float8_e5m2), x, r, w, torch.tensor([2.0])), "input"),
         "layernorm_quant": (lambda: cutefi.layernorm_quant(
             torch.empty(x.shape, dtype=torch.float8_e4m3fn), x, torch.randn(64), torch.randn(64), 1.0), "input"),
+        "fused_rmsnorm_silu": (lambda: cutefi.fused_rmsnorm_silu(x, w, 1e-6, out=torch.empty_like(x)), "input"),
         "apply_rope": (lambda: cutefi.apply_rope(q, k, indptr, offsets), "q"),
         "apply_rope_inplace": (lambda: cutefi.apply_rope_inplace(q, k, indptr, offsets, 32, True, 2.0, 5e5), "q"),
         "apply_rope_pos_ids": (lambda: cutefi.apply_rope_pos_ids(q, k, pos), "q"),

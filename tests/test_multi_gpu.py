@@ -58,6 +58,7 @@ def references(t):
             # the FP8 output compared as float32 with the unrounded value (one FP8 step is 1/8)
             "rmsnorm_quant": (rms_reference(x, w) / t["scale"]).clamp(-448, 448),
             "rmsnorm.odd": rms_reference(x[:, 1:], w[1:]),
+            "fused_rmsnorm_silu": rms_reference(x, w) / (1 + torch.exp(-rms_reference(x, w))),
             "merge_state": merge_reference(t["q"], t["s_a"], t["v_b"], t["s_b"]),
             "append_paged_kv_cache": t["k"], "append_paged_mla_kv_cache": t["k"][:, 0],
             "rope_quantize_fp8.q": rope_reference(t["q"], t["pos_ids"]).clamp(-448, 448),
@@ -137,6 +138,8 @@ def launch_ops(t):
     # rows off 16-byte boundaries, an odd hidden size and a misaligned weight: the staged path
     # (out is contiguous, so its rows sit unlike the input's) onto the shifted build
     outs["rmsnorm.odd"] = cutefi.rmsnorm(t["x"][:, 1:], t["w"][1:])
+    if t["x"].dtype == torch.bfloat16:  # (FlashInfer's fused_rmsnorm_silu takes bf16 only)
+        outs["fused_rmsnorm_silu"] = cutefi.fused_rmsnorm_silu(t["x"], t["w"], out=poisoned(t["x"]))
     outs["merge_state"] = cutefi.merge_state(t["q"], t["s_a"], t["v_b"], t["s_b"])[0]
     # k's tokens appended to one request over pages 3, 2, 1, 0 of an NHD cache (8 entries a page;
     # index tensors made on the device: no host copies, so this also runs under graph capture)

@@ -65,6 +65,8 @@ def plan(request: Request) -> Plan:
     for dtype in request.dtypes:
         if dtype not in DTYPES:
             raise BenchInputError(f"--dtype {dtype}: accepted are {', '.join(DTYPES)}")
+        if dtype not in routine.dtypes:
+            raise BenchInputError(f"--dtype {dtype}: {routine.name} takes {', '.join(routine.dtypes)}")
     offered = offered_backends(routine)
     skipped: dict[str, str] = {}
     if request.backends is None:

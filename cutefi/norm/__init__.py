@@ -1,8 +1,8 @@
-"""Norm family: RMSNorm (plain, fused add, Gemma) and LayerNorm, and their FP8-quantising
+"""Norm family: RMSNorm (plain, fused add, Gemma, + SiLU) and LayerNorm, and their FP8-quantising
 variants, on one CuTe DSL row-norm kernel."""
 
 API = ("rmsnorm", "fused_add_rmsnorm", "gemma_rmsnorm", "gemma_fused_add_rmsnorm", "layernorm",
-       "rmsnorm_quant", "fused_add_rmsnorm_quant", "layernorm_quant")
+       "rmsnorm_quant", "fused_add_rmsnorm_quant", "layernorm_quant", "fused_rmsnorm_silu")
 
 # the packed-rows RMSNorm builds and the long-row builds register with the row-norm ones
 # (registry.all_specs imports this package's launch module, so this package first)

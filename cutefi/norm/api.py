@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from .._capability import declare
-from .._checks import F32_MAX, require_eps, require_pdl, require_real, require_tensor
+from .._checks import F32_MAX, require_dtype, require_eps, require_pdl, require_real, require_tensor
 from .._library import compiling, define
 from .._plans import PlanCache, signature
 from ..jit.logs import api_log
@@ -28,13 +28,13 @@ _PLANS = PlanCache()
 def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                 out: torch.Tensor, residual: torch.Tensor | None, eps: float, gemma: bool,
                 enable_pdl: bool | None = None, weight_name: str = "weight",
-                scale: float | torch.Tensor | None = None) -> None:
+                scale: float | torch.Tensor | None = None, silu: bool = False) -> None:
     """Check every argument, then launch the row-norm build for ``kind`` ("rms" or "layer").
 
     rms: ``weight`` has the input dtype, ``bias`` is None. layer: ``weight`` (gamma) and
     ``bias`` (beta) are fp32, or both the input's dtype (read as they are; other 16-bit mixes run
     on fp32 copies). ``scale`` (not None: the FP8 quant variant, ``out`` FP8): a nonzero float,
-    or a one-element tensor read on the device.
+    or a one-element tensor read on the device. ``silu``: RMSNorm + SiLU (``fused_rmsnorm_silu``).
     """
     # scalars, every call: the cheap test first (a float in range, a bool or None), then the
     # full check, which names the argument (and turns an int or NumPy eps into a float)
@@ -46,7 +46,7 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     scale_value, scale_tensor = _scale_arguments(scale) if quant else (1.0, None)
     if compiling():  # torch.compile traces this: one cutefi op in the graph (see _library)
         return _record_op(kind, input, weight, bias, out, residual, eps, gemma, enable_pdl, quant, scale_tensor,
-                          scale_value)
+                          scale_value, silu)
     try:  # what a plan depends on (signature() inlined: this runs on every call)
         x_ptr, w_ptr, o_ptr = input.data_ptr(), weight.data_ptr(), out.data_ptr()
         b_ptr = bias.data_ptr() if bias is not None else w_ptr
@@ -58,16 +58,16 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
                None if out is input else (out.dtype, out.shape, out.stride(), out.get_device()),
                None if residual is None else (residual.dtype, residual.shape, residual.stride(),
                                               residual.get_device()),
-               None if bias is None else signature(bias), pointers)
+               None if bias is None else signature(bias), pointers, silu)
     except AttributeError:  # not tensors: the full check below names the argument
         key, pointers = None, POINTERS_STAGED
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS.put(key, check_and_plan(kind, input, weight, bias, out, residual, gemma, weight_name, quant,
-                                              pointers))
+                                              pointers, silu))
     if plan.kernel is None:  # (off the hot path: a plan with a kernel never branches here)
         if plan.staged:
-            _run_staged(kind, input, weight, bias, out, residual, eps, gemma, enable_pdl, weight_name, scale)
+            _run_staged(kind, input, weight, bias, out, residual, eps, gemma, enable_pdl, weight_name, scale, silu)
         elif plan.widen_params:  # LayerNorm's other 16-bit gamma/beta, as fp32 copies made on the stream
             launch_norm(kind, input, weight.float(), bias.float(), out, residual, eps, gemma, enable_pdl, weight_name,
                         scale)
@@ -90,7 +90,8 @@ def launch_norm(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
 
 def _run_staged(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                 out: torch.Tensor, residual: torch.Tensor | None, eps: float, gemma: bool,
-                enable_pdl: bool | None, weight_name: str, scale: float | torch.Tensor | None) -> None:
+                enable_pdl: bool | None, weight_name: str, scale: float | torch.Tensor | None,
+                silu: bool = False) -> None:
     """A call whose rows sit unlike in their 16-byte chunks (e.g. an odd hidden size with out at
     another offset than input): the same op on fresh, aligned copies, results copied back."""
     def fresh(tensor: torch.Tensor) -> torch.Tensor:
@@ -101,7 +102,7 @@ def _run_staged(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torc
     y = x if out is input else torch.empty(out.shape, dtype=out.dtype, device=out.device)
     w = weight if not weight.data_ptr() % 16 else weight.clone()
     b = bias if bias is None or not bias.data_ptr() % 16 else bias.clone()
-    launch_norm(kind, x, w, b, y, r, eps, gemma, enable_pdl, weight_name, scale)
+    launch_norm(kind, x, w, b, y, r, eps, gemma, enable_pdl, weight_name, scale, silu)
     out.copy_(y)
     if residual is not None:
         residual.copy_(r)
@@ -228,6 +229,37 @@ def layernorm_quant(out: torch.Tensor, input: torch.Tensor, gemma: torch.Tensor,
                 False, weight_name="gamma", scale=_require_scale(scale))
 
 
+# ---- RMSNorm + SiLU (FlashInfer's fused_rmsnorm_silu): out = silu(rmsnorm(input)) -----------
+_SILU_OUT_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
+
+
+@api_log
+def fused_rmsnorm_silu(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
+                       out: torch.Tensor | None = None, block_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """``out = silu(input / sqrt(mean(input**2, -1) + eps) * weight)``, ``silu(y) = y * sigmoid(y)``,
+    in fp32 and rounded once.
+
+    input: bf16 ``[rows, hidden]`` (or ``[tokens, heads, head_dim]`` with any token and head
+    strides), last dimension contiguous, any hidden size from 1; weight: bf16 ``[hidden]``.
+    ``out`` (default: a new bf16 tensor like ``input``) picks the output: bf16, or
+    ``float8_e4m3fn`` (saturated to +-448 and rounded to nearest even, no scale), as FlashInfer
+    takes them. FlashInfer's NVFP4 output (``float4_e2m1fn_x2`` with ``block_scale``, Blackwell)
+    is not built: refused; ``block_scale`` is ignored for bf16 and FP8 outputs, as FlashInfer
+    ignores it. Returns ``out``.
+    """
+    if require_tensor("input", input).dtype != torch.bfloat16:
+        require_dtype("input", input, (torch.bfloat16,))
+    out = torch.empty_like(input) if out is None else require_tensor("out", out)
+    if out.dtype not in _SILU_OUT_DTYPES:
+        if str(out.dtype) in ("torch.float4_e2m1fn_x2", "torch.uint8"):
+            raise NotImplementedError(f"out dtype {str(out.dtype)[6:]} (FlashInfer's NVFP4 output with block_scale, "
+                                      f"for Blackwell) is not built in cutefi; pass a bfloat16 or float8_e4m3fn out")
+        raise TypeError(f"out dtype must be bfloat16 or float8_e4m3fn; got {str(out.dtype)[6:]}")
+    quant = out.dtype == torch.float8_e4m3fn
+    launch_norm("rms", input, weight, None, out, None, eps, False, None, scale=1.0 if quant else None, silu=True)
+    return out
+
+
 def _require_scale(scale: object) -> float | torch.Tensor:
     if scale is None:
         raise TypeError("scale must be a float or a one-element tensor; got None")
@@ -263,6 +295,9 @@ _define_ops = [
      "float scale_value, float eps, bool? enable_pdl) -> ()",
      lambda out, input, residual, weight, scale, value, eps, pdl: launch_norm(
          "rms", input, weight, None, out, residual, eps, False, pdl, scale=_scale(scale, value))),
+    ("rmsnorm_silu(Tensor(a!) out, Tensor input, Tensor weight, float eps, bool? enable_pdl) -> ()",
+     lambda out, input, weight, eps, pdl: launch_norm("rms", input, weight, None, out, None, eps, False, pdl,
+                                                      scale=1.0 if out.dtype != input.dtype else None, silu=True)),
     ("layernorm_quant(Tensor(a!) out, Tensor input, Tensor gemma, Tensor beta, Tensor? scale, float scale_value, "
      "float eps) -> ()",
      lambda out, input, gamma, beta, scale, value, eps: launch_norm(
@@ -273,8 +308,11 @@ _OPS = {schema.split("(", 1)[0]: define(schema, impl, _no_output) for schema, im
 
 def _record_op(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                out: torch.Tensor, residual: torch.Tensor | None, eps: float, gemma: bool,
-               enable_pdl: bool | None, quant: bool, scale: torch.Tensor | None, scale_value: float) -> None:
-    if kind == "layer":
+               enable_pdl: bool | None, quant: bool, scale: torch.Tensor | None, scale_value: float,
+               silu: bool = False) -> None:
+    if silu:
+        _OPS["rmsnorm_silu"](out, input, weight, eps, enable_pdl)
+    elif kind == "layer":
         if quant:
             _OPS["layernorm_quant"](out, input, weight, bias, scale, scale_value, eps)
         else:
@@ -295,3 +333,4 @@ for _public in (rmsnorm, fused_add_rmsnorm, gemma_rmsnorm, gemma_fused_add_rmsno
     declare(_public, (Family.SIMT,), launch.SUPPORTED_DTYPES)
 for _public in (rmsnorm_quant, fused_add_rmsnorm_quant, layernorm_quant):
     declare(_public, (Family.SIMT,), launch.SUPPORTED_DTYPES)
+declare(fused_rmsnorm_silu, (Family.SIMT,), launch.SILU_DTYPES)

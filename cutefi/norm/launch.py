@@ -37,6 +37,9 @@ from ..jit.spec import KernelSpec
 KINDS = ("rms", "layer")
 QUANT_DTYPES = ("fp8e4m3", "fp8e5m2")
 QUANT_MAX = dtypes.FP8_MAX  # quant outputs are saturated to their format's largest finite value
+# RMSNorm + SiLU builds (FlashInfer's fused_rmsnorm_silu): its input and output dtypes
+SILU_DTYPES = ("bf16",)
+SILU_OUT_DTYPES = (None, "fp8e4m3")
 
 # Elements per access of an aligned build: 128 bits of a 16-bit dtype.
 VEC_BITS = 128
@@ -343,7 +346,7 @@ def norm_params(dtype_name: str, param_dtype: str, out_name: str, element_aligne
 
 def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: bool, aligned: bool = True,
              out_dtype: str | None = None, fp8_in_software: bool = False, latency: bool = False,
-             params16: bool = False) -> LaunchContract:
+             params16: bool = False, silu: bool = False) -> LaunchContract:
     _check_out_dtype(out_dtype)
     param_dtype = "fp32" if norm == "layer" and not params16 else dtype_name
     out_name = out_dtype or dtype_name
@@ -360,25 +363,28 @@ def contract(norm: str, dtype_name: str, n_class: int, fused_add: bool, gemma: b
                 "residual_head_stride": 0, "eps": 1e-6, "scale_value": 1.0},
         min_ctas_per_sm=shape.min_ctas_per_sm,
         entry=entry_name(dtype_name, n_class, fused_add, gemma, norm, aligned, out_dtype)
-        + ("_swcvt" if fp8_in_software else "") + ("_lat" if latency else "") + ("_p16" if params16 else ""),
+        + ("_swcvt" if fp8_in_software else "") + ("_lat" if latency else "") + ("_p16" if params16 else "")
+        + ("_silu" if silu else ""),
         pdl=True,
     )
 
 
 def make_spec(norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
               aligned: bool = True, out_dtype: str | None = None, fp8_in_software: bool = False,
-              latency: bool = False, params16: bool = False) -> KernelSpec:
+              latency: bool = False, params16: bool = False, silu: bool = False) -> KernelSpec:
     # the default access width and output dtype are left out of the options, so the specs
     # (and their names) of the plain aligned builds read as before
     extra = ({} if aligned else {"aligned": False}) | ({"out_dtype": out_dtype} if out_dtype else {})
     extra |= {"fp8_in_software": True} if fp8_in_software else {}
     extra |= {"latency": True} if latency else {}
     extra |= {"params16": True} if params16 else {}
+    extra |= {"silu": True} if silu else {}
     # the latency builds and LayerNorm's 16-bit-parameter builds are kernel names of their own: the
     # CPU tier's rotation of targets over a kernel's builds (test_build_all) stays as it was for
     # the class builds
     return KernelSpec.make(
-        f"norm.{norm}norm" + ("_latency" if latency else "") + ("_params16" if params16 else ""), "cute",
+        f"norm.{norm}norm" + ("_silu" if silu else "") + ("_latency" if latency else "")
+        + ("_params16" if params16 else ""), "cute",
         "cutefi.norm.norm_kernel:RowNormKernel", "cutefi.norm.launch:contract",
         Family.SIMT, norm=norm, dtype_name=dtype_name, n_class=n_class, fused_add=fused_add, gemma=gemma, **extra,
     )
@@ -415,14 +421,24 @@ LATENCY_SPECS = {key: make_spec(*key, latency=True) for key in _variants()
 PARAMS16_SPECS = {(key, latency): make_spec(*key, latency=latency, params16=True)
                   for latency, table in ((False, NORM_SPECS), (True, LATENCY_SPECS)) for key in table
                   if key[0] == "layer"}
-register(*NORM_SPECS.values(), *SOFTWARE_FP8_SPECS.values(), *LATENCY_SPECS.values(), *PARAMS16_SPECS.values())
+# RMSNorm + SiLU (FlashInfer's fused_rmsnorm_silu): bf16 rows, the plain weight, a bf16 or FP8
+# e4m3 output, as FlashInfer takes them; the RMSNorm builds' geometry with SiLU in the output
+# stage. (key, latency) -> spec.
+SILU_SPECS = {(key, latency): make_spec(*key, latency=latency, silu=True)
+              for latency, table in ((False, NORM_SPECS), (True, LATENCY_SPECS)) for key in table
+              if key[0] == "rms" and key[1] in SILU_DTYPES and not key[3] and not key[4]
+              and key[6] in SILU_OUT_DTYPES}
+register(*NORM_SPECS.values(), *SOFTWARE_FP8_SPECS.values(), *LATENCY_SPECS.values(), *PARAMS16_SPECS.values(),
+         *SILU_SPECS.values())
 
 
 def norm_spec(kind: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
               aligned: bool = True, out_dtype: str | None = None, latency: bool = False,
-              params16: bool = False) -> KernelSpec:
+              params16: bool = False, silu: bool = False) -> KernelSpec:
     """The registered build for a specialisation (KeyError for one that is not built)."""
     key = (kind, dtype_name, n_class, fused_add, gemma, aligned, out_dtype)
+    if silu:
+        return SILU_SPECS[(key, latency)]
     if params16:
         return PARAMS16_SPECS[(key, latency)]
     return (LATENCY_SPECS if latency else NORM_SPECS)[key]

@@ -10,6 +10,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, const_expr
 
+from cutefi.cute.activation import silu
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.convert import store_fp8
 from cutefi.norm.shifted import params16_in_row_frame, store_ends
@@ -76,7 +77,7 @@ class LeadChunk:
         """The lead chunk's output (its thread only): its parameters (``staged`` by
         ``_stage_lead_params``, or read here: ``_lead_params``), stored in pieces
         (``shifted.store_ends``: always a row's partial end). ``factor``: rstd (times 1/scale
-        for RMSNorm)."""
+        for RMSNorm without SiLU)."""
         if const_expr(staged is not None):
             row_in_cta = cute.arch.thread_idx()[0] // self.threads_per_row
             w = self._staged_row(staged, row_in_cta, 0, rXe)
@@ -89,6 +90,10 @@ class LeadChunk:
                 y = y * inv_scale
         else:
             y = self._widen(rXe) * factor * w
+            if const_expr(self.silu):  # (factor: rstd alone, 1/scale after SiLU)
+                y = silu(y)
+                if const_expr(self.quant):
+                    y = y * inv_scale
         rOe = cute.make_rmem_tensor(rXe.layout, self.out_dtype)
         if const_expr(self.quant):
             store_fp8(y, rOe, self.quant_max, self.fp8_in_software)

@@ -58,13 +58,13 @@ def _params(dtype_name: str, param_dtype: str, out_name: str, aligned: bool) -> 
 
 
 def entry_name(norm: str, dtype_name: str, fused_add: bool, gemma: bool, aligned: bool,
-               out_dtype: str | None) -> str:
+               out_dtype: str | None, silu: bool = False) -> str:
     return (f"cutefi_{norm}norm_{dtype_name}_long" + ("_add" if fused_add else "") + ("_gemma" if gemma else "")
-            + ("" if aligned else "_any") + (f"_to_{out_dtype}" if out_dtype else ""))
+            + ("" if aligned else "_any") + (f"_to_{out_dtype}" if out_dtype else "") + ("_silu" if silu else ""))
 
 
 def contract(norm: str, dtype_name: str, fused_add: bool = False, gemma: bool = False, aligned: bool = True,
-             out_dtype: str | None = None) -> LaunchContract:
+             out_dtype: str | None = None, silu: bool = False) -> LaunchContract:
     launch.dtype_bits(dtype_name)
     param_dtype = "fp32" if norm == "layer" else dtype_name
     return LaunchContract(
@@ -75,16 +75,17 @@ def contract(norm: str, dtype_name: str, fused_add: bool = False, gemma: bool = 
                 "x_head_stride": 0, "out_row_stride": 65536, "out_head_stride": 0,
                 "residual_row_stride": 65536, "residual_head_stride": 0, "eps": 1e-6, "scale_value": 1.0},
         min_ctas_per_sm=CTAS_PER_SM,
-        entry=entry_name(norm, dtype_name, fused_add, gemma, aligned, out_dtype),
+        entry=entry_name(norm, dtype_name, fused_add, gemma, aligned, out_dtype, silu),
         pdl=True,
     )
 
 
 def make_spec(norm: str, dtype_name: str, fused_add: bool = False, gemma: bool = False, aligned: bool = True,
-              out_dtype: str | None = None) -> KernelSpec:
+              out_dtype: str | None = None, silu: bool = False) -> KernelSpec:
     extra = ({} if aligned else {"aligned": False}) | ({"out_dtype": out_dtype} if out_dtype else {})
+    extra |= {"silu": True} if silu else {}
     return KernelSpec.make(
-        f"norm.{norm}norm_long", "cute", "cutefi.norm.long_rows_kernel:LongRowNormKernel",
+        f"norm.{norm}norm" + ("_silu" if silu else "") + "_long", "cute", "cutefi.norm.long_rows_kernel:LongRowNormKernel",
         "cutefi.norm.long_rows:contract", Family.SIMT, norm=norm, dtype_name=dtype_name, fused_add=fused_add,
         gemma=gemma, **extra,
     )
@@ -106,4 +107,8 @@ def _variants():
 
 # keyed (norm, dtype, fused_add, gemma, aligned, out_dtype), as the plan looks them up
 LONG_SPECS = {key: make_spec(*key) for key in _variants()}
-register(*LONG_SPECS.values())
+# RMSNorm + SiLU (launch.SILU_SPECS' long-row twins), keyed as LONG_SPECS
+LONG_SILU_SPECS = {key: make_spec(*key, silu=True) for key in LONG_SPECS
+                   if key[0] == "rms" and key[1] in launch.SILU_DTYPES and not key[2] and not key[3]
+                   and key[5] in launch.SILU_OUT_DTYPES}
+register(*LONG_SPECS.values(), *LONG_SILU_SPECS.values())

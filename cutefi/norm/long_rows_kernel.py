@@ -1,5 +1,5 @@
 """Long-row norm kernel (hidden sizes above 32768) in CuTe DSL: RMSNorm and LayerNorm, the fused
-add, gemma weights and FP8 outputs, with the row-norm kernel's numerics (``norm_kernel.py``).
+add, gemma weights, FP8 outputs and RMSNorm + SiLU, with the row-norm kernel's numerics (``norm_kernel.py``).
 
 A CTA a row (row ``r`` = token ``r // heads``, head ``r % heads``, as the row-norm builds) walks
 the row twice, each thread taking every ``BLOCK_THREADS``-th access of ``vec`` elements:
@@ -20,6 +20,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64, const_expr
 
 from cutefi.cute import args as kernel_args
+from cutefi.cute.activation import silu
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.convert import store_fp8
 from cutefi.cute.dtypes import cute_dtype
@@ -30,10 +31,11 @@ from cutefi.norm import launch, long_rows
 
 class LongRowNormKernel:
     def __init__(self, norm: str, dtype_name: str, fused_add: bool = False, gemma: bool = False,
-                 aligned: bool = True, out_dtype: str | None = None):
+                 aligned: bool = True, out_dtype: str | None = None, silu: bool = False):
         if norm not in launch.KINDS or (norm == "layer" and (fused_add or gemma)):
             raise ValueError(f"unsupported norm kind {norm!r} (fused_add={fused_add}, gemma={gemma})")
-        self.contract = long_rows.contract(norm, dtype_name, fused_add, gemma, aligned, out_dtype)
+        self.contract = long_rows.contract(norm, dtype_name, fused_add, gemma, aligned, out_dtype, silu)
+        self.silu = silu  # RMSNorm + SiLU: silu(s * rstd * w), then 1/scale
         self.layer = norm == "layer"
         self.dtype = cute_dtype(dtype_name)
         # LayerNorm's gamma and beta are fp32; RMSNorm's weight has the input dtype
@@ -98,6 +100,10 @@ class LongRowNormKernel:
             y = s
             if const_expr(self.layer):
                 y = (s - mean) * rstd * w + self._load(args.bias, Int64(0), c, self.param_dtype)
+                if const_expr(self.quant):
+                    y = y * inv_scale
+            elif const_expr(self.silu):
+                y = silu(s * rstd * w)
                 if const_expr(self.quant):
                     y = y * inv_scale
             else:

@@ -2,6 +2,7 @@
 
     rms:   y[m, :] = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w'        w' = w or (1 + w)
     layer: y[m, :] = (x[m, :] - mean) * rsqrt(var + eps) * gamma + beta  (gamma, beta fp32)
+    silu:  y[m, :] = silu(x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w)     (RMSNorm + SiLU builds)
     out = y, or for the FP8 quant builds out = fp8(clamp(y * (1 / scale[0]), -max, max))
 
 fused_add variant (in place on residual, output may alias x):
@@ -38,6 +39,7 @@ from cutlass import Float32, const_expr
 from cutlass.base_dsl import BaseDSL
 
 from cutefi.cute import args as kernel_args
+from cutefi.cute.activation import silu
 from cutefi.cute.args import KernelArgs
 from cutefi.cute.convert import store_fp8
 from cutefi.cute.dtypes import cute_dtype
@@ -58,10 +60,10 @@ class RowNormKernel(RereadRows, LeadChunk, RowParams):
     # ------------------------------------------------------------------ #
     def __init__(self, norm: str, dtype_name: str, n_class: int, fused_add: bool = False, gemma: bool = False,
                  aligned: bool = True, out_dtype: str | None = None, fp8_in_software: bool = False,
-                 latency: bool = False, params16: bool = False):
+                 latency: bool = False, params16: bool = False, silu: bool = False):
         kind = norm
         self.contract = launch.contract(norm, dtype_name, n_class, fused_add, gemma, aligned, out_dtype,
-                                        fp8_in_software, latency, params16)
+                                        fp8_in_software, latency, params16, silu)
         self.fp8_in_software = fp8_in_software
         if kind not in launch.KINDS or (kind == "layer" and (fused_add or gemma)):
             raise ValueError(f"unsupported norm kind {kind!r} (fused_add={fused_add}, gemma={gemma})")
@@ -76,6 +78,10 @@ class RowNormKernel(RereadRows, LeadChunk, RowParams):
         self.quant_max = launch.QUANT_MAX[out_dtype] if self.quant else 0.0
         self.fused_add = fused_add
         self.gemma = gemma
+        # RMSNorm + SiLU: silu(x * rstd * w), then 1/scale (FP8): the scale is not folded into
+        # the row's factor, which would scale SiLU's input
+        self.silu = silu
+        assert not silu or (kind == "rms" and not fused_add and not gemma)
         self.aligned = aligned
         shape = launch.geometry(norm, dtype_name, n_class, fused_add, aligned, out_dtype, latency)
         self.vec = shape.vec  # elements per access
@@ -516,6 +522,10 @@ class RowNormKernel(RereadRows, LeadChunk, RowParams):
                 y = (x - mean) * rstd * w + bias_row
                 if const_expr(self.quant and not prescaled):
                     y = y * inv_scale
+            elif const_expr(self.silu):
+                y = silu(x * rstd * w)
+                if const_expr(self.quant):
+                    y = y * inv_scale
             else:
                 y = x * (rstd * inv_scale) * w  # RMSNorm: 1/scale folded into the row's factor
             if const_expr(self.quant):
@@ -525,7 +535,7 @@ class RowNormKernel(RereadRows, LeadChunk, RowParams):
             self._store(out_copy, tXrO, tXgO, tXpO, full, col, N, row_ok)
             if const_expr(self.lead_chunk):
                 gOe = lead_chunk_view(args.out, args.out_row_stride, args.out_head_stride)
-                factor = rstd if const_expr(self.layer) else rstd * inv_scale
+                factor = rstd if const_expr(self.layer or self.silu) else rstd * inv_scale
                 if has_extra:
                     self._lead_chunk_out(args, rXe, col_e, lead, factor, mean, gOe, true_inv_scale, lead_params)
 

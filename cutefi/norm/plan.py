@@ -36,6 +36,9 @@ from . import launch, long_rows, packed
 
 INPUT_DTYPES = (torch.bfloat16, torch.float16)
 QUANT_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+# RMSNorm + SiLU (fused_rmsnorm_silu): FlashInfer's dtypes (launch.SILU_DTYPES, SILU_OUT_DTYPES)
+SILU_DTYPES = (torch.bfloat16,)
+SILU_QUANT_DTYPES = (torch.float8_e4m3fn,)
 # LayerNorm's gamma and beta: fp32, or 16-bit as FlashInfer's CuTe LayerNorm takes them (read as
 # they are where both have the input's dtype, else run on fp32 copies: Plan.widen_params)
 LAYER_PARAM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -137,13 +140,14 @@ def _check_param(name: str, tensor: torch.Tensor, n: int, dtypes: tuple[torch.dt
 
 @functools.lru_cache(maxsize=None)
 def spec_for(kind: str, dtype: torch.dtype, n: int, fused: bool, gemma: bool, aligned: bool,
-             out_dtype: torch.dtype | None, latency: bool = False, params16: bool = False) -> KernelSpec:
+             out_dtype: torch.dtype | None, latency: bool = False, params16: bool = False,
+             silu: bool = False) -> KernelSpec:
     """The build for a call: dtype, the hidden size's class, flags, access width, quant format,
-    whether it is the class's latency build (``takes_latency_build``) and (LayerNorm) whether
-    gamma and beta have the input's dtype."""
+    whether it is the class's latency build (``takes_latency_build``), (LayerNorm) whether
+    gamma and beta have the input's dtype, and (RMSNorm) SiLU on the output."""
     quant = name_of(out_dtype) if out_dtype is not None else None
     return launch.norm_spec(kind, name_of(dtype), launch.pick_n_class(n), fused, gemma, aligned, quant, latency,
-                            params16)
+                            params16, silu)
 
 
 def takes_latency_build(kind: str, n: int, fused: bool, quant: bool, aligned: bool, rows: int) -> bool:
@@ -184,8 +188,9 @@ class Plan(NamedTuple):
 
 def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                    out: torch.Tensor, residual: torch.Tensor | None, gemma: bool, weight_name: str,
-                   quant: bool, pointers: int) -> Plan:
-    """Check every argument (raising an error that names it) and pick the build."""
+                   quant: bool, pointers: int, silu: bool = False) -> Plan:
+    """Check every argument (raising an error that names it) and pick the build. ``silu``:
+    RMSNorm + SiLU (bf16 input, a bf16 or FP8 e4m3 ``out``, as FlashInfer's fused_rmsnorm_silu)."""
     # types, dimensions, shapes and layouts first (CPU tensors reach these too); devices last
     require_tensor("input", input)
     require_tensor(weight_name, weight)
@@ -194,15 +199,15 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
         require_tensor("residual", residual)
     if bias is not None:
         require_tensor("beta", bias)
-    if input.dtype not in INPUT_DTYPES:
-        require_dtype("input", input, INPUT_DTYPES)
+    if input.dtype not in (SILU_DTYPES if silu else INPUT_DTYPES):
+        require_dtype("input", input, SILU_DTYPES if silu else INPUT_DTYPES)
     n = hidden_size("input", input)
     param_dtypes = LAYER_PARAM_DTYPES if kind == "layer" else (input.dtype,)
     _check_param(weight_name, weight, n, param_dtypes)
     if bias is not None:
         _check_param("beta", bias, n, param_dtypes)
     if quant:
-        require_dtype("out", out, QUANT_DTYPES)
+        require_dtype("out", out, SILU_QUANT_DTYPES if silu else QUANT_DTYPES)
     out_dtype = out.dtype if quant else input.dtype
     for name, tensor, dtype in (("out", out, out_dtype), ("residual", residual, input.dtype)):
         if tensor is not None and (tensor.shape != input.shape or tensor.dtype != dtype):
@@ -239,12 +244,14 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
         return Plan(None, False, False, device, (0, 0, 0), x_layout.rows, n, x_layout.heads, strides, 1,
                     widen_params=x_layout.rows > 0)
     if n >= long_rows.MIN_N:  # a CTA a row, any layout (element accesses where not aligned)
-        spec = long_rows.LONG_SPECS[(kind, name_of(input.dtype), residual is not None, gemma, aligned,
-                                     name_of(out.dtype) if quant else None)]
+        specs = long_rows.LONG_SILU_SPECS if silu else long_rows.LONG_SPECS
+        spec = specs[(kind, name_of(input.dtype), residual is not None, gemma, aligned,
+                      name_of(out.dtype) if quant else None)]
         kernel = get_kernel(spec, device) if x_layout.rows else None
         return Plan(kernel, False, False, device, (x_layout.rows, 1, 1), x_layout.rows, n, x_layout.heads,
                     strides, 1)
-    packed_class = _packed_class(kind, residual is not None, quant, pointers, aligned, layouts)
+    # (SiLU has no packed-rows build: such rows take the shifted one)
+    packed_class = None if silu else _packed_class(kind, residual is not None, quant, pointers, aligned, layouts)
     if packed_class:  # contiguous rows off 16-byte boundaries: blocks of 8 rows, all accesses aligned
         spec = packed.PACKED_SPECS[(kind, name_of(input.dtype), packed_class, gemma,
                                     name_of(out.dtype) if quant else None)]
@@ -254,7 +261,7 @@ def check_and_plan(kind: str, input: torch.Tensor, weight: torch.Tensor, bias: t
         return Plan(kernel, False, False, device, grid, x_layout.rows, n, 1, (n, 0, n, 0, n, 0), iters)
     latency = takes_latency_build(kind, n, residual is not None, quant, aligned, x_layout.rows)
     spec = spec_for(kind, input.dtype, n, residual is not None, gemma, aligned, out.dtype if quant else None,
-                    latency, params16)
+                    latency, params16, silu)
     kernel = get_kernel(spec, device) if x_layout.rows and not staged else None
     iters, grid = 1, (0, 0, 0)
     if kernel:

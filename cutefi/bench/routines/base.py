@@ -46,6 +46,7 @@ class Routine:
     flags: tuple[ShapeFlag, ...] = ()
     optional_backends: tuple[str, ...] = ()  # peers backends() adds only when they import
     bound: str = "memory"  # "memory": GB/s against copy bandwidth; "compute": TFLOP/s against matmul
+    dtypes: tuple[str, ...] = tuple(DTYPES)  # the --dtype values it takes
     atol: float = 2e-2
     rtol: float = 2e-2
 
