@@ -231,3 +231,24 @@ def test_workspace_size_takes_plans_arguments_as_flashinfer(method, plan_names):
 def test_paged_prefill_needs_no_caller_workspace():
     wrapper = object.__new__(cutefi.BatchPrefillWithPagedKVCacheWrapper)
     assert wrapper.workspace_size(None, None, None, None, 32, 8, 128, 16) == (0, 0)
+
+
+# FlashInfer's norm functions (flashinfer/norm/__init__.py, 2026-12): parameters and defaults
+NORM_SIGNATURES = {
+    "rmsnorm": "(input, weight, eps=1e-06, out=None, enable_pdl=None)",
+    "gemma_rmsnorm": "(input, weight, eps=1e-06, out=None, enable_pdl=None)",
+    "fused_add_rmsnorm": "(input, residual, weight, eps=1e-06, enable_pdl=None)",
+    "gemma_fused_add_rmsnorm": "(input, residual, weight, eps=1e-06, enable_pdl=None)",
+    "layernorm": "(input, gemma, beta, eps=1e-06)",
+    "rmsnorm_quant": "(out, input, weight, scale, eps=1e-06, enable_pdl=None)",
+    "fused_add_rmsnorm_quant": "(out, input, residual, weight, scale, eps=1e-06, enable_pdl=None)",
+    "fused_rmsnorm_silu": "(input, weight, eps=1e-06, out=None, block_scale=None)",
+}
+
+
+@pytest.mark.parametrize("name", NORM_SIGNATURES)
+def test_norms_take_flashinfers_parameters_and_defaults(name):
+    parameters = inspect.signature(inspect.unwrap(getattr(cutefi, name))).parameters.values()
+    shown = ", ".join(p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}"
+                      for p in parameters)
+    assert f"({shown})" == NORM_SIGNATURES[name]

@@ -49,7 +49,7 @@ def test_public_names_resolve_lazily():
 # FlashInfer's module of each of its names that cutefi provides: servers import them from there
 FLASHINFER_MODULES = {
     "norm": ("rmsnorm", "fused_add_rmsnorm", "gemma_rmsnorm", "gemma_fused_add_rmsnorm", "layernorm",
-             "rmsnorm_quant", "fused_add_rmsnorm_quant", "layernorm_quant"),
+             "rmsnorm_quant", "fused_add_rmsnorm_quant", "layernorm_quant", "fused_rmsnorm_silu"),
     "rope": ("apply_rope", "apply_rope_inplace", "apply_rope_pos_ids", "apply_rope_pos_ids_inplace",
              "apply_llama31_rope", "apply_llama31_rope_inplace", "apply_llama31_rope_pos_ids",
              "apply_llama31_rope_pos_ids_inplace", "apply_rope_with_cos_sin_cache",
