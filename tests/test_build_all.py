@@ -50,8 +50,8 @@ VECTORISED = ("norm.", "rope.", "copy.vector_copy", "attention.merge_states")
 # - LayerNorm 4096 (bf16) on sm_100a/sm_103a: 4 spill instructions at 8 CTAs of 256 threads an
 #   SM (32 registers), the form that ran 1.8% faster than 128 threads at 12 CTAs on the H200
 #   (tuning.REREAD_ROWS); fp16 and the other targets are spill-free.
-# - RMSNorm + SiLU (fused_rmsnorm_silu) where its RMSNorm siblings spill (32768 on shifted rows,
-#   FP8 4096 on sm_100a/sm_103a), and on shifted 4096-element rows for sm_80 (4 instructions).
+# - RMSNorm + SiLU (fused_rmsnorm_silu) exactly where its RMSNorm siblings spill (32768 on
+#   shifted rows, shifted 4096 on sm_80, FP8 4096 on sm_100a/sm_103a).
 # - Packed-rows RMSNorm (norm/packed_kernel.py) at 64 registers: 2-23 spill instructions, once
 #   a CTA or a block of 8 rows (not a chunk); its FP8 builds so measured 35-78% faster than the
 #   shifted ones (benchmarks/results/norm_packed_vs_shifted_h200.json).
