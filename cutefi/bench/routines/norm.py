@@ -52,12 +52,37 @@ def _rms_reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * weight.float()
 
 
+def out_param_peers(op: str, torch_fn: Backend) -> dict[str, Backend]:
+    """The backends of a norm called ``op(x, w, EPS, out=out)``: cutefi's, FlashInfer's (where it
+    imports and has ``op``), and ``torch_fn(x, w, out)`` eager and compiled."""
+    ours = getattr(cutefi, op)
+    found: dict[str, Backend] = {"cutefi": lambda x, w, out: ours(x, w, EPS, out=out), "torch": torch_fn,
+                                 "torch.compile": compiled(torch_fn)}
+    flashinfer = flashinfer_module()
+    if flashinfer is not None and hasattr(flashinfer, op):
+        theirs = getattr(flashinfer, op)
+        found["flashinfer"] = lambda x, w, out: theirs(x, w, EPS, out=out)
+    return found
+
+
 class _RowNorm(Routine):
     flags = (ROWS, HIDDEN)
+    # a flag of a few accepted values: (name, values, what they mean); the first value, the
+    # default, is left out of the case labels (the rows read as before the flag was added)
+    choice: tuple[str, tuple[int, ...], str] | None = None
 
     def check_shape(self, shape: dict[str, int]) -> None:
         if not 1 <= shape["hidden"] <= MAX_HIDDEN:
             raise BenchInputError(f"--hidden {shape['hidden']}: {self.name} takes hidden sizes in [1, {MAX_HIDDEN}]")
+        if self.choice is not None and shape[self.choice[0]] not in self.choice[1]:
+            name, _, meaning = self.choice
+            raise BenchInputError(f"--{name.replace('_', '-')} {shape[name]}: {meaning}")
+
+    def label(self, shape: dict[str, int]) -> str:
+        if self.choice is None:
+            return super().label(shape)
+        name, values, _ = self.choice
+        return super().label({k: v for k, v in shape.items() if k != name or v != values[0]})
 
 
 class RmsNorm(_RowNorm):
@@ -66,15 +91,7 @@ class RmsNorm(_RowNorm):
     optional_backends = ("flashinfer",)
 
     def backends(self) -> dict[str, Backend]:
-        found: dict[str, Backend] = {
-            "cutefi": lambda x, w, out: cutefi.rmsnorm(x, w, EPS, out=out),
-            "torch": _torch_rmsnorm,
-            "torch.compile": compiled(_torch_rmsnorm),
-        }
-        flashinfer = flashinfer_module()
-        if flashinfer is not None:
-            found["flashinfer"] = lambda x, w, out: flashinfer.rmsnorm(x, w, EPS, out=out)
-        return found
+        return out_param_peers("rmsnorm", _torch_rmsnorm)
 
     def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
         rows, hidden = shape["rows"], shape["hidden"]
@@ -129,15 +146,7 @@ class LayerNorm(_RowNorm):
     name = "layernorm"
     help = "y = (x - mean) / std * gamma + beta, gamma/beta fp32 or 16-bit (FlashInfer's layernorm)"
     flags = (ROWS, HIDDEN, PARAM_BITS)
-
-    def check_shape(self, shape: dict[str, int]) -> None:
-        super().check_shape(shape)
-        if shape["param_bits"] not in (16, 32):
-            raise BenchInputError(f"--param-bits {shape['param_bits']}: 32 (float32) or 16 (the input's dtype)")
-
-    def label(self, shape: dict[str, int]) -> str:
-        # (fp32 parameters unmarked: the rows read as before the flag)
-        return super().label({k: v for k, v in shape.items() if k != "param_bits" or v != 32})
+    choice = ("param_bits", (32, 16), "32 (float32) or 16 (the input's dtype)")
 
     def backends(self) -> dict[str, Backend]:
         return {

@@ -13,10 +13,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-import cutefi
-
-from .base import Backend, BenchInputError, Cost, ShapeFlag, compiled, flashinfer_module, poisoned, randn
-from .norm import EPS, HIDDEN, ROWS, _RowNorm, _rms_reference
+from .base import Backend, Cost, ShapeFlag, poisoned, randn
+from .norm import EPS, HIDDEN, ROWS, _RowNorm, _rms_reference, out_param_peers
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max  # (448)
@@ -35,30 +33,14 @@ class FusedRmsNormSilu(_RowNorm):
     flags = (ROWS, HIDDEN, OUT_BITS)
     optional_backends = ("flashinfer",)
     dtypes = ("bf16",)
-
-    def check_shape(self, shape: dict[str, int]) -> None:
-        super().check_shape(shape)
-        if shape["out_bits"] not in (8, 16):
-            raise BenchInputError(f"--out-bits {shape['out_bits']}: 16 (bf16) or 8 (float8_e4m3fn)")
-
-    def label(self, shape: dict[str, int]) -> str:
-        # (the bf16 output unmarked)
-        return super().label({k: v for k, v in shape.items() if k != "out_bits" or v != 16})
+    choice = ("out_bits", (16, 8), "16 (bf16) or 8 (float8_e4m3fn)")
 
     def tolerance(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[float, float]:
         # one FP8 step is 1/8 of a value (e4m3): outputs may round the other way where y differs
         return (2e-2, 0.13) if shape["out_bits"] == 8 else (self.atol, self.rtol)
 
     def backends(self) -> dict[str, Backend]:
-        found: dict[str, Backend] = {
-            "cutefi": lambda x, w, out: cutefi.fused_rmsnorm_silu(x, w, EPS, out=out),
-            "torch": _torch_rmsnorm_silu,
-            "torch.compile": compiled(_torch_rmsnorm_silu),
-        }
-        flashinfer = flashinfer_module()
-        if flashinfer is not None and hasattr(flashinfer, "fused_rmsnorm_silu"):
-            found["flashinfer"] = lambda x, w, out: flashinfer.fused_rmsnorm_silu(x, w, EPS, out=out)
-        return found
+        return out_param_peers("fused_rmsnorm_silu", _torch_rmsnorm_silu)
 
     def make_inputs(self, shape: dict[str, int], dtype: torch.dtype) -> tuple[Any, ...]:
         rows, hidden = shape["rows"], shape["hidden"]
