@@ -245,7 +245,8 @@ def test_opcheck(op):
     if op == "tma_copy_into" and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA needs sm_90+")
     args = _samples()[op]
-    if op.endswith("_quant") or op.startswith(("gemm_fp8", "rope_quantize_fp8")) or op == "group_gemm_fp8_into":
+    if op.endswith("_quant") or op.startswith(("gemm_fp8", "rope_quantize_fp8")) or op in ("group_gemm_fp8_into",
+                                                                                                   "rmsnorm_silu"):
         # opcheck's schema test compares outputs with torch ops that have no FP8 kernels; the
         # mutation annotations are checked by hand instead: what is not marked is not written
         torch.library.opcheck(getattr(torch.ops.cutefi, op).default, args,
@@ -266,6 +267,12 @@ def test_opcheck(op):
                 assert same == (name not in written), f"{op}: {name} {'unchanged' if same else 'written'}"
         return
     torch.library.opcheck(getattr(torch.ops.cutefi, op).default, args)
+
+
+def test_opcheck_rmsnorm_silu_into_bf16():
+    """RMSNorm + SiLU into a bf16 ``out`` (test_opcheck's sample writes FP8): every opcheck test."""
+    x, _, w, *_, scratch, _ = _inputs(1)
+    torch.library.opcheck(torch.ops.cutefi.rmsnorm_silu.default, (scratch.clone(), x, w, 1e-6, True))
 
 
 def test_opcheck_layernorm_with_16bit_gamma_and_beta():
