@@ -6,6 +6,10 @@ ROOT=$PWD
 export CUTEFI_CACHE_DIR=/tmp/cc PYTHONUNBUFFERED=1
 pip install -q --no-deps --target /tmp/site .whl/*.whl > /dev/null 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/gpu.txt
+# the GPU's tag for file names (h100, h200), and the sanitizer and pytest commands the scripts share
+G=$(grep -o "H[0-9][0-9]*" $OUT/gpu.txt | head -1 | tr A-Z a-z)
+SAN="compute-sanitizer --report-api-errors no --error-exitcode 1"
+PT="python -m pytest -q -p no:cacheprovider"
 packs() { local p=""; for d in "$@"; do p="$p:$d"; done; export CUTEFI_PACK_PATH=${p#:}; }
 COMMON="$ROOT/.cubins_copy $ROOT/.cubins_fill"
 DEADLINE=${DEADLINE:-560}

@@ -6,9 +6,7 @@
 source benchmarks/results/patches/session48_scripts/common.sh
 export PYTHONPATH=/tmp/site:$ROOT
 packs $ROOT/.cubins_ng $ROOT/.cubins_rope
-PT="python -m pytest -q -p no:cacheprovider -x"
-SAN="compute-sanitizer --report-api-errors no --error-exitcode 1"
-G=$(grep -o "H[0-9][0-9]*" $OUT/gpu.txt | head -1); G=$(echo $G | tr A-Z a-z)
+PT="$PT -x"
 cd $ROOT/tests
 FILE=tests.txt step decode 120 $PT test_gpu_decode.py test_gpu_decode_forms.py test_gpu_merge.py \
   test_gpu_append_kv.py test_gpu_attention_fuzz.py test_gpu_pdl.py

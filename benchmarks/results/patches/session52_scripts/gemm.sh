@@ -4,7 +4,6 @@
 source benchmarks/results/patches/session48_scripts/common.sh
 export PYTHONPATH=/tmp/site:$ROOT
 packs $ROOT/.cubins_gemm $COMMON
-G=$(grep -o "H[0-9][0-9]*" $OUT/gpu.txt | head -1); G=$(echo $G | tr A-Z a-z)
 cd $ROOT/tests
 FILE=tests.txt step gemm 70 python -m pytest -q -p no:cacheprovider test_gpu_gemm*.py
 cd $ROOT

@@ -5,9 +5,6 @@
 source benchmarks/results/patches/session48_scripts/common.sh
 export PYTHONPATH=/tmp/site:$ROOT
 packs $ROOT/.cubins_ng $ROOT/.cubins_rope
-PT="python -m pytest -q -p no:cacheprovider"
-SAN="compute-sanitizer --report-api-errors no --error-exitcode 1"
-G=$(grep -o "H[0-9][0-9]*" $OUT/gpu.txt | head -1); G=$(echo $G | tr A-Z a-z)
 cd $ROOT/tests
 FILE=tests.txt step prefill 60 $PT test_gpu_prefill.py test_gpu_prefill_compat.py test_gpu_prefill_compile.py \
   test_gpu_prefill_fp8.py test_gpu_prefill_masks.py test_gpu_prefill_mla.py test_gpu_prefill_mma_sync.py \

@@ -5,8 +5,6 @@
 source benchmarks/results/patches/session48_scripts/common.sh
 export PYTHONPATH=/tmp/site:$ROOT
 packs $ROOT/.cubins_ng $ROOT/.cubins_rope
-PT="python -m pytest -q -p no:cacheprovider"
-G=$(grep -o "H[0-9][0-9]*" $OUT/gpu.txt | head -1); G=$(echo $G | tr A-Z a-z)
 cd $ROOT/tests
 FILE=tests.txt step silu 150 $PT test_gpu_norm_silu.py
 FILE=tests.txt step compile 120 $PT test_gpu_compile.py -k "silu or decoder_block or rmsnorm_quant" \
