@@ -1,9 +1,11 @@
 """CPU tier: the wrappers' plan methods take FlashInfer's arguments in FlashInfer's positional
 order (servers pass them positionally: vLLM's decode plan call passes 15 after page_size), and
-the prefill plan options cutefi does not take are refused by name, not ignored."""
+the prefill plan options cutefi does not take are refused by name, not ignored; the norm and
+RoPE functions take FlashInfer's parameters, in its order, with its defaults."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 
 import pytest
@@ -242,6 +244,7 @@ NORM_SIGNATURES = {
     "layernorm": "(input, gemma, beta, eps=1e-06)",
     "rmsnorm_quant": "(out, input, weight, scale, eps=1e-06, enable_pdl=None)",
     "fused_add_rmsnorm_quant": "(out, input, residual, weight, scale, eps=1e-06, enable_pdl=None)",
+    "layernorm_quant": "(out, input, gemma, beta, scale, eps=1e-06)",
     "fused_rmsnorm_silu": "(input, weight, eps=1e-06, out=None, block_scale=None)",
 }
 
@@ -252,3 +255,57 @@ def test_norms_take_flashinfers_parameters_and_defaults(name):
     shown = ", ".join(p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}"
                       for p in parameters)
     assert f"({shown})" == NORM_SIGNATURES[name]
+
+
+# FlashInfer's RoPE functions (flashinfer/rope.py at fb28d72), as written there: parameters in
+# order and defaults, compared by value (FlashInfer writes rope_scale=1 where cutefi has 1.0)
+_ROPE = "q, k, indptr, offsets, rotary_dim=None, interleave=False, rope_scale=1, rope_theta=10000.0"
+_ROPE_POS = "q, k, pos_ids, rotary_dim=None, interleave=False, rope_scale=1, rope_theta=10000.0"
+_LLAMA31 = ("rotary_dim=None, interleave=False, rope_scale=8, rope_theta=500000.0, low_freq_factor=1, "
+            "high_freq_factor=4, old_context_len=8192")
+_COS_SIN = "positions, query, key, head_size, cos_sin_cache, is_neox=True"
+_QUANT = ("q_rope, k_rope, q_nope, k_nope, cos_sin_cache, pos_ids, is_neox=True, quantize_dtype=None, "
+          "quant_scale_q=1.0, quant_scale_kv=1.0, q_rope_out=None, k_rope_out=None, q_nope_out=None, "
+          "k_nope_out=None, enable_pdl=False")
+ROPE_SIGNATURES = {
+    "apply_rope": _ROPE, "apply_rope_inplace": _ROPE,
+    "apply_rope_pos_ids": _ROPE_POS, "apply_rope_pos_ids_inplace": _ROPE_POS,
+    "apply_llama31_rope": f"q, k, indptr, offsets, {_LLAMA31}",
+    "apply_llama31_rope_inplace": f"q, k, indptr, offsets, {_LLAMA31}",
+    "apply_llama31_rope_pos_ids": f"q, k, pos_ids, {_LLAMA31}",
+    "apply_llama31_rope_pos_ids_inplace": f"q, k, pos_ids, {_LLAMA31}",
+    "apply_rope_with_cos_sin_cache": _COS_SIN, "apply_rope_with_cos_sin_cache_inplace": _COS_SIN,
+    "mla_rope_quantize_fp8": _QUANT,
+    "rope_quantize_fp8": f"{_QUANT}, backend='cuda'",
+    "rope_quantize_fp8_append_paged_kv_cache": (
+        "q_rope, k_rope, q_nope, k_nope, v, cos_sin_cache, pos_ids, paged_kv_cache, kv_indices, kv_indptr, "
+        "batch_indices, positions, is_neox=True, quantize_dtype=None, quant_scale_q=1.0, quant_scale_kv=1.0, "
+        "page_size=16, kv_layout='NHD', q_rope_out=None, q_nope_out=None, enable_pdl=False"),
+}
+
+
+def _written(parameters: str) -> list[tuple[str, object]]:
+    """(name, default) of a parameter list as written in Python (``inspect.Parameter.empty``
+    where there is no default)."""
+    args = ast.parse(f"def f({parameters}): pass").body[0].args
+    defaults = [inspect.Parameter.empty] * (len(args.args) - len(args.defaults)) + \
+        [ast.literal_eval(d) for d in args.defaults]
+    return [(a.arg, d) for a, d in zip(args.args, defaults)]
+
+
+@pytest.mark.parametrize("name", ROPE_SIGNATURES)
+def test_rope_functions_take_flashinfers_parameters_and_defaults(name):
+    """Each RoPE function: FlashInfer's parameter names in its order, positional like its own,
+    with defaults of the same value; all importable from ``cutefi`` and ``cutefi.rope``."""
+    import cutefi.rope
+
+    function = getattr(cutefi, name)
+    assert getattr(cutefi.rope, name) is function
+    parameters = list(inspect.signature(inspect.unwrap(function)).parameters.values())
+    assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters)
+    ours = [(p.name, p.default) for p in parameters]
+    theirs = _written(ROPE_SIGNATURES[name])
+    assert [n for n, _ in ours] == [n for n, _ in theirs]
+    for (parameter, default), (_, expected) in zip(ours, theirs):
+        assert (default is expected) if expected is inspect.Parameter.empty or expected is None \
+            else (default == expected and type(default) in (type(expected), float, int)), parameter
