@@ -307,5 +307,13 @@ def test_rope_functions_take_flashinfers_parameters_and_defaults(name):
     theirs = _written(ROPE_SIGNATURES[name])
     assert [n for n, _ in ours] == [n for n, _ in theirs]
     for (parameter, default), (_, expected) in zip(ours, theirs):
-        assert (default is expected) if expected is inspect.Parameter.empty or expected is None \
-            else (default == expected and type(default) in (type(expected), float, int)), parameter
+        assert _same_default(default, expected), parameter
+
+
+def _same_default(ours: object, theirs: object) -> bool:
+    """No default or None: the same; otherwise the same value of a like type (an int and a float
+    are alike, a bool is not a number here)."""
+    if theirs is inspect.Parameter.empty or theirs is None:
+        return ours is theirs
+    numbers = (int, float)
+    return (type(ours) is type(theirs) or (type(ours) in numbers and type(theirs) in numbers)) and ours == theirs
